@@ -1,0 +1,151 @@
+# twopc — build, test, install.  GNU make; no generated build system.
+#
+#   make                      libtwopc.a, libtwopc.so, examples     (build/<variant>/)
+#   make test                 unit tests, then integration tests against real servers
+#   make test-unit            unit tests only (no server needed)
+#   make SANITIZE=address,undefined test      make SANITIZE=thread test-unit
+#   make WERROR=1             warnings are errors (default when CI=true)
+#   make install PREFIX=/usr/local DESTDIR=
+#   make services-up / services-down          local PostgreSQL + Kafka for trying twopc
+#   make bench-runtime / bench-file           benchmark programs
+#   make format / format-check / deps
+
+SHELL      := /bin/bash
+CC         ?= cc
+PREFIX     ?= /usr/local
+DESTDIR    ?=
+SANITIZE   ?=
+VERSION    := 0.1.0
+SOVERSION  := 0
+
+comma := ,
+ifeq ($(SANITIZE),)
+  VARIANT := default
+else
+  VARIANT := $(subst $(comma),-,$(SANITIZE))
+endif
+BUILD := build/$(VARIANT)
+
+ifeq ($(CI),true)
+  WERROR ?= 1
+endif
+
+PKG_LIBS := rdkafka libpq openssl check
+INCLUDES := -Iruntime -Itxn -Iconnectors/file -Iconnectors/kafka -Iconnectors/postgres
+
+WARN   := -Wall -Wextra -Wstrict-prototypes -Wshadow -Wpointer-arith -Wcast-align
+ifeq ($(WERROR),1)
+  WARN += -Werror
+endif
+OPT    ?= -O2
+CFLAGS_ALL := -std=c11 -D_GNU_SOURCE -g $(OPT) $(WARN) -fPIC -fvisibility=hidden -pthread \
+              $(INCLUDES) $(shell pkg-config --cflags $(PKG_LIBS) 2>/dev/null) $(CFLAGS)
+LDLIBS_ALL := $(shell pkg-config --libs rdkafka libpq openssl 2>/dev/null) -pthread -lm $(LDLIBS)
+CHECK_LIBS := $(shell pkg-config --libs check 2>/dev/null)
+ifneq ($(SANITIZE),)
+  CFLAGS_ALL += -fsanitize=$(SANITIZE) -fno-omit-frame-pointer -fno-sanitize-recover=all
+  LDFLAGS    += -fsanitize=$(SANITIZE)
+endif
+
+PUBLIC_HEADERS := runtime/tpc_runtime.h $(wildcard txn/tpc_txn.h connectors/file/tpc_file.h \
+                  connectors/kafka/tpc_kafka.h connectors/postgres/tpc_pg.h)
+LIB_SRCS  := $(sort $(wildcard runtime/*.c txn/*.c connectors/*/*.c))
+LIB_OBJS  := $(LIB_SRCS:%.c=$(BUILD)/obj/%.o)
+UNIT_SRCS := $(sort $(wildcard tests/unit/check_*.c))
+INTEG_SRCS:= $(sort $(wildcard tests/integration/check_*.c))
+BENCH_SRCS:= $(sort $(wildcard tests/bench/bench_*.c))
+EX_SRCS   := $(sort $(wildcard examples/*.c))
+TEST_HELPER_SRCS := $(sort $(wildcard tests/support/*.c))
+TEST_HELPER_OBJS := $(TEST_HELPER_SRCS:%.c=$(BUILD)/obj/%.o)
+
+UNIT_BINS  := $(UNIT_SRCS:tests/unit/%.c=$(BUILD)/tests/%)
+INTEG_BINS := $(INTEG_SRCS:tests/integration/%.c=$(BUILD)/tests/%)
+BENCH_BINS := $(BENCH_SRCS:tests/bench/%.c=$(BUILD)/bench/%)
+EX_BINS    := $(EX_SRCS:examples/%.c=$(BUILD)/examples/%)
+
+STATIC := $(BUILD)/libtwopc.a
+SHARED := $(BUILD)/libtwopc.so.$(VERSION)
+
+.PHONY: all lib deps deps-build test test-unit test-integration tests-build examples \
+        install format format-check services-up services-down clean \
+        bench-runtime bench-file
+.DEFAULT_GOAL := all
+
+all: deps-build lib examples
+lib: $(STATIC) $(SHARED)
+
+deps-build:
+	@tests/services/deps.sh build
+deps:
+	@tests/services/deps.sh all
+
+$(BUILD)/obj/%.o: %.c $(PUBLIC_HEADERS) $(wildcard runtime/*.h txn/*.h connectors/*/*.h tests/support/*.h)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_ALL) -Itests/support -c $< -o $@
+
+$(STATIC): $(LIB_OBJS)
+	@mkdir -p $(dir $@)
+	rm -f $@ && ar rcs $@ $^
+
+$(SHARED): $(LIB_OBJS)
+	$(CC) -shared -Wl,-soname,libtwopc.so.$(SOVERSION) $(LDFLAGS) -o $@ $^ $(LDLIBS_ALL)
+	ln -sf libtwopc.so.$(VERSION) $(BUILD)/libtwopc.so.$(SOVERSION)
+	ln -sf libtwopc.so.$(SOVERSION) $(BUILD)/libtwopc.so
+
+$(BUILD)/tests/%: tests/unit/%.c $(STATIC) $(TEST_HELPER_OBJS)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_ALL) -Itests/support $(LDFLAGS) -o $@ $< $(TEST_HELPER_OBJS) $(STATIC) $(CHECK_LIBS) $(LDLIBS_ALL)
+
+$(BUILD)/tests/%: tests/integration/%.c $(STATIC) $(TEST_HELPER_OBJS)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_ALL) -Itests/support $(LDFLAGS) -o $@ $< $(TEST_HELPER_OBJS) $(STATIC) $(CHECK_LIBS) $(LDLIBS_ALL)
+
+$(BUILD)/bench/%: tests/bench/%.c $(STATIC) $(TEST_HELPER_OBJS)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_ALL) -Itests/support $(LDFLAGS) -o $@ $< $(TEST_HELPER_OBJS) $(STATIC) $(LDLIBS_ALL)
+
+$(BUILD)/examples/%: examples/%.c $(STATIC)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_ALL) $(LDFLAGS) -o $@ $< $(STATIC) $(LDLIBS_ALL)
+
+examples: $(EX_BINS)
+tests-build: lib $(UNIT_BINS) $(INTEG_BINS)
+
+# Each test binary is a Check suite that forks per test; tests/run-tests.sh prints one summary line.
+test-unit: deps-build lib $(UNIT_BINS)
+	@tests/run-tests.sh unit $(UNIT_BINS)
+
+test-integration: deps lib $(INTEG_BINS) examples
+	@tests/services/with-services.sh tests/run-tests.sh integration $(INTEG_BINS)
+
+test: deps lib $(UNIT_BINS) $(INTEG_BINS) examples
+	@tests/services/with-services.sh tests/run-tests.sh all $(UNIT_BINS) -- $(INTEG_BINS)
+
+services-up: deps
+	@tests/services/services.sh up
+services-down:
+	@tests/services/services.sh down
+
+bench-runtime: deps-build $(BUILD)/bench/bench_runtime
+	@$(BUILD)/bench/bench_runtime
+bench-file: deps-build $(BUILD)/bench/bench_file
+	@$(BUILD)/bench/bench_file
+
+install: lib
+	install -d $(DESTDIR)$(PREFIX)/lib $(DESTDIR)$(PREFIX)/include/twopc $(DESTDIR)$(PREFIX)/lib/pkgconfig
+	install -m 644 $(STATIC) $(DESTDIR)$(PREFIX)/lib/
+	install -m 755 $(SHARED) $(DESTDIR)$(PREFIX)/lib/
+	ln -sf libtwopc.so.$(VERSION) $(DESTDIR)$(PREFIX)/lib/libtwopc.so.$(SOVERSION)
+	ln -sf libtwopc.so.$(SOVERSION) $(DESTDIR)$(PREFIX)/lib/libtwopc.so
+	install -m 644 $(PUBLIC_HEADERS) $(DESTDIR)$(PREFIX)/include/twopc/
+	sed -e 's|@PREFIX@|$(PREFIX)|g' -e 's|@VERSION@|$(VERSION)|g' twopc.pc.in \
+	    > $(DESTDIR)$(PREFIX)/lib/pkgconfig/twopc.pc
+
+FORMAT_FILES = $(shell git ls-files '*.c' '*.h' 2>/dev/null)
+format:
+	clang-format -i $(FORMAT_FILES)
+format-check:
+	@clang-format --dry-run --Werror $(FORMAT_FILES) && echo "format-check: ok"
+
+clean:
+	rm -rf build

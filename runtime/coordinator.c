@@ -1,0 +1,469 @@
+/*
+ * The checkpoint coordinator, run on the job thread for one attempt. It reads the subtasks'
+ * events, triggers checkpoints, collects acks, writes completed checkpoints durably and only then
+ * notifies the subtasks.
+ *
+ * The plan of each checkpoint comes from the live subtask states at trigger time: it triggers the
+ * subtasks that have no unfinished predecessor (sources, and subtasks whose inputs all closed),
+ * waits for every subtask that has not closed, and records the closed ones. A subtask that closes
+ * while a checkpoint waits for it makes that checkpoint abort (the next one will not wait for it).
+ * When every subtask has finished its operator, the final checkpoint is triggered at once.
+ */
+#include "tpc_task.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <time.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct pending {
+    uint64_t id;
+    bool savepoint;
+    uint64_t trigger_us;
+    bool *waiting;       /* per task: in the plan and not acked yet */
+    bool *closed;        /* per task: closed at trigger time */
+    int nwaiting;
+    tpc__subtask_snapshot_t *snap; /* per task */
+    struct pending *next;
+} pending_t;
+
+typedef struct {
+    tpc__attempt_t *a;
+    tpc_job_t *job;
+    tpc__task_state_t *view; /* the coordinator's view of each subtask */
+    pending_t *pending;
+    int npending;
+    uint64_t next_trigger_us, last_complete_us;
+    uint64_t final_id; /* checkpoint triggered after every subtask finished; 0 = none yet */
+    int consecutive_failures;
+    tpc_error_t *failure;
+} coord_t;
+
+void tpc__attempt_post(tpc__attempt_t *a, tpc__event_t *ev)
+{
+    pthread_mutex_lock(&a->mu);
+    if (a->tail)
+        a->tail->next = ev;
+    else
+        a->head = ev;
+    a->tail = ev;
+    pthread_cond_signal(&a->cv);
+    pthread_mutex_unlock(&a->mu);
+}
+
+static void free_event(tpc__event_t *ev)
+{
+    tpc__state_writer_free(&ev->snapshot);
+    tpc_error_destroy(ev->err);
+    free(ev->reason);
+    free(ev);
+}
+
+static void free_pending(coord_t *c, pending_t *p)
+{
+    for (int i = 0; i < c->a->ntasks; i++)
+        tpc__state_writer_free(&p->snap[i].state);
+    free(p->snap);
+    free(p->waiting);
+    free(p->closed);
+    free(p);
+}
+
+static void unlink_pending(coord_t *c, pending_t *p)
+{
+    for (pending_t **pp = &c->pending; *pp; pp = &(*pp)->next)
+        if (*pp == p) {
+            *pp = p->next;
+            c->npending--;
+            return;
+        }
+}
+
+static void broadcast(coord_t *c, tpc__msg_kind_t kind, uint64_t id)
+{
+    for (int i = 0; i < c->a->ntasks; i++)
+        if (c->view[i] == TPC__TASK_RUNNING || c->view[i] == TPC__TASK_WAITING_FOR_FINAL)
+            tpc__task_post(&c->a->tasks[i], kind, id);
+}
+
+static void record_outcome(coord_t *c, uint64_t id, bool completed, uint64_t duration_us,
+                           const char *reason)
+{
+    pthread_mutex_lock(&c->job->ctl_mu);
+    if (completed) {
+        c->job->stats.checkpoints_completed++;
+        c->job->stats.last_checkpoint_id = id;
+        c->job->stats.last_checkpoint_duration_us = duration_us;
+    } else {
+        c->job->stats.checkpoints_aborted++;
+    }
+    pthread_mutex_unlock(&c->job->ctl_mu);
+    if (c->job->ckpt_cb)
+        c->job->ckpt_cb(c->job->ckpt_cb_opaque, id, completed, duration_us, reason);
+}
+
+static void abort_checkpoint(coord_t *c, pending_t *p, const char *reason, bool counts)
+{
+    tpc__logf(&c->job->log, TPC_LOG_INFO, "checkpoint %" PRIu64 " aborted: %s", p->id, reason);
+    unlink_pending(c, p);
+    broadcast(c, TPC__MSG_NOTIFY_ABORTED, p->id);
+    record_outcome(c, p->id, false, tpc__now_us() - p->trigger_us, reason);
+    if (p->id == c->final_id)
+        c->final_id = 0;
+    uint64_t id = p->id;
+    free_pending(c, p);
+    if (counts && ++c->consecutive_failures > c->job->conf.tolerable_failures && !c->failure)
+        c->failure = tpc_error_hint(
+            tpc_error_new(TPC_ERR_CHECKPOINT, 0,
+                          "%d consecutive checkpoints failed, the last (%" PRIu64 ") because %s",
+                          c->consecutive_failures, id, reason),
+            "raise \"checkpoint.tolerable-failures\" or \"checkpoint.timeout.ms\"");
+}
+
+/* A vertex with union state that is only partly closed cannot be restored: every subtask would
+ * need every entry, and the closed ones no longer have theirs. */
+static const char *union_state_conflict(coord_t *c, pending_t *p)
+{
+    tpc__attempt_t *a = c->a;
+    for (int v = 0; v < c->job->nvertices; v++) {
+        bool some_closed = false, some_open = false, has_union = false;
+        for (int i = 0; i < a->ntasks; i++) {
+            if (a->tasks[i].vertex != v)
+                continue;
+            if (p->closed[i])
+                some_closed = true;
+            else
+                some_open = true;
+            has_union |= p->snap[i].state.nunion > 0;
+        }
+        if (some_closed && some_open && has_union)
+            return c->job->vertices[v].name;
+    }
+    return NULL;
+}
+
+static void complete_checkpoint(coord_t *c, pending_t *p)
+{
+    tpc_job_t *job = c->job;
+    tpc__attempt_t *a = c->a;
+    const char *conflict = union_state_conflict(c, p);
+    if (conflict) {
+        char reason[300];
+        snprintf(reason, sizeof reason,
+                 "vertex \"%s\" uses union list state and is only partly finished", conflict);
+        abort_checkpoint(c, p, reason, false);
+        return;
+    }
+    tpc__checkpoint_t ck = {.id = p->id,
+                            .timestamp_ms = (uint64_t)time(NULL) * 1000u,
+                            .savepoint = p->savepoint,
+                            .job_name = job->name,
+                            .nvertices = job->nvertices};
+    ck.vertices = tpc__xcalloc((size_t)job->nvertices, sizeof(*ck.vertices));
+    for (int v = 0; v < job->nvertices; v++) {
+        ck.vertices[v].name = job->vertices[v].name;
+        ck.vertices[v].parallelism = job->vertices[v].parallelism;
+        ck.vertices[v].subtasks =
+            tpc__xcalloc((size_t)job->vertices[v].parallelism, sizeof(tpc__subtask_snapshot_t));
+    }
+    for (int i = 0; i < a->ntasks; i++) {
+        tpc__subtask_snapshot_t *s = &ck.vertices[a->tasks[i].vertex].subtasks[a->tasks[i].subtask];
+        *s = p->snap[i];
+        s->closed = p->closed[i];
+    }
+    char *path = NULL;
+    tpc_error_t *err = tpc__checkpoint_write(job->conf.dir, &ck, &path);
+    for (int v = 0; v < job->nvertices; v++)
+        free(ck.vertices[v].subtasks);
+    free(ck.vertices);
+    if (err) {
+        /* The state is not durable: nothing may be committed on it. Fail the attempt. */
+        if (!c->failure)
+            c->failure = tpc_error_prefix(err, "could not write checkpoint %" PRIu64, p->id);
+        else
+            tpc_error_destroy(err);
+        unlink_pending(c, p);
+        free_pending(c, p);
+        return;
+    }
+    uint64_t now = tpc__now_us(), duration = now - p->trigger_us;
+    tpc__checkpoint_retain(job->conf.dir, job->conf.retained);
+    unlink_pending(c, p);
+    /* Older checkpoints still in flight are subsumed by this one. */
+    for (pending_t *q = c->pending, *nx; q; q = nx) {
+        nx = q->next;
+        if (q->id < p->id) {
+            unlink_pending(c, q);
+            free_pending(c, q);
+        }
+    }
+    c->consecutive_failures = 0;
+    c->last_complete_us = now;
+    tpc__logf(&job->log, TPC_LOG_DEBUG, "checkpoint %" PRIu64 " complete in %" PRIu64 " us",
+              p->id, duration);
+    record_outcome(c, p->id, true, duration, NULL);
+    broadcast(c, TPC__MSG_NOTIFY_COMPLETE, p->id);
+    pthread_mutex_lock(&job->ctl_mu);
+    if (p->savepoint && job->stop.active && !job->stop.path)
+        job->stop.path = path, path = NULL;
+    pthread_mutex_unlock(&job->ctl_mu);
+    if (p->savepoint && !job->stop.drain)
+        broadcast(c, TPC__MSG_STOP, 0);
+    free(path);
+    free_pending(c, p);
+}
+
+static bool is_live(tpc__task_state_t s)
+{
+    return s == TPC__TASK_RUNNING || s == TPC__TASK_WAITING_FOR_FINAL;
+}
+
+static void trigger(coord_t *c, bool savepoint)
+{
+    tpc__attempt_t *a = c->a;
+    tpc_job_t *job = c->job;
+    pending_t *p = tpc__xcalloc(1, sizeof(*p));
+    p->id = job->next_checkpoint_id++;
+    p->savepoint = savepoint;
+    p->trigger_us = tpc__now_us();
+    p->waiting = tpc__xcalloc((size_t)a->ntasks, sizeof(bool));
+    p->closed = tpc__xcalloc((size_t)a->ntasks, sizeof(bool));
+    p->snap = tpc__xcalloc((size_t)a->ntasks, sizeof(*p->snap));
+    bool some_finished = false;
+    for (int i = 0; i < a->ntasks; i++) {
+        p->closed[i] = c->view[i] == TPC__TASK_FINISHED;
+        p->waiting[i] = !p->closed[i];
+        p->nwaiting += p->waiting[i];
+        some_finished |= c->view[i] != TPC__TASK_RUNNING;
+    }
+    p->next = c->pending;
+    c->pending = p;
+    c->npending++;
+    c->next_trigger_us = p->trigger_us + (uint64_t)job->conf.interval_ms * 1000u;
+    if (some_finished && !job->conf.after_finish) {
+        abort_checkpoint(c, p, "a task has finished and \"checkpoint.after-finish\" is false",
+                         false);
+        return;
+    }
+    for (int i = 0; i < a->ntasks; i++) {
+        if (!p->waiting[i])
+            continue;
+        bool has_live_pred = false;
+        for (int k = 0; k < a->tasks[i].npreds; k++)
+            has_live_pred |= c->view[a->tasks[i].preds[k]] != TPC__TASK_FINISHED;
+        if (!has_live_pred)
+            tpc__task_post(&a->tasks[i], TPC__MSG_TRIGGER, p->id);
+    }
+}
+
+static pending_t *find_pending(coord_t *c, uint64_t id)
+{
+    for (pending_t *p = c->pending; p; p = p->next)
+        if (p->id == id)
+            return p;
+    return NULL;
+}
+
+static void on_event(coord_t *c, tpc__event_t *ev)
+{
+    tpc__attempt_t *a = c->a;
+    switch (ev->kind) {
+    case TPC__EV_STATE:
+        c->view[ev->task] = ev->state;
+        if (ev->state == TPC__TASK_FAILED && !c->failure) {
+            c->failure = ev->err;
+            ev->err = NULL;
+        }
+        if (ev->state == TPC__TASK_WAITING_FOR_FINAL)
+            c->final_id = 0; /* a checkpoint after this finish is needed */
+        if (ev->state != TPC__TASK_WAITING_FOR_FINAL) {
+            for (pending_t *p = c->pending, *nx; p; p = nx) {
+                nx = p->next;
+                if (p->waiting[ev->task]) {
+                    char reason[300];
+                    snprintf(reason, sizeof reason, "task \"%s\"[%d] %s before taking part",
+                             c->job->vertices[a->tasks[ev->task].vertex].name,
+                             a->tasks[ev->task].subtask, tpc__task_state_name(ev->state));
+                    abort_checkpoint(c, p, reason, false);
+                }
+            }
+        }
+        break;
+    case TPC__EV_ACK: {
+        pending_t *p = find_pending(c, ev->id);
+        if (!p || !p->waiting[ev->task])
+            break;
+        p->waiting[ev->task] = false;
+        p->nwaiting--;
+        p->snap[ev->task].state = ev->snapshot;
+        p->snap[ev->task].operator_finished = ev->finished;
+        ev->snapshot = (tpc_state_writer_t){0};
+        if (p->nwaiting == 0)
+            complete_checkpoint(c, p);
+        break;
+    }
+    case TPC__EV_DECLINE: {
+        pending_t *p = find_pending(c, ev->id);
+        if (p)
+            abort_checkpoint(c, p, ev->reason ? ev->reason : "declined", true);
+        break;
+    }
+    case TPC__EV_WAKE:
+        break;
+    }
+    free_event(ev);
+}
+
+static bool all_in(coord_t *c, bool (*pred)(tpc__task_state_t))
+{
+    for (int i = 0; i < c->a->ntasks; i++)
+        if (!pred(c->view[i]))
+            return false;
+    return true;
+}
+
+static bool is_finished(tpc__task_state_t s)
+{
+    return s == TPC__TASK_FINISHED;
+}
+
+static bool is_done_or_waiting(tpc__task_state_t s)
+{
+    return s == TPC__TASK_FINISHED || s == TPC__TASK_WAITING_FOR_FINAL;
+}
+
+static bool is_exited(tpc__task_state_t s)
+{
+    return !is_live(s);
+}
+
+/* Outside requests: cancel, stop with savepoint. Returns true when the attempt must end now. */
+static bool outside_requests(coord_t *c, tpc__end_t *end)
+{
+    tpc_job_t *job = c->job;
+    if (atomic_load(&job->cancel_requested)) {
+        *end = TPC__END_CANCELED;
+        return true;
+    }
+    pthread_mutex_lock(&job->ctl_mu);
+    bool start = job->stop.active && !job->stop.started;
+    bool drain = job->stop.drain;
+    if (start) {
+        if (!job->conf.dir) {
+            job->stop.err = tpc_error_hint(
+                tpc_error_new(TPC_ERR_CONFIG, 0, "cannot take a savepoint without checkpoints"),
+                "set \"checkpoint.dir\"");
+            job->stop.done = true;
+            job->stop.active = false;
+            pthread_cond_broadcast(&job->ctl_cv);
+            start = false;
+        } else {
+            job->stop.started = true;
+        }
+    }
+    pthread_mutex_unlock(&job->ctl_mu);
+    if (start) {
+        if (drain)
+            for (int i = 0; i < c->a->ntasks; i++)
+                if (c->a->tasks[i].ninputs == 0 && is_live(c->view[i]))
+                    tpc__task_post(&c->a->tasks[i], TPC__MSG_END_INPUT, 0);
+        if (!drain)
+            trigger(c, true);
+    }
+    return false;
+}
+
+static void wait_events(coord_t *c, uint64_t until_us)
+{
+    tpc__attempt_t *a = c->a;
+    pthread_mutex_lock(&a->mu);
+    uint64_t now = tpc__now_us();
+    if (!a->head && until_us > now) {
+        struct timespec ts;
+        tpc__deadline(&ts, until_us - now);
+        pthread_cond_timedwait(&a->cv, &a->mu, &ts);
+    }
+    tpc__event_t *ev = a->head;
+    a->head = a->tail = NULL;
+    pthread_mutex_unlock(&a->mu);
+    while (ev) {
+        tpc__event_t *nx = ev->next;
+        on_event(c, ev);
+        ev = nx;
+    }
+}
+
+static void maybe_trigger(coord_t *c)
+{
+    tpc_job_t *job = c->job;
+    const tpc__conf_t *conf = &job->conf;
+    if (!conf->dir || all_in(c, is_finished))
+        return;
+    uint64_t now = tpc__now_us();
+    for (pending_t *p = c->pending, *nx; p; p = nx) {
+        nx = p->next;
+        if (now - p->trigger_us > (uint64_t)conf->timeout_ms * 1000u)
+            abort_checkpoint(c, p, "it timed out (\"checkpoint.timeout.ms\")", true);
+    }
+    pthread_mutex_lock(&job->ctl_mu);
+    bool draining = job->stop.active && job->stop.started && job->stop.drain;
+    bool stopping = job->stop.active && job->stop.started;
+    pthread_mutex_unlock(&job->ctl_mu);
+    if (conf->after_finish && all_in(c, is_done_or_waiting)) {
+        if (!c->final_id) {
+            trigger(c, draining);
+            c->final_id = job->next_checkpoint_id - 1;
+        }
+        return;
+    }
+    if (stopping || conf->interval_ms <= 0)
+        return;
+    if (now >= c->next_trigger_us && c->npending < conf->max_concurrent &&
+        now >= c->last_complete_us + (uint64_t)conf->min_pause_ms * 1000u)
+        trigger(c, false);
+}
+
+tpc__end_t tpc__coordinate(tpc__attempt_t *a, tpc_error_t **err)
+{
+    coord_t c = {.a = a, .job = a->job};
+    c.view = tpc__xcalloc((size_t)a->ntasks, sizeof(*c.view));
+    c.next_trigger_us = tpc__now_us() + (uint64_t)a->job->conf.interval_ms * 1000u;
+    tpc__end_t end = TPC__END_FINISHED;
+    for (;;) {
+        uint64_t until = tpc__now_us() + 20000;
+        if (a->job->conf.dir && a->job->conf.interval_ms > 0 && c.next_trigger_us < until)
+            until = c.next_trigger_us;
+        wait_events(&c, until);
+        if (c.failure) {
+            end = TPC__END_FAILED;
+            break;
+        }
+        if (outside_requests(&c, &end))
+            break;
+        if (all_in(&c, is_finished)) {
+            pthread_mutex_lock(&a->job->ctl_mu);
+            end = a->job->stop.started ? TPC__END_STOPPED : TPC__END_FINISHED;
+            pthread_mutex_unlock(&a->job->ctl_mu);
+            break;
+        }
+        if (all_in(&c, is_exited)) {
+            /* Stopped without drain: every task left after the savepoint. */
+            end = TPC__END_STOPPED;
+            break;
+        }
+        maybe_trigger(&c);
+        if (c.failure) {
+            end = TPC__END_FAILED;
+            break;
+        }
+    }
+    while (c.pending) {
+        pending_t *p = c.pending;
+        c.pending = p->next;
+        free_pending(&c, p);
+    }
+    free(c.view);
+    *err = c.failure;
+    return end;
+}

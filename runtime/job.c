@@ -1,0 +1,513 @@
+/*
+ * The job: its graph, its configuration, and tpc_job_run(), which runs attempts until the job
+ * ends. Each attempt restores from the latest valid checkpoint in checkpoint.dir (restore.c),
+ * builds the subtasks and channels, starts one thread per subtask and coordinates. A failed
+ * attempt is canceled (every subtask closes) and, within restart.attempts, replaced by a new one.
+ */
+#include "tpc_task.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+tpc_error_t *tpc__restore_plan(tpc__attempt_t *a);
+tpc_error_t *tpc__restore_load(tpc_job_t *job, tpc__checkpoint_t *out);
+
+tpc_job_t *tpc_job_new(const char *name)
+{
+    tpc_job_t *job = calloc(1, sizeof(*job));
+    if (!job)
+        return NULL;
+    job->name = tpc__xstrdup(name && *name ? name : "job");
+    job->conf = (tpc__conf_t){.interval_ms = 1000,
+                              .timeout_ms = 60000,
+                              .min_pause_ms = 0,
+                              .restart_delay_ms = 100,
+                              .retained = 3,
+                              .max_concurrent = 1,
+                              .tolerable_failures = 3,
+                              .restart_attempts = 3,
+                              .after_finish = true,
+                              .restore = TPC__RESTORE_AUTO,
+                              .channel_capacity = 16,
+                              .batch_size = 256};
+    job->log.max_level = TPC_LOG_WARN;
+    job->next_checkpoint_id = 1;
+    pthread_mutex_init(&job->ctl_mu, NULL);
+    pthread_cond_init(&job->ctl_cv, NULL);
+    return job;
+}
+
+void tpc_job_destroy(tpc_job_t *job)
+{
+    if (!job)
+        return;
+    for (int v = 0; v < job->nvertices; v++)
+        free(job->vertices[v].name);
+    free(job->vertices);
+    free(job->edges);
+    free(job->conf.dir);
+    free(job->stop.path);
+    tpc_error_destroy(job->stop.err);
+    pthread_cond_destroy(&job->ctl_cv);
+    pthread_mutex_destroy(&job->ctl_mu);
+    free(job->name);
+    free(job);
+}
+
+static tpc_error_t *bad_value(const char *key, const char *value, const char *expected)
+{
+    return tpc_error_hint(
+        tpc_error_new(TPC_ERR_CONFIG, 0, "invalid value \"%s\" for \"%s\"", value, key),
+        "expected %s", expected);
+}
+
+static tpc_error_t *parse_int(const char *key, const char *value, int64_t min, int64_t max,
+                              int64_t *out)
+{
+    char *end;
+    errno = 0;
+    long long v = strtoll(value, &end, 10);
+    if (errno || end == value || *end || v < min || v > max) {
+        char expected[96];
+        snprintf(expected, sizeof expected, "an integer from %lld to %lld", (long long)min,
+                 (long long)max);
+        return bad_value(key, value, expected);
+    }
+    *out = v;
+    return NULL;
+}
+
+tpc_error_t *tpc_job_set(tpc_job_t *job, const char *key, const char *value)
+{
+    if (!job || !key || !value)
+        return tpc_error_new(TPC_ERR_INVALID_ARG, 0, "tpc_job_set needs a job, a key and a value");
+    tpc__conf_t *c = &job->conf;
+    int64_t v = 0;
+    tpc_error_t *err = NULL;
+#define INT_KEY(name, min, max, field)                                                             \
+    if (strcmp(key, name) == 0) {                                                                  \
+        if (!(err = parse_int(key, value, min, max, &v)))                                          \
+            c->field = v;                                                                          \
+        return err;                                                                                \
+    }
+    INT_KEY("checkpoint.interval.ms", 0, INT64_MAX / 1000, interval_ms)
+    INT_KEY("checkpoint.timeout.ms", 1, INT64_MAX / 1000, timeout_ms)
+    INT_KEY("checkpoint.min-pause.ms", 0, INT64_MAX / 1000, min_pause_ms)
+    INT_KEY("checkpoint.retained", 1, 1000000, retained)
+    INT_KEY("checkpoint.max-concurrent", 1, 64, max_concurrent)
+    INT_KEY("checkpoint.tolerable-failures", 0, 1000000, tolerable_failures)
+    INT_KEY("restart.attempts", 0, 1000000, restart_attempts)
+    INT_KEY("restart.delay.ms", 0, INT64_MAX / 1000, restart_delay_ms)
+    INT_KEY("channel.capacity", 2, 1 << 20, channel_capacity)
+    INT_KEY("batch.size", 1, 1 << 20, batch_size)
+#undef INT_KEY
+    if (strcmp(key, "checkpoint.dir") == 0) {
+        if (!*value)
+            return bad_value(key, value, "a directory path");
+        free(c->dir);
+        c->dir = tpc__xstrdup(value);
+        return NULL;
+    }
+    if (strcmp(key, "checkpoint.after-finish") == 0) {
+        if (strcmp(value, "true") == 0)
+            c->after_finish = true;
+        else if (strcmp(value, "false") == 0)
+            c->after_finish = false;
+        else
+            return bad_value(key, value, "true or false");
+        return NULL;
+    }
+    if (strcmp(key, "restore.mode") == 0) {
+        if (strcmp(value, "auto") == 0)
+            c->restore = TPC__RESTORE_AUTO;
+        else if (strcmp(value, "fresh") == 0)
+            c->restore = TPC__RESTORE_FRESH;
+        else if (strcmp(value, "required") == 0)
+            c->restore = TPC__RESTORE_REQUIRED;
+        else
+            return bad_value(key, value, "auto, fresh or required");
+        return NULL;
+    }
+    return tpc_error_hint(tpc_error_new(TPC_ERR_CONFIG, 0, "unknown configuration key \"%s\"", key),
+                          "see tpc_job_set() in tpc_runtime.h for the keys");
+}
+
+void tpc_job_set_logger(tpc_job_t *job, tpc_log_cb cb, void *opaque, tpc_log_level_t max_level)
+{
+    job->log = (tpc__logger_t){cb, opaque, max_level};
+}
+
+void tpc_job_set_checkpoint_callback(tpc_job_t *job, tpc_checkpoint_cb cb, void *opaque)
+{
+    job->ckpt_cb = cb;
+    job->ckpt_cb_opaque = opaque;
+}
+
+tpc_error_t *tpc_job_add_vertex(tpc_job_t *job, const char *name, int parallelism,
+                                const tpc_operator_ops_t *ops, void *arg, int *vertex_id)
+{
+    if (!job || !name || !*name || !ops)
+        return tpc_error_new(TPC_ERR_INVALID_ARG, 0, "a vertex needs a name and an ops table");
+    if (ops->version != TPC_OPERATOR_OPS_VERSION)
+        return tpc_error_new(TPC_ERR_INVALID_ARG, 0,
+                             "vertex \"%s\": ops version %d, this library supports %d", name,
+                             ops->version, TPC_OPERATOR_OPS_VERSION);
+    if (!ops->open || (!ops->poll && !ops->process))
+        return tpc_error_new(TPC_ERR_INVALID_ARG, 0,
+                             "vertex \"%s\": ops need open and either poll or process", name);
+    if (parallelism < 1 || parallelism > 1024)
+        return tpc_error_new(TPC_ERR_INVALID_ARG, 0,
+                             "vertex \"%s\": parallelism %d is not between 1 and 1024", name,
+                             parallelism);
+    for (int v = 0; v < job->nvertices; v++)
+        if (strcmp(job->vertices[v].name, name) == 0)
+            return tpc_error_new(TPC_ERR_INVALID_ARG, 0, "vertex \"%s\" already exists", name);
+    job->vertices = tpc__xrealloc(job->vertices, (size_t)(job->nvertices + 1) * sizeof(tpc__vertex_t));
+    job->vertices[job->nvertices] = (tpc__vertex_t){tpc__xstrdup(name), parallelism, ops, arg};
+    if (vertex_id)
+        *vertex_id = job->nvertices;
+    job->nvertices++;
+    return NULL;
+}
+
+static bool reaches(const tpc_job_t *job, int from, int to)
+{
+    if (from == to)
+        return true;
+    for (int e = 0; e < job->nedges; e++)
+        if (job->edges[e].from == from && reaches(job, job->edges[e].to, to))
+            return true;
+    return false;
+}
+
+tpc_error_t *tpc_job_connect(tpc_job_t *job, int from, int to, tpc_edge_t kind)
+{
+    if (!job || from < 0 || to < 0 || from >= job->nvertices || to >= job->nvertices)
+        return tpc_error_new(TPC_ERR_INVALID_ARG, 0, "connect: unknown vertex id");
+    const tpc__vertex_t *f = &job->vertices[from], *t = &job->vertices[to];
+    if ((unsigned)kind > TPC_EDGE_BROADCAST)
+        return tpc_error_new(TPC_ERR_INVALID_ARG, 0, "connect: unknown edge kind %d", (int)kind);
+    if (!f->ops->poll && !f->ops->process)
+        return tpc_error_new(TPC_ERR_INVALID_ARG, 0, "vertex \"%s\" cannot emit", f->name);
+    if (!t->ops->process)
+        return tpc_error_new(TPC_ERR_INVALID_ARG, 0,
+                             "vertex \"%s\" is a source (no process): it cannot take input",
+                             t->name);
+    if (kind == TPC_EDGE_FORWARD && f->parallelism != t->parallelism)
+        return tpc_error_hint(
+            tpc_error_new(TPC_ERR_INVALID_ARG, 0,
+                          "forward edge \"%s\" -> \"%s\" joins parallelism %d to %d", f->name,
+                          t->name, f->parallelism, t->parallelism),
+            "use equal parallelism or a rebalance edge");
+    if (reaches(job, to, from))
+        return tpc_error_new(TPC_ERR_INVALID_ARG, 0, "edge \"%s\" -> \"%s\" would make a cycle",
+                             f->name, t->name);
+    job->edges = tpc__xrealloc(job->edges, (size_t)(job->nedges + 1) * sizeof(tpc__edge_t));
+    job->edges[job->nedges++] = (tpc__edge_t){from, to, kind};
+    return NULL;
+}
+
+/* ---- attempts ----------------------------------------------------------------------------- */
+
+static int task_index(const tpc_job_t *job, int vertex, int subtask)
+{
+    int idx = 0;
+    for (int v = 0; v < vertex; v++)
+        idx += job->vertices[v].parallelism;
+    return idx + subtask;
+}
+
+static void add_channel(tpc__attempt_t *a, tpc__task_t *from, tpc__out_edge_t *o, tpc__task_t *to)
+{
+    tpc__channel_t *ch = tpc__channel_new(a->job->conf.channel_capacity, &a->canceled);
+    ch->producer = from;
+    ch->consumer = to;
+    a->channels = tpc__xrealloc(a->channels, (size_t)(a->nchannels + 1) * sizeof(*a->channels));
+    a->channels[a->nchannels++] = ch;
+    o->chans[o->n++] = ch;
+    to->inputs = tpc__xrealloc(to->inputs, (size_t)(to->ninputs + 1) * sizeof(*to->inputs));
+    to->inputs[to->ninputs++] = (tpc__input_t){.ch = ch};
+    to->preds = tpc__xrealloc(to->preds, (size_t)(to->npreds + 1) * sizeof(int));
+    to->preds[to->npreds++] = from->index;
+}
+
+static tpc__attempt_t *attempt_new(tpc_job_t *job, int number)
+{
+    tpc__attempt_t *a = tpc__xcalloc(1, sizeof(*a));
+    a->job = job;
+    a->number = number;
+    atomic_init(&a->canceled, false);
+    pthread_mutex_init(&a->mu, NULL);
+    tpc__cond_init_monotonic(&a->cv);
+    for (int v = 0; v < job->nvertices; v++)
+        a->ntasks += job->vertices[v].parallelism;
+    a->tasks = tpc__xcalloc((size_t)a->ntasks, sizeof(*a->tasks));
+    for (int v = 0; v < job->nvertices; v++) {
+        for (int s = 0; s < job->vertices[v].parallelism; s++) {
+            tpc__task_t *t = &a->tasks[task_index(job, v, s)];
+            t->attempt = a;
+            t->index = task_index(job, v, s);
+            t->vertex = v;
+            t->subtask = s;
+            t->ops = job->vertices[v].ops;
+            t->ctx.task = t;
+            pthread_mutex_init(&t->mu, NULL);
+            tpc__cond_init_monotonic(&t->cv);
+        }
+    }
+    for (int e = 0; e < job->nedges; e++) {
+        const tpc__edge_t *ed = &job->edges[e];
+        int pf = job->vertices[ed->from].parallelism, pt = job->vertices[ed->to].parallelism;
+        for (int s = 0; s < pf; s++) {
+            tpc__task_t *from = &a->tasks[task_index(job, ed->from, s)];
+            from->outs = tpc__xrealloc(from->outs, (size_t)(from->nouts + 1) * sizeof(*from->outs));
+            tpc__out_edge_t *o = &from->outs[from->nouts++];
+            int n = ed->kind == TPC_EDGE_FORWARD ? 1 : pt;
+            *o = (tpc__out_edge_t){.kind = ed->kind};
+            o->chans = tpc__xcalloc((size_t)n, sizeof(*o->chans));
+            o->cur = tpc__xcalloc((size_t)n, sizeof(*o->cur));
+            if (ed->kind == TPC_EDGE_FORWARD)
+                add_channel(a, from, o, &a->tasks[task_index(job, ed->to, s)]);
+            else
+                for (int d = 0; d < pt; d++)
+                    add_channel(a, from, o, &a->tasks[task_index(job, ed->to, d)]);
+        }
+    }
+    return a;
+}
+
+static void attempt_destroy(tpc__attempt_t *a)
+{
+    for (int i = 0; i < a->ntasks; i++) {
+        tpc__task_t *t = &a->tasks[i];
+        for (int e = 0; e < t->nouts; e++) {
+            free(t->outs[e].chans);
+            free(t->outs[e].cur);
+        }
+        free(t->outs);
+        free(t->inputs);
+        free(t->preds);
+        free(t->mbox);
+        tpc__state_reader_free(&t->restored);
+        pthread_cond_destroy(&t->cv);
+        pthread_mutex_destroy(&t->mu);
+    }
+    for (int c = 0; c < a->nchannels; c++)
+        tpc__channel_destroy(a->channels[c]);
+    for (tpc__event_t *ev = a->head, *nx; ev; ev = nx) {
+        nx = ev->next;
+        tpc__state_writer_free(&ev->snapshot);
+        tpc_error_destroy(ev->err);
+        free(ev->reason);
+        free(ev);
+    }
+    tpc__checkpoint_free(&a->restored);
+    free(a->channels);
+    free(a->tasks);
+    pthread_cond_destroy(&a->cv);
+    pthread_mutex_destroy(&a->mu);
+    free(a);
+}
+
+void tpc__attempt_cancel(tpc__attempt_t *a)
+{
+    atomic_store(&a->canceled, true);
+    for (int i = 0; i < a->ntasks; i++)
+        tpc__task_wake(&a->tasks[i]);
+    for (int c = 0; c < a->nchannels; c++)
+        tpc__channel_wake_all(a->channels[c]);
+}
+
+/* Fold the attempt's per-vertex counters into the job's totals. */
+static void add_vertex_stats(const tpc_job_t *job, const tpc__attempt_t *a, tpc_job_stats_t *st,
+                             bool live)
+{
+    int n = job->nvertices < 32 ? job->nvertices : 32;
+    st->vertex_count = n;
+    for (int v = 0; v < n; v++) {
+        st->vertices[v].name = job->vertices[v].name;
+        st->vertices[v].parallelism = job->vertices[v].parallelism;
+    }
+    if (!a)
+        return;
+    for (int i = 0; i < a->ntasks; i++) {
+        const tpc__task_t *t = &a->tasks[i];
+        if (t->vertex >= n)
+            continue;
+        tpc_vertex_stats_t *vs = &st->vertices[t->vertex];
+        vs->records_in += atomic_load_explicit(&t->records_in, memory_order_relaxed);
+        vs->records_out += atomic_load_explicit(&t->records_out, memory_order_relaxed);
+        vs->backpressure_ms +=
+            atomic_load_explicit(&t->backpressure_us, memory_order_relaxed) / 1000u;
+        (void)live;
+    }
+}
+
+void tpc_job_get_stats(tpc_job_t *job, tpc_job_stats_t *out)
+{
+    pthread_mutex_lock(&job->ctl_mu);
+    *out = job->stats;
+    add_vertex_stats(job, job->attempt, out, true);
+    pthread_mutex_unlock(&job->ctl_mu);
+}
+
+static tpc__end_t run_attempt(tpc_job_t *job, int number, tpc_error_t **err)
+{
+    *err = NULL;
+    tpc__attempt_t *a = attempt_new(job, number);
+    if (job->conf.dir)
+        *err = tpc__restore_load(job, &a->restored);
+    if (!*err && a->restored.id)
+        *err = tpc__restore_plan(a);
+    if (*err) {
+        attempt_destroy(a);
+        return TPC__END_FAILED;
+    }
+    a->restored_id = a->restored.id;
+    pthread_mutex_lock(&job->ctl_mu);
+    job->attempt = a;
+    pthread_mutex_unlock(&job->ctl_mu);
+
+    int started = 0;
+    for (; started < a->ntasks; started++)
+        if (pthread_create(&a->tasks[started].thread, NULL, tpc__task_main, &a->tasks[started]))
+            break;
+    tpc__end_t end;
+    if (started < a->ntasks) {
+        *err = tpc_error_new(TPC_ERR_NOMEM, TPC_ERROR_FATAL, "could not start thread %d of %d",
+                             started + 1, a->ntasks);
+        end = TPC__END_FAILED;
+    } else {
+        end = tpc__coordinate(a, err);
+    }
+    if (end != TPC__END_FINISHED)
+        tpc__attempt_cancel(a);
+    for (int i = 0; i < started; i++)
+        pthread_join(a->tasks[i].thread, NULL);
+
+    pthread_mutex_lock(&job->ctl_mu);
+    job->attempt = NULL;
+    tpc_job_stats_t totals = job->stats;
+    add_vertex_stats(job, a, &totals, false);
+    job->stats = totals;
+    pthread_mutex_unlock(&job->ctl_mu);
+    attempt_destroy(a);
+    return end;
+}
+
+tpc_error_t *tpc_job_run(tpc_job_t *job, tpc_job_result_t *result)
+{
+    if (!job)
+        return tpc_error_new(TPC_ERR_INVALID_ARG, 0, "no job");
+    if (job->nvertices == 0)
+        return tpc_error_new(TPC_ERR_INVALID_ARG, 0, "job \"%s\" has no vertices", job->name);
+    for (int v = 0; v < job->nvertices; v++) {
+        bool has_input = false;
+        for (int e = 0; e < job->nedges; e++)
+            has_input |= job->edges[e].to == v;
+        const tpc__vertex_t *vx = &job->vertices[v];
+        if (!has_input && !vx->ops->poll)
+            return tpc_error_new(TPC_ERR_INVALID_ARG, 0,
+                                 "vertex \"%s\" has no input and no poll: connect it to a source",
+                                 vx->name);
+        if (has_input && !vx->ops->process)
+            return tpc_error_new(TPC_ERR_INVALID_ARG, 0, "vertex \"%s\" has input but no process",
+                                 vx->name);
+    }
+    pthread_mutex_lock(&job->ctl_mu);
+    if (job->running) {
+        pthread_mutex_unlock(&job->ctl_mu);
+        return tpc_error_new(TPC_ERR_STATE, 0, "job \"%s\" is already running", job->name);
+    }
+    job->running = true;
+    pthread_mutex_unlock(&job->ctl_mu);
+
+    tpc_error_t *err = NULL;
+    tpc__end_t end = TPC__END_FAILED;
+    for (int attempt = 0;; attempt++) {
+        end = run_attempt(job, attempt, &err);
+        if (end != TPC__END_FAILED || tpc_error_code(err) == TPC_ERR_CONFIG ||
+            tpc_error_code(err) == TPC_ERR_CORRUPT || tpc_error_code(err) == TPC_ERR_NOT_FOUND)
+            break;
+        if (attempt >= job->conf.restart_attempts) {
+            err = tpc_error_hint(
+                tpc_error_prefix(err, "job \"%s\" failed after %d restarts", job->name, attempt),
+                "raise \"restart.attempts\" or fix the cause above");
+            break;
+        }
+        tpc__logf(&job->log, TPC_LOG_WARN, "job \"%s\" restarts (attempt %d): %s", job->name,
+                  attempt + 1, tpc_error_message(err));
+        tpc_error_destroy(err);
+        err = NULL;
+        pthread_mutex_lock(&job->ctl_mu);
+        job->stats.restarts++;
+        pthread_mutex_unlock(&job->ctl_mu);
+        tpc__sleep_us((uint64_t)job->conf.restart_delay_ms * 1000u);
+        if (atomic_load(&job->cancel_requested)) {
+            end = TPC__END_CANCELED;
+            break;
+        }
+    }
+
+    pthread_mutex_lock(&job->ctl_mu);
+    job->running = false;
+    if (job->stop.active && !job->stop.done) {
+        job->stop.done = true;
+        if (end != TPC__END_STOPPED && !job->stop.err)
+            job->stop.err = tpc_error_new(TPC_ERR_STATE, 0, "the job ended before its savepoint");
+    }
+    pthread_cond_broadcast(&job->ctl_cv);
+    pthread_mutex_unlock(&job->ctl_mu);
+    if (result)
+        *result = end == TPC__END_STOPPED    ? TPC_JOB_STOPPED
+                  : end == TPC__END_CANCELED ? TPC_JOB_CANCELED
+                                             : TPC_JOB_FINISHED;
+    return end == TPC__END_FAILED ? err : NULL;
+}
+
+static void wake_coordinator(tpc_job_t *job)
+{
+    if (job->attempt) {
+        tpc__event_t *ev = tpc__xcalloc(1, sizeof(*ev));
+        ev->kind = TPC__EV_WAKE;
+        tpc__attempt_post(job->attempt, ev);
+    }
+}
+
+void tpc_job_cancel(tpc_job_t *job)
+{
+    atomic_store(&job->cancel_requested, true);
+    pthread_mutex_lock(&job->ctl_mu);
+    wake_coordinator(job);
+    pthread_mutex_unlock(&job->ctl_mu);
+}
+
+tpc_error_t *tpc_job_stop_with_savepoint(tpc_job_t *job, bool drain, char **path)
+{
+    pthread_mutex_lock(&job->ctl_mu);
+    if (!job->running || job->stop.active) {
+        bool running = job->running;
+        pthread_mutex_unlock(&job->ctl_mu);
+        if (running)
+            return tpc_error_new(TPC_ERR_STATE, 0, "a stop with savepoint is already in progress");
+        return tpc_error_new(TPC_ERR_STATE, 0, "job \"%s\" is not running", job->name);
+    }
+    free(job->stop.path);
+    tpc_error_destroy(job->stop.err);
+    job->stop = (tpc__stop_t){.active = true, .drain = drain};
+    wake_coordinator(job);
+    while (!job->stop.done)
+        pthread_cond_wait(&job->ctl_cv, &job->ctl_mu);
+    tpc_error_t *err = job->stop.err;
+    job->stop.err = NULL;
+    if (!err && path) {
+        *path = job->stop.path;
+        job->stop.path = NULL;
+    }
+    job->stop.active = false;
+    pthread_mutex_unlock(&job->ctl_mu);
+    return err;
+}

@@ -1,0 +1,64 @@
+/*
+ * Operator state as the operator sees it: a writer that collects list and union entries during
+ * snapshot_state, and a reader over the entries handed back in initialize_state. Entries are
+ * opaque bytes; how they are split over subtasks on restore is decided in job.c.
+ */
+#include "tpc_internal.h"
+
+#include <stdlib.h>
+
+void tpc__state_writer_init(tpc_state_writer_t *w)
+{
+    *w = (tpc_state_writer_t){0};
+}
+
+void tpc__state_writer_free(tpc_state_writer_t *w)
+{
+    tpc__buf_free(&w->list);
+    tpc__buf_free(&w->uni);
+    w->nlist = w->nunion = 0;
+}
+
+tpc_error_t *tpc_state_add(tpc_state_writer_t *w, tpc_state_kind_t kind, const void *bytes,
+                           size_t len)
+{
+    if (!w || (len && !bytes))
+        return tpc_error_new(TPC_ERR_INVALID_ARG, 0, "state entry without bytes");
+    if (len > UINT32_MAX / 2)
+        return tpc_error_new(TPC_ERR_INVALID_ARG, 0, "state entry of %zu bytes is too large", len);
+    if (kind == TPC_STATE_LIST) {
+        tpc__buf_put_bytes(&w->list, bytes, len);
+        w->nlist++;
+    } else if (kind == TPC_STATE_UNION) {
+        tpc__buf_put_bytes(&w->uni, bytes, len);
+        w->nunion++;
+    } else {
+        return tpc_error_new(TPC_ERR_INVALID_ARG, 0, "unknown state kind %d", (int)kind);
+    }
+    return NULL;
+}
+
+size_t tpc_state_count(const tpc_state_reader_t *r, tpc_state_kind_t kind)
+{
+    if (!r)
+        return 0;
+    return kind == TPC_STATE_UNION ? r->nunion : r->nlist;
+}
+
+void tpc_state_get(const tpc_state_reader_t *r, tpc_state_kind_t kind, size_t i,
+                   const void **bytes, size_t *len)
+{
+    const tpc__slice_t *s = kind == TPC_STATE_UNION ? &r->uni[i] : &r->list[i];
+    *bytes = s->p;
+    *len = s->len;
+}
+
+void tpc__state_reader_free(tpc_state_reader_t *r)
+{
+    if (!r)
+        return;
+    free(r->list);
+    free(r->uni);
+    r->list = r->uni = NULL;
+    r->nlist = r->nunion = 0;
+}

@@ -1,0 +1,344 @@
+/*
+ * Durable checkpoint files. A checkpoint is one file, `chk-<id>` (or `savepoint-<id>`), holding
+ * the metadata (job, vertices, which subtasks had closed or finished) and every subtask's state,
+ * followed by a SHA-256 of everything before it. It is written to a temporary name, fsynced,
+ * renamed into place and the directory fsynced, so a crash leaves either the old set of files or
+ * the new one. Readers verify the checksum and the structure; a torn or corrupt file is an error
+ * that recovery reports and skips. The layout is described in docs/architecture.md.
+ */
+#include "tpc_internal.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <openssl/evp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define MAGIC "TPCCKPT1"
+#define FORMAT_VERSION 1u
+#define DIGEST_LEN 32
+
+tpc_error_t *(*tpc__checkpoint_write_fault)(uint64_t id);
+
+void tpc__checkpoint_free(tpc__checkpoint_t *c)
+{
+    if (!c)
+        return;
+    for (int v = 0; v < c->nvertices; v++) {
+        tpc__vertex_snapshot_t *vs = &c->vertices[v];
+        for (int s = 0; vs->subtasks && s < vs->parallelism; s++)
+            tpc__state_writer_free(&vs->subtasks[s].state);
+        free(vs->subtasks);
+        free(vs->name);
+    }
+    free(c->vertices);
+    free(c->job_name);
+    *c = (tpc__checkpoint_t){0};
+}
+
+bool tpc__vertex_fully_closed(const tpc__vertex_snapshot_t *v)
+{
+    for (int s = 0; s < v->parallelism; s++)
+        if (!v->subtasks[s].closed)
+            return false;
+    return true;
+}
+
+bool tpc__vertex_partly_closed(const tpc__vertex_snapshot_t *v)
+{
+    bool any = false;
+    for (int s = 0; s < v->parallelism; s++)
+        any |= v->subtasks[s].closed;
+    return any && !tpc__vertex_fully_closed(v);
+}
+
+static void sha256(const uint8_t *p, size_t len, uint8_t out[DIGEST_LEN])
+{
+    unsigned int n = DIGEST_LEN;
+    EVP_Digest(p, len, out, &n, EVP_sha256(), NULL);
+}
+
+static void encode(const tpc__checkpoint_t *c, tpc__buf_t *b)
+{
+    tpc__buf_put(b, MAGIC, 8);
+    tpc__buf_put_u32(b, FORMAT_VERSION);
+    tpc__buf_put_u64(b, c->id);
+    tpc__buf_put_u64(b, c->timestamp_ms);
+    tpc__buf_put_u8(b, c->savepoint);
+    tpc__buf_put_bytes(b, c->job_name, strlen(c->job_name));
+    tpc__buf_put_u32(b, (uint32_t)c->nvertices);
+    for (int v = 0; v < c->nvertices; v++) {
+        const tpc__vertex_snapshot_t *vs = &c->vertices[v];
+        tpc__buf_put_bytes(b, vs->name, strlen(vs->name));
+        tpc__buf_put_u32(b, (uint32_t)vs->parallelism);
+        for (int s = 0; s < vs->parallelism; s++) {
+            const tpc__subtask_snapshot_t *ss = &vs->subtasks[s];
+            tpc__buf_put_u8(b, (uint8_t)(ss->closed | ss->operator_finished << 1));
+            tpc__buf_put_u32(b, ss->state.nlist);
+            tpc__buf_put_bytes(b, ss->state.list.data, ss->state.list.len);
+            tpc__buf_put_u32(b, ss->state.nunion);
+            tpc__buf_put_bytes(b, ss->state.uni.data, ss->state.uni.len);
+        }
+    }
+    uint8_t digest[DIGEST_LEN];
+    sha256(b->data, b->len, digest);
+    tpc__buf_put(b, digest, DIGEST_LEN);
+}
+
+/* Check that @p n entries (u32 len + bytes) fill @p p exactly. */
+static bool entries_valid(const uint8_t *p, size_t len, uint32_t n)
+{
+    tpc__rd_t r = {p, len, 0, false};
+    for (uint32_t i = 0; i < n; i++) {
+        size_t l;
+        tpc__rd_bytes(&r, &l);
+    }
+    return !r.bad && r.off == len;
+}
+
+static char *rd_string(tpc__rd_t *r)
+{
+    size_t n;
+    const uint8_t *p = tpc__rd_bytes(r, &n);
+    if (!p)
+        return NULL;
+    char *s = tpc__xmalloc(n + 1);
+    memcpy(s, p, n);
+    s[n] = 0;
+    return s;
+}
+
+tpc_error_t *tpc__checkpoint_decode(const uint8_t *p, size_t len, tpc__checkpoint_t *out)
+{
+    *out = (tpc__checkpoint_t){0};
+    if (len < 8 + DIGEST_LEN || memcmp(p, MAGIC, 8) != 0)
+        return tpc_error_new(TPC_ERR_CORRUPT, 0, "not a checkpoint file (bad header or too short)");
+    uint8_t digest[DIGEST_LEN];
+    sha256(p, len - DIGEST_LEN, digest);
+    if (memcmp(digest, p + len - DIGEST_LEN, DIGEST_LEN) != 0)
+        return tpc_error_new(TPC_ERR_CORRUPT, 0, "checksum mismatch (torn or altered file)");
+    tpc__rd_t r = {p + 8, len - 8 - DIGEST_LEN, 0, false};
+    uint32_t version = tpc__rd_u32(&r);
+    if (version != FORMAT_VERSION)
+        return tpc_error_new(TPC_ERR_CORRUPT, 0, "unsupported checkpoint format version %u",
+                             version);
+    out->id = tpc__rd_u64(&r);
+    out->timestamp_ms = tpc__rd_u64(&r);
+    out->savepoint = tpc__rd_u8(&r) != 0;
+    out->job_name = rd_string(&r);
+    uint32_t nv = tpc__rd_u32(&r);
+    if (r.bad || nv > 100000)
+        goto bad;
+    out->vertices = tpc__xcalloc(nv, sizeof(*out->vertices));
+    out->nvertices = (int)nv;
+    for (uint32_t v = 0; v < nv; v++) {
+        tpc__vertex_snapshot_t *vs = &out->vertices[v];
+        vs->name = rd_string(&r);
+        uint32_t par = tpc__rd_u32(&r);
+        if (r.bad || par == 0 || par > 100000)
+            goto bad;
+        vs->subtasks = tpc__xcalloc(par, sizeof(*vs->subtasks));
+        vs->parallelism = (int)par;
+        for (uint32_t s = 0; s < par; s++) {
+            tpc__subtask_snapshot_t *ss = &vs->subtasks[s];
+            uint8_t flags = tpc__rd_u8(&r);
+            ss->closed = flags & 1;
+            ss->operator_finished = (flags >> 1) & 1;
+            size_t n;
+            const uint8_t *e;
+            ss->state.nlist = tpc__rd_u32(&r);
+            e = tpc__rd_bytes(&r, &n);
+            if (r.bad || !entries_valid(e, n, ss->state.nlist))
+                goto bad;
+            tpc__buf_put(&ss->state.list, e, n);
+            ss->state.nunion = tpc__rd_u32(&r);
+            e = tpc__rd_bytes(&r, &n);
+            if (r.bad || !entries_valid(e, n, ss->state.nunion))
+                goto bad;
+            tpc__buf_put(&ss->state.uni, e, n);
+        }
+    }
+    if (r.bad || r.off != r.len)
+        goto bad;
+    return NULL;
+bad:
+    tpc__checkpoint_free(out);
+    return tpc_error_new(TPC_ERR_CORRUPT, 0, "malformed checkpoint contents");
+}
+
+static tpc_error_t *io_error(const char *what, const char *path)
+{
+    return tpc_error_hint(tpc_error_new(TPC_ERR_IO, TPC_ERROR_RETRIABLE, "could not %s \"%s\": %s",
+                                        what, path, strerror(errno)),
+                          "check that \"checkpoint.dir\" is writable and the disk is not full");
+}
+
+static tpc_error_t *fsync_dir(const char *dir)
+{
+    int fd = open(dir, O_RDONLY | O_DIRECTORY);
+    if (fd < 0)
+        return io_error("open directory", dir);
+    int rc = fsync(fd);
+    close(fd);
+    return rc ? io_error("fsync directory", dir) : NULL;
+}
+
+static tpc_error_t *write_all(int fd, const uint8_t *p, size_t n, const char *path)
+{
+    while (n) {
+        ssize_t w = write(fd, p, n);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w < 0)
+            return io_error("write", path);
+        p += w;
+        n -= (size_t)w;
+    }
+    return NULL;
+}
+
+tpc_error_t *tpc__checkpoint_write(const char *dir, const tpc__checkpoint_t *c, char **path_out)
+{
+    if (tpc__checkpoint_write_fault) {
+        tpc_error_t *e = tpc__checkpoint_write_fault(c->id);
+        if (e)
+            return e;
+    }
+    if (mkdir(dir, 0755) != 0 && errno != EEXIST)
+        return io_error("create directory", dir);
+    tpc__buf_t b = {0};
+    encode(c, &b);
+    size_t n = strlen(dir) + 64;
+    char *tmp = tpc__xmalloc(n), *path = tpc__xmalloc(n);
+    const char *kind = c->savepoint ? "savepoint" : "chk";
+    snprintf(tmp, n, "%s/.%s-%020" PRIu64 ".tmp", dir, kind, c->id);
+    snprintf(path, n, "%s/%s-%020" PRIu64, dir, kind, c->id);
+    tpc_error_t *err = NULL;
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd < 0) {
+        err = io_error("create", tmp);
+    } else {
+        err = write_all(fd, b.data, b.len, tmp);
+        if (!err && fsync(fd) != 0)
+            err = io_error("fsync", tmp);
+        close(fd);
+        if (!err && rename(tmp, path) != 0)
+            err = io_error("rename", tmp);
+        if (!err)
+            err = fsync_dir(dir);
+        if (err)
+            unlink(tmp);
+    }
+    tpc__buf_free(&b);
+    free(tmp);
+    if (err) {
+        free(path);
+        return err;
+    }
+    if (path_out)
+        *path_out = path;
+    else
+        free(path);
+    return NULL;
+}
+
+tpc_error_t *tpc__checkpoint_read(const char *path, tpc__checkpoint_t *out)
+{
+    *out = (tpc__checkpoint_t){0};
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return io_error("open", path);
+    struct stat st;
+    if (fstat(fd, &st) != 0) {
+        close(fd);
+        return io_error("stat", path);
+    }
+    size_t len = (size_t)st.st_size, off = 0;
+    uint8_t *p = tpc__xmalloc(len);
+    while (off < len) {
+        ssize_t r = read(fd, p + off, len - off);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r <= 0)
+            break;
+        off += (size_t)r;
+    }
+    close(fd);
+    tpc_error_t *err = off == len ? tpc__checkpoint_decode(p, len, out) : io_error("read", path);
+    free(p);
+    return err ? tpc_error_prefix(err, "checkpoint \"%s\"", path) : NULL;
+}
+
+static int by_id_desc(const void *a, const void *b)
+{
+    const tpc__checkpoint_file_t *x = a, *y = b;
+    return x->id < y->id ? 1 : x->id > y->id ? -1 : 0;
+}
+
+tpc_error_t *tpc__checkpoint_list(const char *dir, tpc__checkpoint_file_t **files, size_t *n)
+{
+    *files = NULL;
+    *n = 0;
+    DIR *d = opendir(dir);
+    if (!d) {
+        if (errno == ENOENT)
+            return NULL;
+        return io_error("open directory", dir);
+    }
+    size_t cap = 0;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        uint64_t id;
+        bool sp;
+        char tail;
+        if (sscanf(e->d_name, "chk-%" SCNu64 "%c", &id, &tail) == 1)
+            sp = false;
+        else if (sscanf(e->d_name, "savepoint-%" SCNu64 "%c", &id, &tail) == 1)
+            sp = true;
+        else
+            continue;
+        if (*n == cap) {
+            cap = cap ? cap * 2 : 8;
+            *files = tpc__xrealloc(*files, cap * sizeof(**files));
+        }
+        size_t len = strlen(dir) + strlen(e->d_name) + 2;
+        char *path = tpc__xmalloc(len);
+        snprintf(path, len, "%s/%s", dir, e->d_name);
+        (*files)[(*n)++] = (tpc__checkpoint_file_t){id, sp, path};
+    }
+    closedir(d);
+    if (*n)
+        qsort(*files, *n, sizeof(**files), by_id_desc);
+    return NULL;
+}
+
+void tpc__checkpoint_files_free(tpc__checkpoint_file_t *files, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        free(files[i].path);
+    free(files);
+}
+
+void tpc__checkpoint_retain(const char *dir, int retained)
+{
+    tpc__checkpoint_file_t *files;
+    size_t n;
+    tpc_error_t *err = tpc__checkpoint_list(dir, &files, &n);
+    if (err) {
+        tpc_error_destroy(err);
+        return;
+    }
+    int kept = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (files[i].savepoint)
+            continue;
+        if (kept++ >= retained)
+            unlink(files[i].path);
+    }
+    tpc__checkpoint_files_free(files, n);
+}

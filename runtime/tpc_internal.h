@@ -1,0 +1,191 @@
+/*
+ * Internal structures of the runtime, shared by its files and by its own tests. Nothing here is
+ * part of the public API. The pieces: batches (batch.c), bounded channels (channel.c), state
+ * buffers and the checkpoint file format (state.c, storage.c), subtasks (task.c, alignment.c),
+ * the checkpoint coordinator (coordinator.c) and the job with its restarts (job.c).
+ */
+#ifndef TPC_INTERNAL_H
+#define TPC_INTERNAL_H
+
+#include "tpc_runtime.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+
+/* ---- small helpers ------------------------------------------------------------------------ */
+
+uint64_t tpc__now_us(void);
+void tpc__sleep_us(uint64_t us);
+void *tpc__xmalloc(size_t n);
+void *tpc__xcalloc(size_t n, size_t size);
+void *tpc__xrealloc(void *p, size_t n);
+char *tpc__xstrdup(const char *s);
+/** Absolute CLOCK_MONOTONIC deadline @p us from now, for pthread_cond_timedwait. */
+void tpc__deadline(struct timespec *ts, uint64_t us);
+void tpc__cond_init_monotonic(pthread_cond_t *cond);
+
+/* A growable byte buffer. */
+typedef struct {
+    uint8_t *data;
+    size_t len, cap;
+} tpc__buf_t;
+void tpc__buf_reserve(tpc__buf_t *b, size_t extra);
+void tpc__buf_put(tpc__buf_t *b, const void *p, size_t n);
+void tpc__buf_put_u8(tpc__buf_t *b, uint8_t v);
+void tpc__buf_put_u32(tpc__buf_t *b, uint32_t v);
+void tpc__buf_put_u64(tpc__buf_t *b, uint64_t v);
+void tpc__buf_put_bytes(tpc__buf_t *b, const void *p, size_t n); /* u32 length + bytes */
+void tpc__buf_free(tpc__buf_t *b);
+
+/* A bounds-checked reader over bytes; every getter fails once the input is short. */
+typedef struct {
+    const uint8_t *p;
+    size_t len, off;
+    bool bad;
+} tpc__rd_t;
+uint8_t tpc__rd_u8(tpc__rd_t *r);
+uint32_t tpc__rd_u32(tpc__rd_t *r);
+uint64_t tpc__rd_u64(tpc__rd_t *r);
+const uint8_t *tpc__rd_bytes(tpc__rd_t *r, size_t *len); /* u32 length + bytes */
+
+/* ---- batches ------------------------------------------------------------------------------ */
+
+typedef struct {
+    uint32_t key_off, key_len, value_off, value_len;
+    int64_t timestamp;
+} tpc__rec_t;
+
+struct tpc_batch_s {
+    tpc__rec_t *recs;
+    size_t count, cap;
+    uint8_t *bytes;
+    size_t used, bytes_cap;
+};
+
+tpc_batch_t *tpc__batch_new(size_t cap);
+void tpc__batch_destroy(tpc_batch_t *b);
+void tpc__batch_reset(tpc_batch_t *b);
+void tpc__batch_append(tpc_batch_t *b, const tpc_record_t *rec);
+
+/* ---- channels ----------------------------------------------------------------------------- */
+
+typedef enum {
+    TPC__ITEM_BATCH = 0,
+    TPC__ITEM_BARRIER,
+    TPC__ITEM_END_OF_DATA,
+    TPC__ITEM_END_OF_PARTITION,
+} tpc__item_kind_t;
+
+typedef struct {
+    tpc__item_kind_t kind;
+    uint64_t id; /* barrier: checkpoint id */
+    tpc_batch_t *batch;
+} tpc__item_t;
+
+typedef struct tpc__task tpc__task_t;
+
+/* A bounded single-producer single-consumer queue of items between two subtasks. */
+typedef struct {
+    pthread_mutex_t mu;
+    pthread_cond_t not_full;
+    tpc__item_t *ring;
+    size_t cap, head, count;
+    tpc_batch_t **spare; /* recycled batches */
+    size_t nspare, spare_cap;
+    tpc__task_t *producer, *consumer;
+    bool producer_waits_drain;
+    const atomic_bool *canceled;
+} tpc__channel_t;
+
+tpc__channel_t *tpc__channel_new(size_t cap, const atomic_bool *canceled);
+void tpc__channel_destroy(tpc__channel_t *ch);
+/* Blocks while full. Returns TPC_ERR_CANCELED (and drops the item's batch) once canceled. */
+tpc_err_t tpc__channel_push(tpc__channel_t *ch, tpc__item_t item, uint64_t *blocked_us);
+bool tpc__channel_try_take(tpc__channel_t *ch, tpc__item_t *out);
+tpc_batch_t *tpc__channel_spare(tpc__channel_t *ch, size_t batch_cap);
+void tpc__channel_recycle(tpc__channel_t *ch, tpc_batch_t *b);
+bool tpc__channel_is_empty(tpc__channel_t *ch);
+void tpc__channel_wake_all(tpc__channel_t *ch);
+
+/* ---- state -------------------------------------------------------------------------------- */
+
+/* Entries written by one subtask for one checkpoint. */
+struct tpc_state_writer_s {
+    tpc__buf_t list;  /* u32 len + bytes, repeated */
+    tpc__buf_t uni;   /* same for union entries */
+    uint32_t nlist, nunion;
+};
+
+typedef struct {
+    const uint8_t *p;
+    size_t len;
+} tpc__slice_t;
+
+struct tpc_state_reader_s {
+    tpc__slice_t *list, *uni;
+    size_t nlist, nunion;
+};
+
+void tpc__state_writer_init(tpc_state_writer_t *w);
+void tpc__state_writer_free(tpc_state_writer_t *w);
+void tpc__state_reader_free(tpc_state_reader_t *r);
+
+/* ---- checkpoint files --------------------------------------------------------------------- */
+
+/* What one subtask contributed to a checkpoint. */
+typedef struct {
+    bool closed;            /* FINISHED (closed) before the trigger: no state, not run again */
+    bool operator_finished; /* its operator had finished; its state is its final state */
+    tpc_state_writer_t state;
+} tpc__subtask_snapshot_t;
+
+typedef struct {
+    char *name;
+    int parallelism;
+    tpc__subtask_snapshot_t *subtasks;
+} tpc__vertex_snapshot_t;
+
+typedef struct {
+    uint64_t id;
+    uint64_t timestamp_ms;
+    bool savepoint;
+    char *job_name;
+    int nvertices;
+    tpc__vertex_snapshot_t *vertices;
+} tpc__checkpoint_t;
+
+void tpc__checkpoint_free(tpc__checkpoint_t *c);
+bool tpc__vertex_fully_closed(const tpc__vertex_snapshot_t *v);
+bool tpc__vertex_partly_closed(const tpc__vertex_snapshot_t *v);
+
+/* Serialise, checksum and write durably: temp file, fsync, rename, fsync dir. Returns the path. */
+tpc_error_t *tpc__checkpoint_write(const char *dir, const tpc__checkpoint_t *c, char **path);
+tpc_error_t *tpc__checkpoint_read(const char *path, tpc__checkpoint_t *out);
+/* Parse bytes (with trailing checksum). */
+tpc_error_t *tpc__checkpoint_decode(const uint8_t *p, size_t len, tpc__checkpoint_t *out);
+
+typedef struct {
+    uint64_t id;
+    bool savepoint;
+    char *path;
+} tpc__checkpoint_file_t;
+/* Checkpoint files in @p dir, newest first. */
+tpc_error_t *tpc__checkpoint_list(const char *dir, tpc__checkpoint_file_t **files, size_t *n);
+void tpc__checkpoint_files_free(tpc__checkpoint_file_t *files, size_t n);
+/* Keep the newest @p retained checkpoints (savepoints are never deleted). */
+void tpc__checkpoint_retain(const char *dir, int retained);
+
+/* Test hook: when set, called before each checkpoint write; an error makes the write fail. */
+extern tpc_error_t *(*tpc__checkpoint_write_fault)(uint64_t id);
+
+/* ---- logging ------------------------------------------------------------------------------ */
+
+typedef struct {
+    tpc_log_cb cb;
+    void *opaque;
+    tpc_log_level_t max_level;
+} tpc__logger_t;
+void tpc__logf(const tpc__logger_t *lg, tpc_log_level_t level, const char *fmt, ...)
+    TPC_PRINTF(3, 4);
+
+#endif

@@ -1,0 +1,351 @@
+/**
+ * @file tpc_runtime.h
+ * @brief twopc runtime: a small checkpointing dataflow engine.
+ *
+ * A job is a DAG of vertices (sources, operators, sinks), each run as `parallelism` subtasks on
+ * threads of their own. Records travel in batches through bounded channels; checkpoint barriers
+ * travel in-band. The checkpoint coordinator runs on the thread that called tpc_job_run(). It keeps
+ * checkpointing after some tasks have finished and takes a final checkpoint as soon as every task
+ * has finished, so a bounded job ends with everything its sinks wrote committed.
+ *
+ * Threads: a tpc_job_t is built and run from one thread (the "job thread"). Operator callbacks run
+ * on their subtask's thread, one callback at a time per subtask. tpc_job_stop_with_savepoint(),
+ * tpc_job_cancel() and tpc_job_get_stats() may be called from any thread while tpc_job_run() runs.
+ */
+#ifndef TPC_RUNTIME_H
+#define TPC_RUNTIME_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(__GNUC__)
+#define TPC_API __attribute__((visibility("default")))
+#define TPC_PRINTF(f, a) __attribute__((format(printf, f, a)))
+#else
+#define TPC_API
+#define TPC_PRINTF(f, a)
+#endif
+
+/* ------------------------------------------------------------------------------------------ */
+/** @name Errors
+ * One error type for the whole library. A function that can fail returns `tpc_error_t *`:
+ * NULL is success; otherwise the caller owns the error and frees it with tpc_error_destroy().
+ * @{ */
+
+/** X-macro table of error codes: name, value, one-line description. */
+#define TPC_ERRNO_MAP(X)                                                                          \
+    X(INVALID_ARG, -1, "invalid argument")                                                        \
+    X(CONFIG, -2, "invalid configuration")                                                        \
+    X(STATE, -3, "operation not allowed in this state")                                           \
+    X(IO, -4, "input/output error")                                                               \
+    X(CORRUPT, -5, "corrupt data")                                                                \
+    X(NOT_FOUND, -6, "not found")                                                                 \
+    X(CANCELED, -7, "canceled")                                                                   \
+    X(TIMEOUT, -8, "timed out")                                                                   \
+    X(NOMEM, -9, "out of memory")                                                                 \
+    X(CHECKPOINT, -10, "checkpoint failed")                                                       \
+    X(RESTART_LIMIT, -11, "restart attempts exhausted")                                           \
+    X(TASK, -12, "task failed")                                                                   \
+    X(EXTERNAL, -13, "external system error")                                                     \
+    X(COMMIT, -14, "commit failed")                                                               \
+    X(DATA_LOSS, -15, "data lost")                                                                \
+    X(UNSUPPORTED, -16, "not supported")                                                          \
+    X(CONNECT, -17, "could not connect")
+
+typedef enum {
+    TPC_OK = 0,
+#define TPC__ERR_ENUM(name, val, desc) TPC_ERR_##name = (val),
+    TPC_ERRNO_MAP(TPC__ERR_ENUM)
+#undef TPC__ERR_ENUM
+} tpc_err_t;
+
+/** Flags of an error. */
+enum {
+    TPC_ERROR_FATAL = 1 << 0,     /**< retrying cannot help */
+    TPC_ERROR_RETRIABLE = 1 << 1, /**< the same call may succeed later */
+};
+
+typedef struct tpc_error_s tpc_error_t;
+
+/** @brief Make an error. @returns a new error (never NULL; on OOM a static one). */
+TPC_API tpc_error_t *tpc_error_new(tpc_err_t code, int flags, const char *fmt, ...)
+    TPC_PRINTF(3, 4);
+/** @brief Prefix @p err's message with context ("context: message"). Takes and returns @p err. */
+TPC_API tpc_error_t *tpc_error_prefix(tpc_error_t *err, const char *fmt, ...) TPC_PRINTF(2, 3);
+/** @brief Attach a hint ("how to fix"). Takes and returns @p err. */
+TPC_API tpc_error_t *tpc_error_hint(tpc_error_t *err, const char *fmt, ...) TPC_PRINTF(2, 3);
+TPC_API tpc_err_t tpc_error_code(const tpc_error_t *err);
+/** @returns the message, lower case, no trailing period. Owned by @p err. */
+TPC_API const char *tpc_error_message(const tpc_error_t *err);
+/** @returns the hint or NULL. Owned by @p err. */
+TPC_API const char *tpc_error_hint_text(const tpc_error_t *err);
+TPC_API bool tpc_error_is_fatal(const tpc_error_t *err);
+TPC_API bool tpc_error_is_retriable(const tpc_error_t *err);
+/** @brief Free an error. NULL is fine. */
+TPC_API void tpc_error_destroy(tpc_error_t *err);
+/** @returns "TPC_ERR_IO" etc. */
+TPC_API const char *tpc_err_name(tpc_err_t code);
+/** @returns a one-line description of @p code. */
+TPC_API const char *tpc_strerror(tpc_err_t code);
+/** @} */
+
+/* ------------------------------------------------------------------------------------------ */
+/** @name Records and batches
+ * @{ */
+
+/** A record. Bytes are borrowed: valid only during the callback that received them. */
+typedef struct {
+    const void *key;
+    size_t key_len;
+    const void *value;
+    size_t value_len;
+    int64_t timestamp; /**< milliseconds since the epoch, or whatever the job uses */
+} tpc_record_t;
+
+/** A read-only batch of records handed to tpc_operator_ops_t.process. */
+typedef struct tpc_batch_s tpc_batch_t;
+TPC_API size_t tpc_batch_count(const tpc_batch_t *batch);
+/** @brief Fill @p out with record @p i (0 <= i < count). Bytes point into the batch. */
+TPC_API void tpc_batch_get(const tpc_batch_t *batch, size_t i, tpc_record_t *out);
+/** @} */
+
+/* ------------------------------------------------------------------------------------------ */
+/** @name Task context
+ * What an operator sees of its subtask. Valid from open to close; subtask thread only.
+ * @{ */
+
+typedef struct tpc_ctx_s tpc_ctx_t;
+
+TPC_API const char *tpc_ctx_job_name(const tpc_ctx_t *ctx);
+TPC_API const char *tpc_ctx_vertex_name(const tpc_ctx_t *ctx);
+TPC_API int tpc_ctx_subtask(const tpc_ctx_t *ctx);
+TPC_API int tpc_ctx_parallelism(const tpc_ctx_t *ctx);
+/** @returns the attempt number: 0 for the first run in this process, +1 per restart. */
+TPC_API int tpc_ctx_attempt(const tpc_ctx_t *ctx);
+/** @returns the id of the checkpoint this attempt restored from, 0 when it started fresh. */
+TPC_API uint64_t tpc_ctx_restored_checkpoint(const tpc_ctx_t *ctx);
+/** @returns true once the job is being canceled; long-running callbacks should return soon. */
+TPC_API bool tpc_ctx_is_canceled(const tpc_ctx_t *ctx);
+
+/**
+ * @brief Emit a record downstream. Copies the bytes. May block while downstream is full
+ * (backpressure). Callable from poll, process, snapshot_state and finish (never after finish).
+ * @returns TPC_OK, TPC_ERR_CANCELED when the job is being canceled (drop and return), or
+ * TPC_ERR_STATE when called after finish() or from a sink (no outputs).
+ */
+TPC_API tpc_err_t tpc_emit(tpc_ctx_t *ctx, const tpc_record_t *rec);
+
+/** Log levels for tpc_log() and the log callback. */
+typedef enum { TPC_LOG_ERROR = 0, TPC_LOG_WARN, TPC_LOG_INFO, TPC_LOG_DEBUG } tpc_log_level_t;
+/** @brief Log through the job's log callback, prefixed with vertex and subtask. */
+TPC_API void tpc_log(tpc_ctx_t *ctx, tpc_log_level_t level, const char *fmt, ...)
+    TPC_PRINTF(3, 4);
+/** @} */
+
+/* ------------------------------------------------------------------------------------------ */
+/** @name Operator state
+ * Operators write state in snapshot_state and read it back in initialize_state. Two kinds:
+ * - list state: entries are spread over the new subtasks on restore (each subtask gets its own
+ *   entries back when the parallelism is unchanged, round robin otherwise);
+ * - union state: every subtask gets every subtask's entries.
+ * A vertex whose subtasks wrote union state and that is only partly finished makes checkpoints
+ * decline until it is fully finished (see docs/architecture.md).
+ * @{ */
+
+typedef enum { TPC_STATE_LIST = 0, TPC_STATE_UNION = 1 } tpc_state_kind_t;
+
+typedef struct tpc_state_writer_s tpc_state_writer_t;
+/** @brief Add one entry (bytes are copied). Only inside snapshot_state. */
+TPC_API tpc_error_t *tpc_state_add(tpc_state_writer_t *w, tpc_state_kind_t kind, const void *bytes,
+                                   size_t len);
+
+typedef struct tpc_state_reader_s tpc_state_reader_t;
+TPC_API size_t tpc_state_count(const tpc_state_reader_t *r, tpc_state_kind_t kind);
+/** @brief Entry @p i of @p kind. Bytes stay valid until initialize_state returns. */
+TPC_API void tpc_state_get(const tpc_state_reader_t *r, tpc_state_kind_t kind, size_t i,
+                           const void **bytes, size_t *len);
+/** @} */
+
+/* ------------------------------------------------------------------------------------------ */
+/** @name Operators
+ * A vertex's behaviour is a versioned ops table. Sources fill `poll`; operators and sinks fill
+ * `process`. Every callback runs on the subtask's thread. A callback that returns an error fails
+ * the subtask, and with it the current attempt of the job (which then restarts from the latest
+ * completed checkpoint, per the restart strategy).
+ *
+ * Lifecycle: open → initialize_state → (poll|process, snapshot_state, notify_*)* → finish →
+ * (snapshot_state, notify_*)* → close. finish() is called once when input has ended (a source's
+ * poll said TPC_POLL_END, or every input delivered end of data); the task then still takes part in
+ * checkpoints and closes only after a checkpoint triggered after finish() completed. close() is
+ * always called once open() succeeded, also on failure and cancel (then without finish()).
+ * @{ */
+
+#define TPC_OPERATOR_OPS_VERSION 1
+
+/** What a source's poll reports. */
+typedef enum {
+    TPC_POLL_MORE = 0, /**< emitted records (or may have more soon): poll again */
+    TPC_POLL_IDLE = 1, /**< nothing now: the task waits briefly before polling again */
+    TPC_POLL_END = 2,  /**< input exhausted: the task finishes */
+} tpc_poll_result_t;
+
+typedef struct tpc_operator_ops {
+    int version; /**< TPC_OPERATOR_OPS_VERSION */
+    /** Create the subtask's instance. @p arg is the pointer given to tpc_job_add_vertex(). */
+    tpc_error_t *(*open)(tpc_ctx_t *ctx, void *arg, void **self);
+    /** @p restored is NULL on a fresh start. */
+    tpc_error_t *(*initialize_state)(void *self, tpc_ctx_t *ctx,
+                                     const tpc_state_reader_t *restored);
+    /** Sources only: emit a few records with tpc_emit() and say how it went. */
+    tpc_error_t *(*poll)(void *self, tpc_ctx_t *ctx, tpc_poll_result_t *result);
+    /** Operators and sinks: handle one batch. */
+    tpc_error_t *(*process)(void *self, tpc_ctx_t *ctx, const tpc_batch_t *batch);
+    /** Write state for checkpoint @p checkpoint_id. Also runs after finish(). */
+    tpc_error_t *(*snapshot_state)(void *self, tpc_ctx_t *ctx, uint64_t checkpoint_id,
+                                   tpc_state_writer_t *w);
+    /** Checkpoint @p checkpoint_id is durable. Also for ids this subtask never snapshotted
+     * (subsumed); ids <= the restored checkpoint are never delivered. */
+    tpc_error_t *(*notify_checkpoint_complete)(void *self, tpc_ctx_t *ctx, uint64_t checkpoint_id);
+    /** Checkpoint @p checkpoint_id was aborted. Optional. */
+    tpc_error_t *(*notify_checkpoint_aborted)(void *self, tpc_ctx_t *ctx, uint64_t checkpoint_id);
+    /** Input has ended: flush. Records may be emitted here, never after. Optional. */
+    tpc_error_t *(*finish)(void *self, tpc_ctx_t *ctx);
+    /** Release everything. Called once, whatever happened. Optional. */
+    void (*close)(void *self, tpc_ctx_t *ctx);
+} tpc_operator_ops_t;
+
+/** @} */
+
+/* ------------------------------------------------------------------------------------------ */
+/** @name Jobs
+ * @{ */
+
+typedef struct tpc_job_s tpc_job_t;
+
+/** How records go from one vertex's subtasks to the next's. */
+typedef enum {
+    TPC_EDGE_FORWARD = 0,   /**< subtask i → subtask i; parallelisms must be equal */
+    TPC_EDGE_REBALANCE = 1, /**< round robin over all downstream subtasks */
+    TPC_EDGE_HASH = 2,      /**< by a hash of the key bytes */
+    TPC_EDGE_BROADCAST = 3, /**< every record to every downstream subtask */
+} tpc_edge_t;
+
+/** Log callback: called from any thread, must be thread-safe. */
+typedef void (*tpc_log_cb)(void *opaque, tpc_log_level_t level, const char *message);
+
+/**
+ * @brief New job. @p name is used in logs and state. @returns NULL only if out of memory.
+ * Defaults are documented with tpc_job_set().
+ */
+TPC_API tpc_job_t *tpc_job_new(const char *name);
+/** @brief Free a job that is not running. NULL is fine. */
+TPC_API void tpc_job_destroy(tpc_job_t *job);
+
+/**
+ * @brief Set a configuration key (string key/value; job thread, before tpc_job_run()).
+ *
+ * | key                          | default | meaning                                              |
+ * |------------------------------|---------|------------------------------------------------------|
+ * | checkpoint.interval.ms       | 1000    | periodic trigger; 0 = no periodic checkpoints        |
+ * | checkpoint.timeout.ms        | 60000   | a checkpoint not complete by then is aborted         |
+ * | checkpoint.dir               | (none)  | where checkpoints are stored; required for checkpoints|
+ * | checkpoint.retained          | 3       | completed checkpoints kept                           |
+ * | checkpoint.max-concurrent    | 1       | checkpoints in flight at once                        |
+ * | checkpoint.min-pause.ms      | 0       | pause between a completion and the next trigger      |
+ * | checkpoint.tolerable-failures| 3       | consecutive aborted checkpoints before the job fails |
+ * | checkpoint.after-finish      | true    | keep checkpointing after tasks finish (final ckpt)   |
+ * | restart.attempts             | 3       | restarts after a failure before tpc_job_run fails    |
+ * | restart.delay.ms             | 100     | pause before a restart                               |
+ * | restore.mode                 | auto    | auto: resume from the latest valid checkpoint if the |
+ * |                              |         | dir has one; fresh: ignore checkpoints; required:    |
+ * |                              |         | fail when there is none                              |
+ * | channel.capacity             | 16      | batches buffered per channel (backpressure bound)    |
+ * | batch.size                   | 256     | records per batch                                    |
+ *
+ * @returns NULL, or TPC_ERR_CONFIG naming the key and the accepted values.
+ */
+TPC_API tpc_error_t *tpc_job_set(tpc_job_t *job, const char *key, const char *value);
+
+/** @brief Route log lines to @p cb (default: stderr, warnings and errors). */
+TPC_API void tpc_job_set_logger(tpc_job_t *job, tpc_log_cb cb, void *opaque,
+                                tpc_log_level_t max_level);
+
+/**
+ * @brief Add a vertex. @p ops is borrowed and must outlive the job; @p arg is passed to open().
+ * @param[out] vertex_id the new vertex's id, for tpc_job_connect().
+ * Names must be unique within a job: state is matched to vertices by name on restore.
+ */
+TPC_API tpc_error_t *tpc_job_add_vertex(tpc_job_t *job, const char *name, int parallelism,
+                                        const tpc_operator_ops_t *ops, void *arg, int *vertex_id);
+/** @brief Connect two vertices. The graph must stay acyclic. */
+TPC_API tpc_error_t *tpc_job_connect(tpc_job_t *job, int from_vertex, int to_vertex,
+                                     tpc_edge_t edge);
+
+/** How tpc_job_run() ended without error. */
+typedef enum {
+    TPC_JOB_FINISHED = 0, /**< every task finished and the final checkpoint completed */
+    TPC_JOB_STOPPED = 1,  /**< stopped with a savepoint (drain or not) */
+    TPC_JOB_CANCELED = 2, /**< tpc_job_cancel() */
+} tpc_job_result_t;
+
+/**
+ * @brief Run the job to the end on the calling thread (which becomes the coordinator).
+ * Restores from checkpoint.dir per restore.mode, restarts on failure per restart.attempts.
+ * @param[out] result how it ended (may be NULL).
+ * @returns NULL on success, or the error that made the job fail after its restarts.
+ */
+TPC_API tpc_error_t *tpc_job_run(tpc_job_t *job, tpc_job_result_t *result);
+
+/**
+ * @brief Stop with a savepoint; any thread, while tpc_job_run() runs.
+ * drain: sources end their input, every task finishes, the final checkpoint is the savepoint.
+ * no drain: a savepoint is taken and notified, then tasks are canceled without finish().
+ * Blocks until the savepoint is complete. @param[out] path receives a malloc'd path (caller frees)
+ * of the savepoint file, may be NULL.
+ */
+TPC_API tpc_error_t *tpc_job_stop_with_savepoint(tpc_job_t *job, bool drain, char **path);
+
+/** @brief Ask a running job to cancel (any thread); tpc_job_run() returns TPC_JOB_CANCELED. */
+TPC_API void tpc_job_cancel(tpc_job_t *job);
+
+/** Statistics of a vertex. */
+typedef struct {
+    const char *name; /**< owned by the job */
+    uint64_t records_in;
+    uint64_t records_out;
+    uint64_t backpressure_ms; /**< time its subtasks spent blocked on full output channels */
+    int subtasks_finished;
+    int parallelism;
+} tpc_vertex_stats_t;
+
+/** Statistics of a job. Counters add up over restarts. */
+typedef struct {
+    uint64_t checkpoints_completed;
+    uint64_t checkpoints_aborted;
+    uint64_t last_checkpoint_id;       /**< last completed */
+    uint64_t last_checkpoint_duration_us;
+    uint64_t restarts;
+    int vertex_count;
+    tpc_vertex_stats_t vertices[32]; /**< the first 32 vertices */
+} tpc_job_stats_t;
+
+/** @brief Copy current statistics (any thread). */
+TPC_API void tpc_job_get_stats(tpc_job_t *job, tpc_job_stats_t *out);
+
+/** Checkpoint event callback, on the job thread: @p completed true = completed, else aborted. */
+typedef void (*tpc_checkpoint_cb)(void *opaque, uint64_t checkpoint_id, bool completed,
+                                  uint64_t duration_us, const char *reason);
+/** @brief Called after every completed or aborted checkpoint (before notifying tasks). */
+TPC_API void tpc_job_set_checkpoint_callback(tpc_job_t *job, tpc_checkpoint_cb cb, void *opaque);
+
+/** @} */
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* TPC_RUNTIME_H */

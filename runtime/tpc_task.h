@@ -1,0 +1,214 @@
+/*
+ * Subtasks, attempts and the job, as the runtime's files share them. A job (tpc_job_s) holds the
+ * graph and configuration; each run of it is an attempt: one thread per subtask, the channels
+ * between them, and an event queue that the coordinator (job thread) reads. Subtasks talk to the
+ * coordinator only through that queue, and the coordinator to subtasks only through their mailbox:
+ * no shared mutable structure is touched from two threads without its lock.
+ */
+#ifndef TPC_TASK_H
+#define TPC_TASK_H
+
+#include "tpc_internal.h"
+
+/* Lifecycle of a subtask, as in docs/architecture.md. */
+typedef enum {
+    TPC__TASK_RUNNING = 0,
+    TPC__TASK_WAITING_FOR_FINAL, /* finished its operator, still takes part in checkpoints */
+    TPC__TASK_FINISHED,          /* closed after a checkpoint following its finish completed */
+    TPC__TASK_FAILED,
+    TPC__TASK_CANCELED,
+} tpc__task_state_t;
+
+const char *tpc__task_state_name(tpc__task_state_t s);
+
+/* Coordinator → subtask. */
+typedef enum {
+    TPC__MSG_TRIGGER = 0,     /* take checkpoint id (sources and tasks whose inputs all closed) */
+    TPC__MSG_NOTIFY_COMPLETE, /* checkpoint id is durable */
+    TPC__MSG_NOTIFY_ABORTED,  /* checkpoint id was aborted */
+    TPC__MSG_END_INPUT,       /* stop with savepoint, drain: a source ends its input */
+    TPC__MSG_STOP,            /* stop with savepoint, no drain: exit without finish() */
+} tpc__msg_kind_t;
+
+typedef struct {
+    tpc__msg_kind_t kind;
+    uint64_t id;
+} tpc__msg_t;
+
+/* Subtask → coordinator. */
+typedef enum {
+    TPC__EV_STATE = 0, /* the subtask entered `state` */
+    TPC__EV_ACK,       /* snapshot for checkpoint id, with state and the finished flag */
+    TPC__EV_DECLINE,   /* cannot take part in checkpoint id */
+    TPC__EV_WAKE,      /* an outside request (stop, cancel) wants attention */
+} tpc__event_kind_t;
+
+typedef struct tpc__event {
+    tpc__event_kind_t kind;
+    int task;
+    uint64_t id;
+    tpc__task_state_t state;
+    bool finished;
+    tpc_state_writer_t snapshot;
+    tpc_error_t *err; /* with TPC__TASK_FAILED */
+    char *reason;     /* with a decline */
+    struct tpc__event *next;
+} tpc__event_t;
+
+typedef struct tpc__attempt tpc__attempt_t;
+
+/* One outgoing edge of a subtask: the channels to the downstream subtasks it feeds. */
+typedef struct {
+    tpc_edge_t kind;
+    tpc__channel_t **chans;
+    tpc_batch_t **cur; /* batch being filled, per channel */
+    int n;
+    size_t rr;
+} tpc__out_edge_t;
+
+struct tpc_ctx_s {
+    tpc__task_t *task;
+};
+
+typedef struct {
+    tpc__channel_t *ch;
+    bool ended;      /* end of data or end of partition seen */
+    bool closed;     /* end of partition seen: nothing more will come */
+    bool got_barrier; /* during alignment */
+} tpc__input_t;
+
+struct tpc__task {
+    tpc__attempt_t *attempt;
+    int index; /* in attempt->tasks */
+    int vertex;
+    int subtask;
+    const tpc_operator_ops_t *ops;
+    void *self;
+    tpc_ctx_t ctx;
+    pthread_t thread;
+
+    /* Wake-up and mailbox, under mu. */
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    bool signaled, sleeping;
+    tpc__msg_t *mbox;
+    size_t mbox_n, mbox_cap;
+    atomic_int mbox_pending;
+
+    tpc__input_t *inputs;
+    int ninputs;
+    tpc__out_edge_t *outs;
+    int nouts;
+    int *preds; /* indexes of the tasks feeding this one */
+    int npreds;
+
+    /* Restore instructions, set before the thread starts. */
+    bool start_closed;
+    bool restored_finished;
+    tpc_state_reader_t restored;
+    bool has_restored;
+
+    /* Subtask-thread state. */
+    tpc__task_state_t state;
+    bool finished_operator;
+    bool aligning;
+    uint64_t aligning_id;
+    uint64_t ckpt_floor;        /* barriers and triggers at or below this id are stale */
+    uint64_t first_after_finish; /* first checkpoint snapshotted after finish() */
+    uint64_t last_notified;
+    bool final_notified;
+    bool end_input;
+    bool stop_now;
+    uint64_t records_out_local;
+
+    /* Statistics read by other threads. */
+    atomic_uint_fast64_t records_in, records_out, backpressure_us;
+};
+
+typedef struct {
+    char *name;
+    int parallelism;
+    const tpc_operator_ops_t *ops;
+    void *arg;
+} tpc__vertex_t;
+
+typedef struct {
+    int from, to;
+    tpc_edge_t kind;
+} tpc__edge_t;
+
+/* A pending stop-with-savepoint request, under job->ctl_mu. */
+typedef struct {
+    bool active, drain, started, done;
+    tpc_error_t *err;
+    char *path;
+} tpc__stop_t;
+
+typedef struct {
+    int64_t interval_ms, timeout_ms, min_pause_ms, restart_delay_ms;
+    int retained, max_concurrent, tolerable_failures, restart_attempts;
+    bool after_finish;
+    char *dir;
+    enum { TPC__RESTORE_AUTO, TPC__RESTORE_FRESH, TPC__RESTORE_REQUIRED } restore;
+    size_t channel_capacity, batch_size;
+} tpc__conf_t;
+
+struct tpc_job_s {
+    char *name;
+    tpc__conf_t conf;
+    tpc__logger_t log;
+    tpc__vertex_t *vertices;
+    int nvertices;
+    tpc__edge_t *edges;
+    int nedges;
+    tpc_checkpoint_cb ckpt_cb;
+    void *ckpt_cb_opaque;
+
+    uint64_t next_checkpoint_id;
+
+    /* Shared with other threads, under ctl_mu. */
+    pthread_mutex_t ctl_mu;
+    pthread_cond_t ctl_cv;
+    bool running;
+    tpc__attempt_t *attempt;
+    atomic_bool cancel_requested;
+    tpc__stop_t stop;
+    tpc_job_stats_t stats;       /* checkpoint counters; vertex counters of past attempts */
+};
+
+struct tpc__attempt {
+    tpc_job_t *job;
+    int number;
+    atomic_bool canceled;
+    tpc__task_t *tasks;
+    int ntasks;
+    tpc__channel_t **channels;
+    int nchannels;
+    uint64_t restored_id;
+    tpc__checkpoint_t restored; /* kept alive until tasks initialised */
+
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    tpc__event_t *head, *tail;
+};
+
+/* output.c */
+tpc_err_t tpc__task_flush(tpc__task_t *t);
+tpc_err_t tpc__task_broadcast_event(tpc__task_t *t, tpc__item_kind_t kind, uint64_t id);
+bool tpc__task_outputs_drained(tpc__task_t *t);
+void tpc__task_release_outputs(tpc__task_t *t);
+
+/* task.c */
+void tpc__task_wake(tpc__task_t *t);
+void tpc__task_post(tpc__task_t *t, tpc__msg_kind_t kind, uint64_t id);
+void *tpc__task_main(void *arg);
+
+/* coordinator.c */
+void tpc__attempt_post(tpc__attempt_t *a, tpc__event_t *ev);
+typedef enum { TPC__END_FINISHED, TPC__END_FAILED, TPC__END_CANCELED, TPC__END_STOPPED } tpc__end_t;
+tpc__end_t tpc__coordinate(tpc__attempt_t *a, tpc_error_t **err);
+
+/* job.c */
+void tpc__attempt_cancel(tpc__attempt_t *a);
+
+#endif

@@ -1,0 +1,190 @@
+/*
+ * Small pieces every runtime file uses: clocks, allocation that aborts on exhaustion (the runtime
+ * cannot make progress without memory, and a half-built structure is worse than a clear stop),
+ * growable byte buffers with little-endian encoding, a bounds-checked reader, and logging.
+ */
+#include "tpc_internal.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+uint64_t tpc__now_us(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
+}
+
+void tpc__sleep_us(uint64_t us)
+{
+    struct timespec ts = {(time_t)(us / 1000000u), (long)(us % 1000000u) * 1000};
+    while (nanosleep(&ts, &ts) != 0)
+        ;
+}
+
+void tpc__deadline(struct timespec *ts, uint64_t us)
+{
+    clock_gettime(CLOCK_MONOTONIC, ts);
+    uint64_t ns = (uint64_t)ts->tv_nsec + (us % 1000000u) * 1000u;
+    ts->tv_sec += (time_t)(us / 1000000u + ns / 1000000000u);
+    ts->tv_nsec = (long)(ns % 1000000000u);
+}
+
+void tpc__cond_init_monotonic(pthread_cond_t *cond)
+{
+    pthread_condattr_t attr;
+    pthread_condattr_init(&attr);
+    pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
+    pthread_cond_init(cond, &attr);
+    pthread_condattr_destroy(&attr);
+}
+
+static void out_of_memory(size_t n)
+{
+    fprintf(stderr, "twopc: out of memory allocating %zu bytes\n", n);
+    abort();
+}
+
+void *tpc__xmalloc(size_t n)
+{
+    void *p = malloc(n ? n : 1);
+    if (!p)
+        out_of_memory(n);
+    return p;
+}
+
+void *tpc__xcalloc(size_t n, size_t size)
+{
+    void *p = calloc(n ? n : 1, size ? size : 1);
+    if (!p)
+        out_of_memory(n * size);
+    return p;
+}
+
+void *tpc__xrealloc(void *p, size_t n)
+{
+    void *q = realloc(p, n ? n : 1);
+    if (!q)
+        out_of_memory(n);
+    return q;
+}
+
+char *tpc__xstrdup(const char *s)
+{
+    size_t n = strlen(s) + 1;
+    char *d = tpc__xmalloc(n);
+    memcpy(d, s, n);
+    return d;
+}
+
+void tpc__buf_reserve(tpc__buf_t *b, size_t extra)
+{
+    if (b->len + extra <= b->cap)
+        return;
+    size_t cap = b->cap ? b->cap : 64;
+    while (cap < b->len + extra)
+        cap *= 2;
+    b->data = tpc__xrealloc(b->data, cap);
+    b->cap = cap;
+}
+
+void tpc__buf_put(tpc__buf_t *b, const void *p, size_t n)
+{
+    if (!n)
+        return;
+    tpc__buf_reserve(b, n);
+    memcpy(b->data + b->len, p, n);
+    b->len += n;
+}
+
+void tpc__buf_put_u8(tpc__buf_t *b, uint8_t v)
+{
+    tpc__buf_put(b, &v, 1);
+}
+
+void tpc__buf_put_u32(tpc__buf_t *b, uint32_t v)
+{
+    uint8_t x[4] = {(uint8_t)v, (uint8_t)(v >> 8), (uint8_t)(v >> 16), (uint8_t)(v >> 24)};
+    tpc__buf_put(b, x, 4);
+}
+
+void tpc__buf_put_u64(tpc__buf_t *b, uint64_t v)
+{
+    tpc__buf_put_u32(b, (uint32_t)v);
+    tpc__buf_put_u32(b, (uint32_t)(v >> 32));
+}
+
+void tpc__buf_put_bytes(tpc__buf_t *b, const void *p, size_t n)
+{
+    tpc__buf_put_u32(b, (uint32_t)n);
+    tpc__buf_put(b, p, n);
+}
+
+void tpc__buf_free(tpc__buf_t *b)
+{
+    free(b->data);
+    b->data = NULL;
+    b->len = b->cap = 0;
+}
+
+static const uint8_t *rd_take(tpc__rd_t *r, size_t n)
+{
+    if (r->bad || r->len - r->off < n) {
+        r->bad = true;
+        return NULL;
+    }
+    const uint8_t *p = r->p + r->off;
+    r->off += n;
+    return p;
+}
+
+uint8_t tpc__rd_u8(tpc__rd_t *r)
+{
+    const uint8_t *p = rd_take(r, 1);
+    return p ? p[0] : 0;
+}
+
+uint32_t tpc__rd_u32(tpc__rd_t *r)
+{
+    const uint8_t *p = rd_take(r, 4);
+    if (!p)
+        return 0;
+    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+
+uint64_t tpc__rd_u64(tpc__rd_t *r)
+{
+    uint64_t lo = tpc__rd_u32(r);
+    uint64_t hi = tpc__rd_u32(r);
+    return lo | hi << 32;
+}
+
+const uint8_t *tpc__rd_bytes(tpc__rd_t *r, size_t *len)
+{
+    uint32_t n = tpc__rd_u32(r);
+    const uint8_t *p = rd_take(r, n);
+    *len = p ? n : 0;
+    return p;
+}
+
+static void log_stderr(void *opaque, tpc_log_level_t level, const char *message)
+{
+    (void)opaque;
+    static const char *names[] = {"error", "warning", "info", "debug"};
+    fprintf(stderr, "twopc %s: %s\n", names[level], message);
+}
+
+void tpc__logf(const tpc__logger_t *lg, tpc_log_level_t level, const char *fmt, ...)
+{
+    if (level > lg->max_level)
+        return;
+    char msg[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    (lg->cb ? lg->cb : log_stderr)(lg->opaque, level, msg);
+}
