@@ -1,0 +1,249 @@
+/**
+ * @file tpc_txn.h
+ * @brief twopc two-phase-commit sinks: transactions tied to checkpoints.
+ *
+ * A connector (file, Kafka, PostgreSQL, ...) says how to begin, write, pre-commit, commit and
+ * abort a transaction in its external system by filling a tpc_txn_connector_ops_t. The framework
+ * turns it into a sink vertex of a job (tpc_txn_sink_t) and decides *when* each call happens:
+ *
+ * | runtime event               | what the sink does (exactly-once)                              |
+ * |-----------------------------|----------------------------------------------------------------|
+ * | initialize_state (restored) | recover_and_commit every restored pending transaction in       |
+ * |                             | checkpoint order, recover_and_abort the restored current one,  |
+ * |                             | abort_lingering, then begin                                    |
+ * | process(batch)              | write the batch into the current transaction                   |
+ * | snapshot_state(n)           | pre_commit the current transaction, keep it as pending[n],     |
+ * |                             | begin a new one unless finished, store the handles as state    |
+ * | notify_checkpoint_complete(n)| commit every pending transaction <= n, in order              |
+ * | notify_checkpoint_aborted(n)| nothing: pending transactions wait for a later checkpoint      |
+ * | finish()                    | flush only; the next snapshot pre-commits the last transaction |
+ * | close()                     | abort the current transaction; never touch pending ones        |
+ *
+ * No transaction is begun after finish(). A transaction into which nothing was written (is_empty)
+ * is released without pre_commit, commit or abort: it costs no call to the external system.
+ * Commits happen nowhere else than on notify_checkpoint_complete and on recovery of a completed
+ * checkpoint; a commit that cannot succeed fails the job with an error naming the transaction and
+ * the checkpoint. See docs/guarantees.md.
+ *
+ * Threads: a tpc_txn_sink_t is configured on one thread before it is added to a job. Connector
+ * callbacks run on the thread of their subtask, one at a time per subtask; different subtasks
+ * run concurrently, so whatever a connector shares between subtasks (its `arg`) is read-only
+ * after configuration. tpc_txn_sink_get_stats() may be called from any thread at any time.
+ */
+#ifndef TPC_TXN_H
+#define TPC_TXN_H
+
+#include "tpc_runtime.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/** Delivery guarantee of a sink. */
+typedef enum {
+    /** Transactions tied to checkpoints: every record is visible once, after its checkpoint. */
+    TPC_TXN_EXACTLY_ONCE = 0,
+    /** Flush and commit at every checkpoint without waiting for it to complete: nothing is lost,
+     * records written after the last completed checkpoint are written again after a failure. */
+    TPC_TXN_AT_LEAST_ONCE = 1,
+    /** Commit at every checkpoint, the connector may skip durability work: records may be lost
+     * or repeated after a failure. */
+    TPC_TXN_NONE = 2,
+} tpc_txn_guarantee_t;
+
+/** @returns "exactly-once", "at-least-once" or "none". */
+TPC_API const char *tpc_txn_guarantee_name(tpc_txn_guarantee_t g);
+
+/* ------------------------------------------------------------------------------------------ */
+/** @name What a connector sees of its subtask
+ * @{ */
+
+/**
+ * The subtask a connector instance serves. Owned by the framework, valid from the connector's
+ * open until its close returns; read it only on the subtask's thread.
+ */
+typedef struct tpc_txn_subtask {
+    const char *job_name;  /**< the job's name */
+    const char *sink_name; /**< the sink vertex's name (unique within the job) */
+    int subtask;           /**< index of this subtask, 0 <= subtask < parallelism */
+    int parallelism;       /**< subtasks of the sink vertex in this run */
+    int attempt;           /**< 0 for the first run in this process, +1 per restart */
+    tpc_txn_guarantee_t guarantee;
+    /** Id of the checkpoint this attempt restored from, 0 on a fresh start. */
+    uint64_t restored_checkpoint;
+    void *tpc__env; /**< private to the framework */
+} tpc_txn_subtask_t;
+
+/** @brief Log through the job's logger, prefixed with sink name and subtask. Subtask thread. */
+TPC_API void tpc_txn_log(const tpc_txn_subtask_t *st, tpc_log_level_t level, const char *fmt, ...)
+    TPC_PRINTF(3, 4);
+/** @returns true once the job is being canceled; a long retry loop should give up then. */
+TPC_API bool tpc_txn_is_canceled(const tpc_txn_subtask_t *st);
+
+/** What abort_lingering may clean up. Valid during the call only. */
+typedef struct {
+    /** Id of the restored checkpoint, 0 on a fresh start (then no checkpoint knows anything). */
+    uint64_t restored_checkpoint;
+    /** Handles this subtask restored (pending and current), already committed or aborted. With
+     * an unchanged parallelism these are all the handles this subtask wrote to that checkpoint;
+     * after a parallelism change, other subtasks may hold some of them (see docs/guarantees.md). */
+    void *const *known;
+    size_t known_count;
+} tpc_txn_lingering_t;
+
+/** @} */
+
+/* ------------------------------------------------------------------------------------------ */
+/** @name Connector contract
+ *
+ * A connector fills a tpc_txn_connector_ops_t with designated initializers and sets `version`
+ * to TPC_TXN_CONNECTOR_OPS_VERSION; later versions only add fields at the end, so a connector
+ * built against an older header keeps working. `conn` is the per-subtask instance made by open;
+ * `txn` is a transaction handle made by begin or deserialize, released by free_txn. Every
+ * function returning `tpc_error_t *` returns NULL on success; an error marked
+ * TPC_ERROR_RETRIABLE makes the framework retry commits (see tpc_txn_sink_set()).
+ * @{ */
+
+#define TPC_TXN_CONNECTOR_OPS_VERSION 1
+
+/** Growable byte buffer for serialize. Append with tpc_txn_buf_append(). */
+typedef struct tpc_txn_buf tpc_txn_buf_t;
+/** @brief Append @p len bytes. @returns NULL or TPC_ERR_NOMEM. */
+TPC_API tpc_error_t *tpc_txn_buf_append(tpc_txn_buf_t *buf, const void *bytes, size_t len);
+
+typedef struct tpc_txn_connector_ops {
+    int version;      /**< TPC_TXN_CONNECTOR_OPS_VERSION */
+    const char *name; /**< short connector name for messages ("file", "kafka", ...) */
+
+    /** Optional. Set a connector key; return TPC_ERR_NOT_FOUND for a key it does not know. */
+    tpc_error_t *(*configure)(void *arg, const char *key, const char *value);
+    /** Optional. Free @p arg when the sink is destroyed. */
+    void (*release)(void *arg);
+
+    /** Make the instance of one subtask. @p st stays valid until close. */
+    tpc_error_t *(*open)(void *arg, const tpc_txn_subtask_t *st, void **conn);
+    /** Free the instance. Transactions are already released. */
+    void (*close)(void *conn);
+
+    /** Start a transaction. Must not contact the external system (do that on the first write):
+     * it runs at every checkpoint, and an unused transaction must stay free. @p checkpoint_id is
+     * the lowest checkpoint id it can be pre-committed in, useful in names. */
+    tpc_error_t *(*begin)(void *conn, uint64_t checkpoint_id, void **txn);
+    /** Write records into @p txn. Record bytes are valid during the call only. */
+    tpc_error_t *(*write)(void *conn, void *txn, const tpc_record_t *records, size_t count);
+    /** Optional. Push buffered records towards the external system (finish()). */
+    tpc_error_t *(*flush)(void *conn, void *txn);
+    /** Make @p txn durable and ready to commit, as part of checkpoint @p checkpoint_id. After
+     * success a commit must succeed unless the external system is gone. Not called when empty. */
+    tpc_error_t *(*pre_commit)(void *conn, void *txn, uint64_t checkpoint_id);
+    /** Make a pre-committed @p txn visible. Idempotent: committing an already committed
+     * transaction succeeds. */
+    tpc_error_t *(*commit)(void *conn, void *txn);
+    /** Drop @p txn and what it wrote. Not called when empty. */
+    tpc_error_t *(*abort)(void *conn, void *txn);
+    /** Commit a pre-committed transaction restored from a completed checkpoint (possibly made by
+     * another process). Idempotent like commit. */
+    tpc_error_t *(*recover_and_commit)(void *conn, void *txn);
+    /** Drop a restored current transaction (never pre-committed), whatever it may have written
+     * after its handle was stored. Unknown or already gone is success. */
+    tpc_error_t *(*recover_and_abort)(void *conn, void *txn);
+    /** Optional. Drop transactions of this sink that no checkpoint knows; runs once per attempt
+     * after recovery, before the first begin. Must leave other sinks' transactions alone. */
+    tpc_error_t *(*abort_lingering)(void *conn, const tpc_txn_lingering_t *lingering);
+
+    /** Append the handle's bytes to @p out; the connector versions its own format. */
+    tpc_error_t *(*serialize)(void *conn, const void *txn, tpc_txn_buf_t *out);
+    /** Make a handle from bytes written by serialize (of this or an older connector version). */
+    tpc_error_t *(*deserialize)(void *conn, const void *bytes, size_t len, void **txn);
+    /** True when nothing was written into @p txn (for a handle from begin). */
+    bool (*is_empty)(void *conn, const void *txn);
+    /** Release the in-memory handle only; never touches the external system. NULL is fine. */
+    void (*free_txn)(void *conn, void *txn);
+    /** Name @p txn for messages (file name, gid, transactional id, ...), NUL-terminated into
+     * @p buf of @p cap bytes, truncated if needed. */
+    void (*describe)(void *conn, const void *txn, char *buf, size_t cap);
+} tpc_txn_connector_ops_t;
+
+/** @} */
+
+/* ------------------------------------------------------------------------------------------ */
+/** @name Sinks
+ * @{ */
+
+typedef struct tpc_txn_sink_s tpc_txn_sink_t;
+
+/**
+ * @brief New sink over a connector.
+ * @param ops borrowed; must outlive the sink (normally a static const table).
+ * @param arg the connector's configuration, passed to ops->open for every subtask. The sink takes
+ *            it over: ops->release(arg) runs in tpc_txn_sink_destroy() (also when this fails).
+ * @param[out] out the new sink, owned by the caller (tpc_txn_sink_destroy()).
+ * @returns NULL, or TPC_ERR_INVALID_ARG for an incomplete or newer ops table.
+ */
+TPC_API tpc_error_t *tpc_txn_sink_new(const tpc_txn_connector_ops_t *ops, void *arg,
+                                      tpc_txn_sink_t **out);
+
+/**
+ * @brief Set a configuration key, before tpc_txn_sink_add_to_job(). Keys the sink does not know
+ * go to the connector's configure.
+ *
+ * | key                            | default      | meaning                                       |
+ * |--------------------------------|--------------|-----------------------------------------------|
+ * | guarantee                      | exactly-once | exactly-once, at-least-once or none           |
+ * | transaction.timeout.ms         | 0            | how long the external system keeps an open    |
+ * |                                |              | transaction; 0 = unknown / unlimited          |
+ * | transaction.timeout.warn-ratio | 0.8          | warn when a pending transaction is this old   |
+ * |                                |              | (fraction of the timeout)                     |
+ * | recovery.expired               | fail         | a restored transaction older than the timeout |
+ * |                                |              | that cannot be committed: fail the job, or    |
+ * |                                |              | log: report data loss loudly and go on        |
+ * | commit.retry.deadline.ms       | 60000        | retry retriable commit errors this long       |
+ * | commit.retry.backoff.ms        | 50           | first pause between retries (doubles)         |
+ * | commit.retry.backoff-max.ms    | 2000         | longest pause between retries                 |
+ *
+ * @returns NULL, TPC_ERR_CONFIG naming the key and accepted values, or TPC_ERR_STATE after the
+ * sink was added to a job.
+ */
+TPC_API tpc_error_t *tpc_txn_sink_set(tpc_txn_sink_t *sink, const char *key, const char *value);
+
+/**
+ * @brief Add the sink as a vertex of @p job (job thread, before tpc_job_run()). The sink is
+ * borrowed by the job: destroy it only after the job. A sink is added to one job once.
+ * @param[out] vertex_id the vertex's id for tpc_job_connect().
+ */
+TPC_API tpc_error_t *tpc_txn_sink_add_to_job(tpc_txn_sink_t *sink, tpc_job_t *job,
+                                             const char *name, int parallelism, int *vertex_id);
+
+/** @returns the connector's @p arg given to tpc_txn_sink_new() (owned by the sink). */
+TPC_API void *tpc_txn_sink_connector_arg(const tpc_txn_sink_t *sink);
+/** @returns the connector's ops table given to tpc_txn_sink_new(). */
+TPC_API const tpc_txn_connector_ops_t *tpc_txn_sink_connector_ops(const tpc_txn_sink_t *sink);
+
+/** Statistics of a sink, summed over its subtasks and over restarts. */
+typedef struct {
+    uint64_t pending;              /**< pre-committed transactions waiting for their checkpoint */
+    uint64_t begun;                /**< transactions begun */
+    uint64_t pre_commits;          /**< transactions pre-committed */
+    uint64_t commits;              /**< transactions committed on notify */
+    uint64_t recovered_commits;    /**< transactions committed on recovery */
+    uint64_t aborts;               /**< transactions aborted (close, restored current) */
+    uint64_t empty_skipped;        /**< empty transactions released without external calls */
+    uint64_t commit_retries;       /**< retried commit calls */
+    uint64_t commit_latency_us;    /**< total time spent committing, retries included */
+    uint64_t commit_latency_max_us;/**< longest single commit, retries included */
+    uint64_t expired_lost;         /**< transactions lost to the timeout (recovery.expired=log) */
+    uint64_t records;              /**< records written */
+} tpc_txn_sink_stats_t;
+
+/** @brief Copy current statistics. Any thread. */
+TPC_API void tpc_txn_sink_get_stats(const tpc_txn_sink_t *sink, tpc_txn_sink_stats_t *out);
+
+/** @brief Free the sink and its connector arg. Only when no job using it runs. NULL is fine. */
+TPC_API void tpc_txn_sink_destroy(tpc_txn_sink_t *sink);
+
+/** @} */
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* TPC_TXN_H */

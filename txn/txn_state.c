@@ -1,0 +1,103 @@
+/*
+ * How a sink stores its transactions in checkpoint state: one LIST state entry per handle, in a
+ * small envelope of our own around the connector's bytes. The envelope carries what the framework
+ * needs on restore without asking the connector (pending or current, the checkpoint, when the
+ * transaction began) and its own version, so that the framework and each connector can change
+ * their formats independently. Integers are big-endian so that checkpoints move between machines.
+ */
+#include "txn_internal.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+static const unsigned char entry_magic[4] = {'T', 'P', 'C', 'X'};
+
+tpc_error_t *tpc_txn_buf_append(tpc_txn_buf_t *buf, const void *bytes, size_t len)
+{
+    if (len == 0)
+        return NULL;
+    if (buf->len + len > buf->cap) {
+        size_t cap = buf->cap ? buf->cap : 128;
+        while (cap < buf->len + len)
+            cap *= 2;
+        unsigned char *data = realloc(buf->data, cap);
+        if (!data)
+            return tpc_error_new(TPC_ERR_NOMEM, TPC_ERROR_FATAL, "out of memory");
+        buf->data = data;
+        buf->cap = cap;
+    }
+    memcpy(buf->data + buf->len, bytes, len);
+    buf->len += len;
+    return NULL;
+}
+
+void tpc__txn_buf_free(tpc_txn_buf_t *buf)
+{
+    free(buf->data);
+    buf->data = NULL;
+    buf->len = buf->cap = 0;
+}
+
+static void put_be(unsigned char *p, uint64_t v, int bytes)
+{
+    for (int i = bytes - 1; i >= 0; i--) {
+        p[i] = (unsigned char)(v & 0xff);
+        v >>= 8;
+    }
+}
+
+static uint64_t get_be(const unsigned char *p, int bytes)
+{
+    uint64_t v = 0;
+    for (int i = 0; i < bytes; i++)
+        v = (v << 8) | p[i];
+    return v;
+}
+
+tpc_error_t *tpc__txn_entry_begin(const tpc__txn_entry_t *e, tpc_txn_buf_t *out)
+{
+    unsigned char h[TPC__TXN_ENTRY_HEADER];
+    memcpy(h, entry_magic, 4);
+    h[4] = TPC__TXN_ENTRY_VERSION;
+    h[5] = (unsigned char)e->kind;
+    h[6] = h[7] = 0;
+    put_be(h + 8, e->checkpoint_id, 8);
+    put_be(h + 16, (uint64_t)e->start_ms, 8);
+    put_be(h + 24, 0, 4); /* handle length, filled in by tpc__txn_entry_seal() */
+    out->len = 0;
+    return tpc_txn_buf_append(out, h, sizeof h);
+}
+
+void tpc__txn_entry_seal(tpc_txn_buf_t *out)
+{
+    put_be(out->data + 24, (uint64_t)(out->len - TPC__TXN_ENTRY_HEADER), 4);
+}
+
+tpc_error_t *tpc__txn_entry_decode(const void *bytes, size_t len, tpc__txn_entry_t *out)
+{
+    const unsigned char *p = bytes;
+    if (len < TPC__TXN_ENTRY_HEADER || memcmp(p, entry_magic, 4) != 0)
+        return tpc_error_new(TPC_ERR_CORRUPT, TPC_ERROR_FATAL,
+                             "state entry of %zu bytes is not a transaction entry", len);
+    if (p[4] > TPC__TXN_ENTRY_VERSION) {
+        tpc_error_t *err = tpc_error_new(TPC_ERR_CORRUPT, TPC_ERROR_FATAL,
+                                         "transaction entry has version %u, this library reads "
+                                         "up to %u",
+                                         (unsigned)p[4], (unsigned)TPC__TXN_ENTRY_VERSION);
+        return tpc_error_hint(err, "restore with the twopc version that wrote the checkpoint");
+    }
+    if (p[5] != TPC__TXN_PENDING && p[5] != TPC__TXN_CURRENT)
+        return tpc_error_new(TPC_ERR_CORRUPT, TPC_ERROR_FATAL,
+                             "transaction entry has unknown kind %u", (unsigned)p[5]);
+    uint64_t hlen = get_be(p + 24, 4);
+    if (hlen != len - TPC__TXN_ENTRY_HEADER)
+        return tpc_error_new(TPC_ERR_CORRUPT, TPC_ERROR_FATAL,
+                             "transaction entry says %llu handle bytes but holds %zu",
+                             (unsigned long long)hlen, len - TPC__TXN_ENTRY_HEADER);
+    out->kind = (tpc__txn_kind_t)p[5];
+    out->checkpoint_id = get_be(p + 8, 8);
+    out->start_ms = (int64_t)get_be(p + 16, 8);
+    out->handle = p + TPC__TXN_ENTRY_HEADER;
+    out->handle_len = (size_t)hlen;
+    return NULL;
+}

@@ -1,0 +1,606 @@
+/*
+ * The transaction state machine of one sink subtask: which connector call happens on which
+ * checkpoint event. This is where exactly-once is won or lost, so the rules are kept in one place
+ * and in the words of docs/guarantees.md:
+ *   - a transaction is pre-committed only in snapshot_state and committed only once the checkpoint
+ *     that holds it is complete (or on recovery of such a checkpoint);
+ *   - pending transactions are committed in checkpoint order and never dropped: a commit that
+ *     fails leaves it, and every later one, pending and fails the subtask with its name;
+ *   - nothing is begun after finish(), and an empty transaction costs no external call.
+ * It knows nothing of the runtime (see txn_internal.h); txn_operator.c adapts it.
+ */
+#include "txn_internal.h"
+
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+typedef struct {
+    uint64_t checkpoint_id; /* pre-committed as part of this checkpoint */
+    int64_t start_ms;
+    void *txn;
+    tpc_txn_buf_t state; /* its state entry, made once at pre-commit: handles do not change */
+    bool warned;         /* the approaching-timeout warning was given */
+} pending_t;
+
+struct tpc__txn_task {
+    const tpc_txn_connector_ops_t *ops;
+    const tpc__txn_conf_t *conf;
+    tpc__txn_counters_t *stats;
+    tpc__txn_env_t env;
+    tpc_txn_subtask_t st;
+    void *conn;
+
+    void *current; /* NULL after finish() once pre-committed, or before initialize */
+    uint64_t current_checkpoint;
+    int64_t current_start_ms;
+
+    pending_t *pending; /* ordered by checkpoint id */
+    size_t npending;
+    size_t pending_cap;
+
+    uint64_t last_checkpoint; /* highest checkpoint snapshotted or restored */
+    bool finished;
+    tpc_txn_buf_t buf;
+};
+
+typedef enum { OP_COMMIT, OP_RECOVER_COMMIT, OP_RECOVER_ABORT } retry_op_t;
+
+static const char *const op_names[] = {"commit", "recovery commit", "recovery abort"};
+
+/* ---- small things ------------------------------------------------------------------------ */
+
+static int64_t wall_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static uint64_t mono_us(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
+}
+
+void tpc__txn_logf(const tpc__txn_env_t *env, tpc_log_level_t level, const char *fmt, ...)
+{
+    if (!env->log)
+        return;
+    char msg[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    env->log(env->opaque, level, msg);
+}
+
+void tpc_txn_log(const tpc_txn_subtask_t *st, tpc_log_level_t level, const char *fmt, ...)
+{
+    const tpc__txn_env_t *env = st->tpc__env;
+    if (!env->log)
+        return;
+    char msg[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    env->log(env->opaque, level, msg);
+}
+
+bool tpc_txn_is_canceled(const tpc_txn_subtask_t *st)
+{
+    const tpc__txn_env_t *env = st->tpc__env;
+    return env->is_canceled && env->is_canceled(env->opaque);
+}
+
+static bool canceled(const tpc__txn_task_t *t)
+{
+    return t->env.is_canceled && t->env.is_canceled(t->env.opaque);
+}
+
+static void describe(const tpc__txn_task_t *t, const void *txn, char *buf, size_t cap)
+{
+    buf[0] = '\0';
+    t->ops->describe(t->conn, txn, buf, cap);
+    buf[cap - 1] = '\0';
+}
+
+static void count_max(atomic_uint_fast64_t *max, uint64_t v)
+{
+    uint_fast64_t cur = atomic_load(max);
+    while (cur < v && !atomic_compare_exchange_weak(max, &cur, v))
+        ;
+}
+
+/* Sleep in short slices so that a cancel does not wait for a long backoff. */
+static void pause_ms(const tpc__txn_task_t *t, uint64_t ms)
+{
+    uint64_t end = mono_us() + ms * 1000;
+    for (;;) {
+        uint64_t now = mono_us();
+        if (now >= end || canceled(t))
+            return;
+        uint64_t slice = end - now < 20000 ? end - now : 20000;
+        struct timespec ts = {.tv_sec = 0, .tv_nsec = (long)(slice * 1000)};
+        nanosleep(&ts, NULL);
+    }
+}
+
+/* ---- commits with retries ---------------------------------------------------------------- */
+
+static tpc_error_t *call_op(tpc__txn_task_t *t, retry_op_t op, void *txn)
+{
+    switch (op) {
+    case OP_COMMIT:
+        return t->ops->commit(t->conn, txn);
+    case OP_RECOVER_COMMIT:
+        return t->ops->recover_and_commit(t->conn, txn);
+    case OP_RECOVER_ABORT:
+        return tpc__txn_recover_and_abort(t->ops, t->conn, txn);
+    }
+    return NULL;
+}
+
+/* Call @op until it succeeds, fails for good, or retriable failures outlast the deadline. */
+static tpc_error_t *with_retries(tpc__txn_task_t *t, retry_op_t op, void *txn, const char *name)
+{
+    uint64_t start = mono_us();
+    uint64_t deadline = start + t->conf->retry_deadline_ms * 1000;
+    uint64_t backoff = t->conf->backoff_ms;
+    for (;;) {
+        tpc_error_t *err = call_op(t, op, txn);
+        if (!err || !tpc_error_is_retriable(err))
+            return err;
+        uint64_t now = mono_us();
+        if (now + backoff * 1000 > deadline) {
+            err = tpc_error_prefix(err, "gave up after retrying for %" PRIu64 " ms",
+                                   (now - start) / 1000);
+            if (!tpc_error_hint_text(err))
+                err = tpc_error_hint(err, "raise commit.retry.deadline.ms if the external "
+                                          "system needs longer to come back");
+            return err;
+        }
+        if (canceled(t))
+            return tpc_error_prefix(err, "canceled while retrying");
+        tpc__txn_logf(&t->env, TPC_LOG_WARN,
+                      "%s of transaction \"%s\" failed, retrying in %" PRIu64 " ms: %s",
+                      op_names[op], name, backoff, tpc_error_message(err));
+        tpc_error_destroy(err);
+        atomic_fetch_add(&t->stats->commit_retries, 1);
+        pause_ms(t, backoff);
+        backoff = backoff * 2 > t->conf->backoff_max_ms ? t->conf->backoff_max_ms : backoff * 2;
+    }
+}
+
+static tpc_error_t *timed_commit(tpc__txn_task_t *t, retry_op_t op, void *txn, const char *name)
+{
+    uint64_t t0 = mono_us();
+    tpc_error_t *err = with_retries(t, op, txn, name);
+    uint64_t took = mono_us() - t0;
+    atomic_fetch_add(&t->stats->commit_latency_us, took);
+    count_max(&t->stats->commit_latency_max_us, took);
+    return err;
+}
+
+static void warn_timeouts(tpc__txn_task_t *t)
+{
+    if (!t->conf->timeout_ms)
+        return;
+    int64_t now = wall_ms();
+    double limit = (double)t->conf->timeout_ms * t->conf->warn_ratio;
+    for (size_t i = 0; i < t->npending; i++) {
+        pending_t *p = &t->pending[i];
+        int64_t age = now - p->start_ms;
+        if (p->warned || (double)age < limit)
+            continue;
+        p->warned = true;
+        char name[256];
+        describe(t, p->txn, name, sizeof name);
+        tpc__txn_logf(&t->env, TPC_LOG_WARN,
+                      "transaction \"%s\" of checkpoint %" PRIu64 " has been open for %" PRId64
+                      " ms of transaction.timeout.ms %" PRIu64
+                      "; if it times out before its checkpoint completes, its data is lost",
+                      name, p->checkpoint_id, age, t->conf->timeout_ms);
+    }
+}
+
+/* Commit every pending transaction of a checkpoint <= @up_to, oldest first. */
+static tpc_error_t *commit_pending(tpc__txn_task_t *t, uint64_t up_to)
+{
+    while (t->npending && t->pending[0].checkpoint_id <= up_to) {
+        pending_t *p = &t->pending[0];
+        char name[256];
+        describe(t, p->txn, name, sizeof name);
+        tpc_error_t *err = timed_commit(t, OP_COMMIT, p->txn, name);
+        if (err) {
+            err = tpc_error_prefix(err, "could not commit transaction \"%s\" of checkpoint %" PRIu64,
+                                   name, p->checkpoint_id);
+            if (!tpc_error_hint_text(err))
+                err = tpc_error_hint(err, "the transaction stays pending; after the restart it "
+                                          "is committed again from the checkpoint that holds it");
+            return err;
+        }
+        atomic_fetch_add(&t->stats->commits, 1);
+        atomic_fetch_sub(&t->stats->pending, 1);
+        tpc__txn_free(t->ops, t->conn, p->txn);
+        tpc__txn_buf_free(&p->state);
+        t->npending--;
+        memmove(t->pending, t->pending + 1, t->npending * sizeof *t->pending);
+    }
+    return NULL;
+}
+
+/* ---- lifecycle --------------------------------------------------------------------------- */
+
+tpc_error_t *tpc__txn_task_open(tpc_txn_sink_t *sink, const tpc__txn_env_t *env,
+                                tpc__txn_task_t **out)
+{
+    *out = NULL;
+    tpc__txn_task_t *t = calloc(1, sizeof *t);
+    if (!t)
+        return tpc_error_new(TPC_ERR_NOMEM, TPC_ERROR_FATAL, "out of memory");
+    t->ops = sink->ops;
+    t->conf = &sink->conf;
+    t->stats = &sink->stats;
+    t->env = *env;
+    t->st = (tpc_txn_subtask_t){
+        .job_name = env->job_name,
+        .sink_name = env->sink_name,
+        .subtask = env->subtask,
+        .parallelism = env->parallelism,
+        .attempt = env->attempt,
+        .guarantee = sink->conf.guarantee,
+        .restored_checkpoint = env->restored_checkpoint,
+        .tpc__env = &t->env,
+    };
+    t->last_checkpoint = env->restored_checkpoint;
+    tpc_error_t *err = t->ops->open(sink->arg, &t->st, &t->conn);
+    if (err) {
+        free(t);
+        return tpc_error_prefix(err, "could not open \"%s\" connector of sink \"%s\"",
+                                sink->ops->name ? sink->ops->name : "unnamed", env->sink_name);
+    }
+    *out = t;
+    return NULL;
+}
+
+static tpc_error_t *begin(tpc__txn_task_t *t)
+{
+    uint64_t id = t->last_checkpoint + 1;
+    void *txn = NULL;
+    tpc_error_t *err = tpc__txn_begin(t->ops, t->conn, id, &txn);
+    if (err)
+        return tpc_error_prefix(err, "could not begin a transaction in sink \"%s\"",
+                                t->env.sink_name);
+    t->current = txn;
+    t->current_checkpoint = id;
+    t->current_start_ms = wall_ms();
+    atomic_fetch_add(&t->stats->begun, 1);
+    return NULL;
+}
+
+typedef struct {
+    tpc__txn_entry_t entry;
+    void *txn;
+} restored_t;
+
+static void sort_restored(restored_t *r, size_t n)
+{
+    /* Insertion sort: stable, and n is a handful. */
+    for (size_t i = 1; i < n; i++) {
+        restored_t x = r[i];
+        size_t j = i;
+        while (j > 0 && r[j - 1].entry.checkpoint_id > x.entry.checkpoint_id) {
+            r[j] = r[j - 1];
+            j--;
+        }
+        r[j] = x;
+    }
+}
+
+static tpc_error_t *recover_one(tpc__txn_task_t *t, restored_t *r)
+{
+    char name[256];
+    describe(t, r->txn, name, sizeof name);
+    uint64_t ckpt = r->entry.checkpoint_id;
+    if (r->entry.kind == TPC__TXN_CURRENT) {
+        tpc_error_t *err = with_retries(t, OP_RECOVER_ABORT, r->txn, name);
+        if (err)
+            return tpc_error_prefix(err, "could not abort transaction \"%s\" restored from "
+                                         "checkpoint %" PRIu64,
+                                    name, t->env.restored_checkpoint);
+        atomic_fetch_add(&t->stats->aborts, 1);
+        return NULL;
+    }
+    tpc_error_t *err = timed_commit(t, OP_RECOVER_COMMIT, r->txn, name);
+    if (!err) {
+        atomic_fetch_add(&t->stats->recovered_commits, 1);
+        return NULL;
+    }
+    int64_t age = wall_ms() - r->entry.start_ms;
+    bool expired = t->conf->timeout_ms && age > (int64_t)t->conf->timeout_ms;
+    if (expired && t->conf->expired_log) {
+        tpc__txn_logf(&t->env, TPC_LOG_ERROR,
+                      "data loss: transaction \"%s\" of checkpoint %" PRIu64
+                      " could not be committed after %" PRId64 " ms, beyond transaction.timeout.ms "
+                      "%" PRIu64 "; its records are lost and the job goes on "
+                      "(recovery.expired=log): %s",
+                      name, ckpt, age, t->conf->timeout_ms, tpc_error_message(err));
+        tpc_error_destroy(err);
+        atomic_fetch_add(&t->stats->expired_lost, 1);
+        return NULL;
+    }
+    err = tpc_error_prefix(err, "could not commit transaction \"%s\" of checkpoint %" PRIu64
+                                " during recovery",
+                           name, ckpt);
+    if (expired)
+        err = tpc_error_hint(err,
+                             "the transaction is %" PRId64 " ms old, beyond transaction.timeout.ms "
+                             "%" PRIu64 ": it has likely expired and its records are lost; set "
+                             "recovery.expired=log to accept the loss and go on, and keep the "
+                             "timeout above the checkpoint interval plus the restart time",
+                             age, t->conf->timeout_ms);
+    return err;
+}
+
+tpc_error_t *tpc__txn_task_initialize(tpc__txn_task_t *t, const tpc__txn_bytes_t *entries,
+                                      size_t count)
+{
+    tpc_error_t *err = NULL;
+    restored_t *r = count ? calloc(count, sizeof *r) : NULL;
+    void **known = count ? calloc(count, sizeof *known) : NULL;
+    size_t n = 0;
+    if (count && (!r || !known)) {
+        err = tpc_error_new(TPC_ERR_NOMEM, TPC_ERROR_FATAL, "out of memory");
+        goto out;
+    }
+    for (; n < count; n++) {
+        err = tpc__txn_entry_decode(entries[n].bytes, entries[n].len, &r[n].entry);
+        if (!err)
+            err = t->ops->deserialize(t->conn, r[n].entry.handle, r[n].entry.handle_len,
+                                      &r[n].txn);
+        if (err) {
+            err = tpc_error_prefix(err, "could not restore transaction %zu of sink \"%s\"", n,
+                                   t->env.sink_name);
+            goto out;
+        }
+        known[n] = r[n].txn;
+    }
+    sort_restored(r, n);
+    /* Pending ones first, oldest first: their checkpoint completed, so they must become visible
+     * before anything else happens; then the currents, which no checkpoint will ever commit. */
+    for (int pass = 0; pass < 2 && !err; pass++)
+        for (size_t i = 0; i < n && !err; i++)
+            if ((int)r[i].entry.kind == (pass == 0 ? TPC__TXN_PENDING : TPC__TXN_CURRENT))
+                err = recover_one(t, &r[i]);
+    if (err)
+        goto out;
+    tpc_txn_lingering_t lingering = {
+        .restored_checkpoint = t->env.restored_checkpoint,
+        .known = known,
+        .known_count = n,
+    };
+    err = tpc__txn_abort_lingering(t->ops, t->conn, &lingering);
+    if (err) {
+        err = tpc_error_prefix(err, "could not abort lingering transactions of sink \"%s\"",
+                               t->env.sink_name);
+        goto out;
+    }
+    if (n)
+        tpc__txn_logf(&t->env, TPC_LOG_INFO,
+                      "restored %zu transactions from checkpoint %" PRIu64, n,
+                      t->env.restored_checkpoint);
+out:
+    for (size_t i = 0; i < n; i++)
+        tpc__txn_free(t->ops, t->conn, r[i].txn);
+    free(r);
+    free(known);
+    return err ? err : begin(t);
+}
+
+tpc_error_t *tpc__txn_task_write(tpc__txn_task_t *t, const tpc_record_t *records, size_t count)
+{
+    if (!t->current)
+        return tpc_error_new(TPC_ERR_STATE, TPC_ERROR_FATAL,
+                             "sink \"%s\" received records with no open transaction%s",
+                             t->env.sink_name, t->finished ? " (after finish)" : "");
+    tpc_error_t *err = tpc__txn_write(t->ops, t->conn, t->current, records, count);
+    if (err) {
+        char name[256];
+        describe(t, t->current, name, sizeof name);
+        return tpc_error_prefix(err, "could not write to transaction \"%s\"", name);
+    }
+    atomic_fetch_add(&t->stats->records, count);
+    return NULL;
+}
+
+static tpc_error_t *push_pending(tpc__txn_task_t *t, uint64_t checkpoint_id)
+{
+    if (t->npending == t->pending_cap) {
+        size_t cap = t->pending_cap ? t->pending_cap * 2 : 4;
+        pending_t *p = realloc(t->pending, cap * sizeof *p);
+        if (!p)
+            return tpc_error_new(TPC_ERR_NOMEM, TPC_ERROR_FATAL, "out of memory");
+        t->pending = p;
+        t->pending_cap = cap;
+    }
+    pending_t p = {
+        .checkpoint_id = checkpoint_id,
+        .start_ms = t->current_start_ms,
+        .txn = t->current,
+    };
+    tpc__txn_entry_t e = {
+        .kind = TPC__TXN_PENDING,
+        .checkpoint_id = checkpoint_id,
+        .start_ms = p.start_ms,
+    };
+    tpc_error_t *err = tpc__txn_entry_begin(&e, &p.state);
+    if (!err)
+        err = t->ops->serialize(t->conn, p.txn, &p.state);
+    if (err) {
+        tpc__txn_buf_free(&p.state);
+        return err;
+    }
+    tpc__txn_entry_seal(&p.state);
+    t->pending[t->npending++] = p;
+    t->current = NULL;
+    atomic_fetch_add(&t->stats->pending, 1);
+    return NULL;
+}
+
+/* Take the current transaction out of the running: pre-commit it for @checkpoint_id and keep it
+ * pending (exactly-once) or commit it right away (the weaker guarantees). */
+static tpc_error_t *close_current(tpc__txn_task_t *t, uint64_t checkpoint_id)
+{
+    if (tpc__txn_is_empty(t->ops, t->conn, t->current)) {
+        tpc__txn_free(t->ops, t->conn, t->current);
+        t->current = NULL;
+        atomic_fetch_add(&t->stats->empty_skipped, 1);
+        return NULL;
+    }
+    char name[256];
+    tpc_error_t *err = tpc__txn_pre_commit(t->ops, t->conn, t->current, checkpoint_id);
+    if (err) {
+        describe(t, t->current, name, sizeof name);
+        return tpc_error_prefix(err, "could not pre-commit transaction \"%s\" for checkpoint "
+                                     "%" PRIu64,
+                                name, checkpoint_id);
+    }
+    atomic_fetch_add(&t->stats->pre_commits, 1);
+    if (t->conf->guarantee == TPC_TXN_EXACTLY_ONCE)
+        return push_pending(t, checkpoint_id);
+    describe(t, t->current, name, sizeof name);
+    err = timed_commit(t, OP_COMMIT, t->current, name);
+    if (err)
+        return tpc_error_prefix(err, "could not commit transaction \"%s\" at checkpoint %" PRIu64,
+                                name, checkpoint_id);
+    atomic_fetch_add(&t->stats->commits, 1);
+    tpc__txn_free(t->ops, t->conn, t->current);
+    t->current = NULL;
+    return NULL;
+}
+
+static tpc_error_t *write_state(tpc__txn_task_t *t, tpc__txn_state_add_fn add, void *w)
+{
+    for (size_t i = 0; i < t->npending; i++) {
+        tpc_error_t *err = add(w, t->pending[i].state.data, t->pending[i].state.len);
+        if (err)
+            return err;
+    }
+    if (!t->current)
+        return NULL;
+    tpc__txn_entry_t e = {
+        .kind = TPC__TXN_CURRENT,
+        .checkpoint_id = t->current_checkpoint,
+        .start_ms = t->current_start_ms,
+    };
+    tpc_error_t *err = tpc__txn_entry_begin(&e, &t->buf);
+    if (!err)
+        err = t->ops->serialize(t->conn, t->current, &t->buf);
+    if (err)
+        return err;
+    tpc__txn_entry_seal(&t->buf);
+    return add(w, t->buf.data, t->buf.len);
+}
+
+tpc_error_t *tpc__txn_task_snapshot(tpc__txn_task_t *t, uint64_t checkpoint_id,
+                                    tpc__txn_state_add_fn add, void *w)
+{
+    if (t->npending && checkpoint_id <= t->pending[t->npending - 1].checkpoint_id)
+        return tpc_error_new(TPC_ERR_STATE, TPC_ERROR_FATAL,
+                             "checkpoint %" PRIu64 " is not newer than pending checkpoint %" PRIu64
+                             " of sink \"%s\"",
+                             checkpoint_id, t->pending[t->npending - 1].checkpoint_id,
+                             t->env.sink_name);
+    if (checkpoint_id > t->last_checkpoint)
+        t->last_checkpoint = checkpoint_id;
+    tpc_error_t *err = t->current ? close_current(t, checkpoint_id) : NULL;
+    if (!err && !t->finished)
+        err = begin(t);
+    if (!err && t->conf->guarantee == TPC_TXN_EXACTLY_ONCE)
+        err = write_state(t, add, w);
+    if (err)
+        return err;
+    warn_timeouts(t);
+    return NULL;
+}
+
+tpc_error_t *tpc__txn_task_complete(tpc__txn_task_t *t, uint64_t checkpoint_id)
+{
+    tpc_error_t *err = commit_pending(t, checkpoint_id);
+    if (!err)
+        warn_timeouts(t);
+    return err;
+}
+
+tpc_error_t *tpc__txn_task_aborted(tpc__txn_task_t *t, uint64_t checkpoint_id)
+{
+    if (t->npending)
+        tpc__txn_logf(&t->env, TPC_LOG_DEBUG,
+                      "checkpoint %" PRIu64 " aborted; %zu transactions stay pending until a "
+                      "later checkpoint completes",
+                      checkpoint_id, t->npending);
+    return NULL;
+}
+
+tpc_error_t *tpc__txn_task_finish(tpc__txn_task_t *t)
+{
+    t->finished = true;
+    if (!t->current)
+        return NULL;
+    tpc_error_t *err = tpc__txn_flush(t->ops, t->conn, t->current);
+    if (err) {
+        char name[256];
+        describe(t, t->current, name, sizeof name);
+        return tpc_error_prefix(err, "could not flush transaction \"%s\"", name);
+    }
+    return NULL;
+}
+
+void tpc__txn_task_close(tpc__txn_task_t *t)
+{
+    if (!t)
+        return;
+    char name[256];
+    if (t->current && tpc__txn_is_empty(t->ops, t->conn, t->current)) {
+        atomic_fetch_add(&t->stats->empty_skipped, 1);
+    } else if (t->current) {
+        describe(t, t->current, name, sizeof name);
+        if (t->finished)
+            tpc__txn_logf(&t->env, TPC_LOG_ERROR,
+                          "sink finished but transaction \"%s\" was never pre-committed: no "
+                          "checkpoint ran after finish; its records are discarded",
+                          name);
+        tpc_error_t *err = tpc__txn_abort(t->ops, t->conn, t->current);
+        if (err) {
+            tpc__txn_logf(&t->env, TPC_LOG_ERROR,
+                          "could not abort transaction \"%s\"; the next run cleans it up: %s",
+                          name, tpc_error_message(err));
+            tpc_error_destroy(err);
+        } else {
+            atomic_fetch_add(&t->stats->aborts, 1);
+        }
+    }
+    tpc__txn_free(t->ops, t->conn, t->current);
+    if (t->npending)
+        tpc__txn_logf(&t->env, t->finished ? TPC_LOG_ERROR : TPC_LOG_WARN,
+                      "closing with %zu pre-committed transactions of checkpoints %" PRIu64
+                      " to %" PRIu64 " not yet committed; a restore from a checkpoint holding "
+                      "them commits them",
+                      t->npending, t->pending[0].checkpoint_id,
+                      t->pending[t->npending - 1].checkpoint_id);
+    for (size_t i = 0; i < t->npending; i++) {
+        tpc__txn_free(t->ops, t->conn, t->pending[i].txn);
+        tpc__txn_buf_free(&t->pending[i].state);
+    }
+    atomic_fetch_sub(&t->stats->pending, t->npending);
+    free(t->pending);
+    tpc__txn_buf_free(&t->buf);
+    t->ops->close(t->conn);
+    free(t);
+}
