@@ -121,23 +121,24 @@ static void abort_checkpoint(coord_t *c, pending_t *p, const char *reason, bool 
             "raise \"checkpoint.tolerable-failures\" or \"checkpoint.timeout.ms\"");
 }
 
-/* A vertex with union state that is only partly closed cannot be restored: every subtask would
- * need every entry, and the closed ones no longer have theirs. */
+/* A vertex with union state cannot be restored while some of its subtasks have closed (their
+ * entries are gone) and others still run (they would need every entry). Once every subtask has
+ * finished its operator, nothing needs the entries any more and checkpoints succeed again. */
 static const char *union_state_conflict(coord_t *c, pending_t *p)
 {
     tpc__attempt_t *a = c->a;
     for (int v = 0; v < c->job->nvertices; v++) {
-        bool some_closed = false, some_open = false, has_union = false;
+        bool some_closed = false, some_running = false, has_union = false;
         for (int i = 0; i < a->ntasks; i++) {
             if (a->tasks[i].vertex != v)
                 continue;
             if (p->closed[i])
                 some_closed = true;
-            else
-                some_open = true;
+            else if (!p->snap[i].operator_finished)
+                some_running = true;
             has_union |= p->snap[i].state.nunion > 0;
         }
-        if (some_closed && some_open && has_union)
+        if (some_closed && some_running && has_union)
             return c->job->vertices[v].name;
     }
     return NULL;

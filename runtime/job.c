@@ -322,7 +322,7 @@ void tpc__attempt_cancel(tpc__attempt_t *a)
 }
 
 /* Fold the attempt's per-vertex counters into the job's totals. */
-static void add_vertex_stats(const tpc_job_t *job, const tpc__attempt_t *a, tpc_job_stats_t *st,
+static void add_vertex_stats(const tpc_job_t *job, tpc__attempt_t *a, tpc_job_stats_t *st,
                              bool live)
 {
     int n = job->nvertices < 32 ? job->nvertices : 32;
@@ -342,7 +342,9 @@ static void add_vertex_stats(const tpc_job_t *job, const tpc__attempt_t *a, tpc_
         vs->records_out += atomic_load_explicit(&t->records_out, memory_order_relaxed);
         vs->backpressure_ms +=
             atomic_load_explicit(&t->backpressure_us, memory_order_relaxed) / 1000u;
-        (void)live;
+        if (live)
+            vs->subtasks_finished += atomic_load(&a->tasks[i].published_state) >= TPC__TASK_WAITING_FOR_FINAL &&
+                                     atomic_load(&a->tasks[i].published_state) <= TPC__TASK_FINISHED;
     }
 }
 

@@ -82,6 +82,7 @@ static void post_event(tpc__task_t *t, tpc__event_t ev)
 static void post_state(tpc__task_t *t, tpc__task_state_t s, tpc_error_t *err)
 {
     t->state = s;
+    atomic_store(&t->published_state, (int)s);
     post_event(t, (tpc__event_t){.kind = TPC__EV_STATE, .state = s, .err = err});
 }
 

@@ -319,7 +319,7 @@ typedef struct {
     uint64_t records_in;
     uint64_t records_out;
     uint64_t backpressure_ms; /**< time its subtasks spent blocked on full output channels */
-    int subtasks_finished;
+    int subtasks_finished; /**< of the current attempt: operator finished or closed */
     int parallelism;
 } tpc_vertex_stats_t;
 

@@ -121,8 +121,9 @@ struct tpc__task {
     bool stop_now;
     uint64_t records_out_local;
 
-    /* Statistics read by other threads. */
+    /* Read by other threads. */
     atomic_uint_fast64_t records_in, records_out, backpressure_us;
+    atomic_int published_state;
 };
 
 typedef struct {

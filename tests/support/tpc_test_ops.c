@@ -38,7 +38,8 @@ bool tpc_test_seq_decode(const void *key, size_t key_len, int *subtask, uint64_t
 
 static tpc_error_t *seq_open(tpc_ctx_t *ctx, void *arg, void **self)
 {
-    const tpc_test_seq_conf_t *conf = arg;
+    tpc_test_seq_conf_t *conf = arg;
+    atomic_fetch_add(&conf->opens, 1);
     seq_t *s = calloc(1, sizeof(*s));
     s->conf = conf;
     s->subtask = tpc_ctx_subtask(ctx);

@@ -23,6 +23,7 @@ typedef struct {
      * Only in attempt 0, so the restarted attempt goes on. */
     uint64_t fail_at;
     int fail_subtask;
+    atomic_int opens; /**< counts open() calls (all subtasks, all attempts) */
 } tpc_test_seq_conf_t;
 
 extern const tpc_operator_ops_t tpc_test_seq_source_ops;
