@@ -425,6 +425,7 @@ tpc_error_t *tpc_job_run(tpc_job_t *job, tpc_job_result_t *result)
         return tpc_error_new(TPC_ERR_STATE, 0, "job \"%s\" is already running", job->name);
     }
     job->running = true;
+    atomic_store(&job->cancel_requested, false);
     pthread_mutex_unlock(&job->ctl_mu);
 
     tpc_error_t *err = NULL;

@@ -1,0 +1,288 @@
+/*
+ * Checkpoint files: every kind of damage (truncated, a flipped byte, an empty or foreign file) is
+ * detected by the reader; recovery reports a damaged latest checkpoint, skips it for the one
+ * before, and the restored job still counts every record exactly once. Retention keeps the newest
+ * checkpoints only; restore.mode decides what happens when nothing valid is there.
+ */
+#include "tpc_internal.h"
+#include "tpc_test_ops.h"
+#include "tpc_test_sink.h"
+
+#include <check.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+static void write_sample(const char *dir, uint64_t id, char **path)
+{
+    tpc__checkpoint_t c = {.id = id, .timestamp_ms = 1, .job_name = "j", .nvertices = 1};
+    tpc__vertex_snapshot_t v = {.name = "v", .parallelism = 2};
+    tpc__subtask_snapshot_t subs[2] = {{0}};
+    v.subtasks = subs;
+    c.vertices = &v;
+    ck_assert_ptr_null(tpc_state_add(&subs[0].state, TPC_STATE_LIST, "hello", 5));
+    ck_assert_ptr_null(tpc_state_add(&subs[1].state, TPC_STATE_UNION, "world!", 6));
+    subs[1].operator_finished = true;
+    ck_assert_ptr_null(tpc__checkpoint_write(dir, &c, path));
+    tpc__state_writer_free(&subs[0].state);
+    tpc__state_writer_free(&subs[1].state);
+}
+
+static size_t file_size(const char *path)
+{
+    struct stat st;
+    ck_assert_int_eq(stat(path, &st), 0);
+    return (size_t)st.st_size;
+}
+
+START_TEST(test_roundtrip)
+{
+    char *dir = tpc_test_tmpdir("files"), *path;
+    write_sample(dir, 7, &path);
+    tpc__checkpoint_t c;
+    tpc_error_t *err = tpc__checkpoint_read(path, &c);
+    ck_assert_msg(err == NULL, "%s", tpc_error_message(err));
+    ck_assert_uint_eq(c.id, 7);
+    ck_assert_str_eq(c.job_name, "j");
+    ck_assert_int_eq(c.nvertices, 1);
+    ck_assert_int_eq(c.vertices[0].parallelism, 2);
+    ck_assert_uint_eq(c.vertices[0].subtasks[0].state.nlist, 1);
+    ck_assert_uint_eq(c.vertices[0].subtasks[1].state.nunion, 1);
+    ck_assert(c.vertices[0].subtasks[1].operator_finished);
+    ck_assert(!c.vertices[0].subtasks[0].operator_finished);
+    tpc__checkpoint_free(&c);
+    free(path);
+    tpc_test_rmdir(dir);
+    free(dir);
+}
+END_TEST
+
+static void expect_corrupt(const char *path)
+{
+    tpc__checkpoint_t c;
+    tpc_error_t *err = tpc__checkpoint_read(path, &c);
+    ck_assert_ptr_nonnull(err);
+    ck_assert_int_eq(tpc_error_code(err), TPC_ERR_CORRUPT);
+    ck_assert_ptr_nonnull(strstr(tpc_error_message(err), path));
+    tpc_error_destroy(err);
+}
+
+START_TEST(test_every_byte_flip_detected)
+{
+    char *dir = tpc_test_tmpdir("files-flip"), *path;
+    write_sample(dir, 1, &path);
+    size_t n = file_size(path);
+    for (size_t off = 0; off < n; off++) {
+        int fd = open(path, O_RDWR);
+        uint8_t b;
+        ck_assert_int_eq(pread(fd, &b, 1, (off_t)off), 1);
+        b ^= 0x10;
+        ck_assert_int_eq(pwrite(fd, &b, 1, (off_t)off), 1);
+        expect_corrupt(path);
+        b ^= 0x10;
+        ck_assert_int_eq(pwrite(fd, &b, 1, (off_t)off), 1);
+        close(fd);
+    }
+    free(path);
+    tpc_test_rmdir(dir);
+    free(dir);
+}
+END_TEST
+
+START_TEST(test_every_truncation_detected)
+{
+    char *dir = tpc_test_tmpdir("files-trunc"), *path;
+    write_sample(dir, 1, &path);
+    size_t n = file_size(path);
+    for (size_t len = n; len-- > 0;) {
+        ck_assert_int_eq(truncate(path, (off_t)len), 0);
+        expect_corrupt(path);
+    }
+    free(path);
+    tpc_test_rmdir(dir);
+    free(dir);
+}
+END_TEST
+
+START_TEST(test_foreign_file_detected)
+{
+    char *dir = tpc_test_tmpdir("files-foreign");
+    char path[600];
+    snprintf(path, sizeof path, "%s/chk-00000000000000000001", dir);
+    FILE *f = fopen(path, "w");
+    fputs("this is not a checkpoint, but it is long enough to have a trailer of 32 bytes\n", f);
+    fclose(f);
+    expect_corrupt(path);
+    tpc_test_rmdir(dir);
+    free(dir);
+}
+END_TEST
+
+/* ---- recovery over damaged files ---------------------------------------------------------- */
+
+#define N 20000
+
+static tpc_job_t *count_job(const char *dir, tpc_test_seq_conf_t *src, tpc_test_count_t *cnt)
+{
+    tpc_job_t *job = tpc_job_new("files");
+    ck_assert_ptr_null(tpc_job_set(job, "checkpoint.dir", dir));
+    ck_assert_ptr_null(tpc_job_set(job, "checkpoint.interval.ms", "10"));
+    ck_assert_ptr_null(tpc_job_set(job, "checkpoint.retained", "3"));
+    int s, c;
+    ck_assert_ptr_null(tpc_job_add_vertex(job, "source", 2, &tpc_test_seq_source_ops, src, &s));
+    ck_assert_ptr_null(tpc_job_add_vertex(job, "count", 1, &tpc_test_count_ops, cnt, &c));
+    ck_assert_ptr_null(tpc_job_connect(job, s, c, TPC_EDGE_REBALANCE));
+    return job;
+}
+
+static void *cancel_later(void *arg)
+{
+    tpc_job_t *job = arg;
+    tpc_job_stats_t st;
+    do {
+        tpc__sleep_us(2000);
+        tpc_job_get_stats(job, &st);
+    } while (st.checkpoints_completed < 8);
+    tpc_job_cancel(job);
+    return NULL;
+}
+
+typedef struct {
+    char lines[8][512];
+    int n;
+} log_capture_t;
+
+static void capture(void *opaque, tpc_log_level_t level, const char *msg)
+{
+    log_capture_t *c = opaque;
+    if (level <= TPC_LOG_ERROR && c->n < 8)
+        snprintf(c->lines[c->n++], sizeof c->lines[0], "%s", msg);
+}
+
+/* Run until canceled mid-way, so checkpoint files of an unfinished job remain. */
+static void run_and_cancel(const char *dir, tpc_test_seq_conf_t *src)
+{
+    tpc_test_count_t cnt;
+    tpc_test_count_init(&cnt);
+    tpc_job_t *job = count_job(dir, src, &cnt);
+    pthread_t th;
+    pthread_create(&th, NULL, cancel_later, job);
+    tpc_job_result_t res;
+    tpc_error_t *err = tpc_job_run(job, &res);
+    pthread_join(th, NULL);
+    ck_assert_msg(err == NULL, "%s", tpc_error_message(err));
+    ck_assert_int_eq(res, TPC_JOB_CANCELED);
+    tpc_job_destroy(job);
+}
+
+START_TEST(test_corrupt_latest_skipped_on_restore)
+{
+    char *dir = tpc_test_tmpdir("files-skip");
+    tpc_test_seq_conf_t src = {.count_default = N, .per_poll = 20, .sleep_us = 500};
+    run_and_cancel(dir, &src);
+    tpc__checkpoint_file_t *files;
+    size_t n;
+    ck_assert_ptr_null(tpc__checkpoint_list(dir, &files, &n));
+    ck_assert_uint_eq(n, 3); /* checkpoint.retained */
+    ck_assert_uint_eq(truncate(files[0].path, 40), 0);
+    char skipped[64];
+    snprintf(skipped, sizeof skipped, "skipping checkpoint %llu",
+             (unsigned long long)files[0].id);
+    tpc__checkpoint_files_free(files, n);
+
+    tpc_test_count_t cnt;
+    tpc_test_count_init(&cnt);
+    log_capture_t lines = {0};
+    tpc_job_t *job = count_job(dir, &src, &cnt);
+    tpc_job_set_logger(job, capture, &lines, TPC_LOG_WARN);
+    tpc_error_t *err = tpc_job_run(job, NULL);
+    ck_assert_msg(err == NULL, "%s", tpc_error_message(err));
+    ck_assert_int_ge(lines.n, 1);
+    ck_assert_msg(strstr(lines.lines[0], skipped), "%s", lines.lines[0]);
+    for (int s = 0; s < 2; s++) {
+        uint64_t count, sum;
+        tpc_test_count_total(&cnt, s, &count, &sum);
+        ck_assert_uint_eq(count, N);
+        ck_assert_uint_eq(sum, (uint64_t)N * (N - 1) / 2);
+    }
+    tpc_job_destroy(job);
+    tpc_test_rmdir(dir);
+    free(dir);
+}
+END_TEST
+
+START_TEST(test_no_valid_checkpoint_is_an_error_unless_fresh)
+{
+    char *dir = tpc_test_tmpdir("files-none");
+    tpc_test_seq_conf_t src = {.count_default = N, .per_poll = 20, .sleep_us = 500};
+    run_and_cancel(dir, &src);
+    tpc__checkpoint_file_t *files;
+    size_t n;
+    ck_assert_ptr_null(tpc__checkpoint_list(dir, &files, &n));
+    for (size_t i = 0; i < n; i++)
+        ck_assert_int_eq(truncate(files[i].path, 10), 0);
+    tpc__checkpoint_files_free(files, n);
+
+    tpc_test_count_t cnt;
+    tpc_test_count_init(&cnt);
+    log_capture_t lines = {0};
+    tpc_job_t *job = count_job(dir, &src, &cnt);
+    tpc_job_set_logger(job, capture, &lines, TPC_LOG_WARN);
+    tpc_error_t *err = tpc_job_run(job, NULL);
+    ck_assert_ptr_nonnull(err);
+    ck_assert_int_eq(tpc_error_code(err), TPC_ERR_CORRUPT);
+    ck_assert_ptr_nonnull(strstr(tpc_error_message(err), "none of the 3 checkpoints"));
+    ck_assert_ptr_nonnull(strstr(tpc_error_hint_text(err), "restore.mode"));
+    tpc_error_destroy(err);
+    ck_assert_ptr_null(tpc_job_set(job, "restore.mode", "fresh"));
+    err = tpc_job_run(job, NULL);
+    ck_assert_msg(err == NULL, "%s", tpc_error_message(err));
+    uint64_t count, sum;
+    tpc_test_count_total(&cnt, 1, &count, &sum);
+    ck_assert_uint_eq(count, N);
+    tpc_job_destroy(job);
+    tpc_test_rmdir(dir);
+    free(dir);
+}
+END_TEST
+
+START_TEST(test_restore_required_without_checkpoint)
+{
+    char *dir = tpc_test_tmpdir("files-required");
+    tpc_test_seq_conf_t src = {.count_default = 10};
+    tpc_test_count_t cnt;
+    tpc_test_count_init(&cnt);
+    tpc_job_t *job = count_job(dir, &src, &cnt);
+    ck_assert_ptr_null(tpc_job_set(job, "restore.mode", "required"));
+    tpc_error_t *err = tpc_job_run(job, NULL);
+    ck_assert_ptr_nonnull(err);
+    ck_assert_int_eq(tpc_error_code(err), TPC_ERR_NOT_FOUND);
+    tpc_error_destroy(err);
+    tpc_job_destroy(job);
+    tpc_test_rmdir(dir);
+    free(dir);
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("checkpoint_files");
+    TCase *tc = tcase_create("core");
+    tcase_set_timeout(tc, 120);
+    tcase_add_test(tc, test_roundtrip);
+    tcase_add_test(tc, test_every_byte_flip_detected);
+    tcase_add_test(tc, test_every_truncation_detected);
+    tcase_add_test(tc, test_foreign_file_detected);
+    tcase_add_test(tc, test_corrupt_latest_skipped_on_restore);
+    tcase_add_test(tc, test_no_valid_checkpoint_is_an_error_unless_fresh);
+    tcase_add_test(tc, test_restore_required_without_checkpoint);
+    suite_add_tcase(s, tc);
+    SRunner *sr = srunner_create(s);
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
