@@ -1,0 +1,184 @@
+/*
+ * Commit, recovery and cleanup of the file sink. All of it works from a handle and the folder
+ * alone, because after a crash the handle comes from a checkpoint and the files from a process
+ * that is gone.
+ *
+ * Commit renames each in-progress part to its final name without replacing anything, then
+ * fsyncs the folder. It is idempotent: a part whose in-progress file is gone but whose final file
+ * exists with the recorded size was committed before (a crash after the rename, or a repeated
+ * recovery). A part with neither file is lost data and a final name held by a different file is a
+ * collision: both are loud errors, never skipped.
+ *
+ * Cleanup deletes in-progress files that no checkpoint can commit. A transaction is only ever
+ * pre-committed in a checkpoint at least as new as the one its name carries, so after a restore
+ * from checkpoint R every in-progress file naming a checkpoint above R is dead, whichever run made
+ * it; at or below R, a file may be pending in R, possibly restored to another subtask after a
+ * parallelism change, and is left alone. Each subtask cleans only names of subtasks congruent to
+ * its own index modulo the parallelism, so no two subtasks race over a file and files of subtasks
+ * that no longer exist are cleaned too.
+ */
+#include "file_internal.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+tpc_error_t *tpc__file_fsync_dir(tpc__file_conn_t *c)
+{
+    if (fsync(c->dirfd) != 0)
+        return tpc__file_errno(errno, "fsync folder", c->conf->dir);
+    return NULL;
+}
+
+/* Rename without replacing; falls back where the file system lacks RENAME_NOREPLACE. */
+static int rename_noreplace(int dirfd, const char *from, const char *to)
+{
+    if (renameat2(dirfd, from, dirfd, to, RENAME_NOREPLACE) == 0)
+        return 0;
+    if (errno != EINVAL && errno != ENOSYS)
+        return -1;
+    struct stat st;
+    if (fstatat(dirfd, to, &st, AT_SYMLINK_NOFOLLOW) == 0) {
+        errno = EEXIST;
+        return -1;
+    }
+    return renameat(dirfd, from, dirfd, to);
+}
+
+static tpc_error_t *commit_part(tpc__file_conn_t *c, const tpc__file_txn_t *t, uint32_t part)
+{
+    char from[TPC__FILE_NAME_MAX], to[TPC__FILE_NAME_MAX];
+    if (!tpc__file_inprogress_name(from, c->conf->prefix, t, part) ||
+        !tpc__file_final_name(to, c->conf, t, part))
+        return tpc_error_new(TPC_ERR_CONFIG, TPC_ERROR_FATAL,
+                             "file name for prefix \"%s\" is too long", c->conf->prefix);
+    if (rename_noreplace(c->dirfd, from, to) == 0)
+        return NULL;
+    int rename_errno = errno;
+    if (rename_errno != ENOENT && rename_errno != EEXIST)
+        return tpc__file_errno(rename_errno, "rename file", from);
+
+    struct stat st;
+    bool have_final = fstatat(c->dirfd, to, &st, AT_SYMLINK_NOFOLLOW) == 0;
+    if (rename_errno == EEXIST) {
+        tpc_error_t *err = tpc_error_new(TPC_ERR_COMMIT, TPC_ERROR_FATAL,
+                                         "could not rename \"%s\" to \"%s\": a different file of "
+                                         "that name exists in \"%s\"",
+                                         from, to, c->conf->dir);
+        return tpc_error_hint(err, "another sink with the prefix \"%s\" writes to this folder, or "
+                                   "the job was restored from an older checkpoint than one it had "
+                                   "committed; give each sink its own prefix",
+                              c->conf->prefix);
+    }
+    if (have_final && (uint64_t)st.st_size == t->sizes[part])
+        return NULL; /* committed before */
+    tpc_error_t *err;
+    if (have_final)
+        err = tpc_error_new(TPC_ERR_DATA_LOSS, TPC_ERROR_FATAL,
+                            "in-progress file \"%s\" is gone and \"%s\" in \"%s\" has %llu bytes, "
+                            "not the %llu written",
+                            from, to, c->conf->dir, (unsigned long long)st.st_size,
+                            (unsigned long long)t->sizes[part]);
+    else
+        err = tpc_error_new(TPC_ERR_DATA_LOSS, TPC_ERROR_FATAL,
+                            "in-progress file \"%s\" and final file \"%s\" are both missing in "
+                            "\"%s\"",
+                            from, to, c->conf->dir);
+    return tpc_error_hint(err, "something other than this sink moved or deleted files in the "
+                               "folder; the records of this transaction are lost");
+}
+
+tpc_error_t *tpc__file_commit(void *conn, void *txn)
+{
+    tpc__file_conn_t *c = conn;
+    tpc__file_txn_t *t = txn;
+    if (t->fd >= 0 || !t->ckpt)
+        return tpc_error_new(TPC_ERR_STATE, TPC_ERROR_FATAL,
+                             "file transaction committed before it was pre-committed");
+    for (uint32_t i = 0; i < t->nparts; i++) {
+        tpc_error_t *err = commit_part(c, t, i);
+        if (err)
+            return err;
+    }
+    /* Make the new names durable before the checkpoint's state forgets the transaction. */
+    return c->durable && t->nparts ? tpc__file_fsync_dir(c) : NULL;
+}
+
+typedef bool (*dead_fn)(const tpc__file_conn_t *c, const void *arg, int subtask, uint64_t begin,
+                        uint64_t token);
+
+/* Delete every in-progress file of this sink for which @dead says so. */
+static tpc_error_t *sweep(tpc__file_conn_t *c, dead_fn dead, const void *arg, size_t *deleted)
+{
+    int fd = openat(c->dirfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
+    if (!d) {
+        int e = errno;
+        if (fd >= 0)
+            close(fd);
+        return tpc__file_errno(e, "list folder", c->conf->dir);
+    }
+    tpc_error_t *err = NULL;
+    struct dirent *de;
+    *deleted = 0;
+    while (!err && (errno = 0, de = readdir(d)) != NULL) {
+        int sub;
+        uint64_t begin, token;
+        uint32_t part;
+        if (!tpc__file_parse_inprogress(de->d_name, c->conf->prefix, &sub, &begin, &token, &part))
+            continue;
+        if (!dead(c, arg, sub, begin, token))
+            continue;
+        if (unlinkat(c->dirfd, de->d_name, 0) == 0)
+            (*deleted)++;
+        else if (errno != ENOENT)
+            err = tpc__file_errno(errno, "delete file", de->d_name);
+    }
+    if (!err && errno)
+        err = tpc__file_errno(errno, "list folder", c->conf->dir);
+    closedir(d);
+    return err;
+}
+
+static bool same_txn(const tpc__file_conn_t *c, const void *arg, int subtask, uint64_t begin,
+                     uint64_t token)
+{
+    (void)c;
+    const tpc__file_txn_t *t = arg;
+    return subtask == t->subtask && begin == t->begin_ckpt && token == t->token;
+}
+
+tpc_error_t *tpc__file_recover_and_abort(void *conn, void *txn)
+{
+    /* The handle was stored before the crash; parts written after it are not in it. */
+    size_t deleted;
+    return sweep(conn, same_txn, txn, &deleted);
+}
+
+static bool lingering(const tpc__file_conn_t *c, const void *arg, int subtask, uint64_t begin,
+                      uint64_t token)
+{
+    (void)token;
+    const tpc_txn_lingering_t *l = arg;
+    const tpc_txn_subtask_t *st = c->st;
+    return subtask % st->parallelism == st->subtask && begin > l->restored_checkpoint;
+}
+
+tpc_error_t *tpc__file_abort_lingering(void *conn, const tpc_txn_lingering_t *l)
+{
+    tpc__file_conn_t *c = conn;
+    size_t deleted;
+    tpc_error_t *err = sweep(c, lingering, l, &deleted);
+    if (deleted)
+        tpc_txn_log(c->st, TPC_LOG_INFO,
+                    "deleted %zu in-progress files in \"%s\" that no checkpoint up to %" PRIu64
+                    " holds",
+                    deleted, c->conf->dir, l->restored_checkpoint);
+    return err;
+}

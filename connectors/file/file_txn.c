@@ -1,0 +1,358 @@
+/*
+ * Writing one transaction of the file sink: records are encoded into a per-subtask buffer and
+ * written to the transaction's current in-progress part file when the buffer fills, the part is
+ * rolled before it would exceed file.part-size, and pre-commit flushes and fsyncs so that after
+ * it the data survives a crash and commit is a rename. Part files are created on the first record,
+ * so begin costs nothing and an empty transaction touches no file. Also the handle's bytes.
+ */
+#include "file_internal.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+tpc_error_t *tpc__file_open(void *arg, const tpc_txn_subtask_t *st, void **out)
+{
+    const tpc__file_conf_t *conf = arg;
+    tpc__file_conn_t *c = calloc(1, sizeof *c);
+    if (!c)
+        return tpc_error_new(TPC_ERR_NOMEM, TPC_ERROR_FATAL, "out of memory");
+    c->conf = conf;
+    c->st = st;
+    c->durable = st->guarantee != TPC_TXN_NONE;
+    c->cap = conf->buffer_size;
+    c->buf = malloc(c->cap);
+    c->dirfd = open(conf->dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (c->dirfd < 0 || !c->buf) {
+        tpc_error_t *err = c->buf ? tpc__file_errno(errno, "open folder", conf->dir)
+                                  : tpc_error_new(TPC_ERR_NOMEM, TPC_ERROR_FATAL, "out of memory");
+        tpc__file_close(c);
+        return err;
+    }
+    *out = c;
+    return NULL;
+}
+
+void tpc__file_close(void *conn)
+{
+    tpc__file_conn_t *c = conn;
+    if (c->dirfd >= 0)
+        close(c->dirfd);
+    free(c->buf);
+    free(c);
+}
+
+tpc_error_t *tpc__file_begin(void *conn, uint64_t checkpoint_id, void **txn)
+{
+    tpc__file_conn_t *c = conn;
+    tpc__file_txn_t *t = calloc(1, sizeof *t);
+    if (!t)
+        return tpc_error_new(TPC_ERR_NOMEM, TPC_ERROR_FATAL, "out of memory");
+    t->subtask = c->st->subtask;
+    t->begin_ckpt = checkpoint_id;
+    t->token = tpc__file_token();
+    t->fd = -1;
+    c->len = 0;
+    *txn = t;
+    return NULL;
+}
+
+static tpc_error_t *write_all(int fd, const unsigned char *p, size_t n, const char *name)
+{
+    while (n) {
+        ssize_t w = write(fd, p, n);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w < 0)
+            return tpc__file_errno(errno, "write to file", name);
+        p += w;
+        n -= (size_t)w;
+    }
+    return NULL;
+}
+
+/* Write the first @n buffered bytes to the open part, keeping the rest at the buffer's start. */
+static tpc_error_t *drain(tpc__file_conn_t *c, tpc__file_txn_t *t, size_t n)
+{
+    if (n == 0)
+        return NULL;
+    char name[TPC__FILE_NAME_MAX];
+    tpc__file_inprogress_name(name, c->conf->prefix, t, t->nparts - 1);
+    tpc_error_t *err = write_all(t->fd, c->buf, n, name);
+    if (err)
+        return err;
+    memmove(c->buf, c->buf + n, c->len - n);
+    c->len -= n;
+    return NULL;
+}
+
+static tpc_error_t *close_part(tpc__file_conn_t *c, tpc__file_txn_t *t, size_t keep)
+{
+    if (t->fd < 0)
+        return NULL;
+    char name[TPC__FILE_NAME_MAX];
+    tpc__file_inprogress_name(name, c->conf->prefix, t, t->nparts - 1);
+    tpc_error_t *err = drain(c, t, c->len - keep);
+    if (!err && c->durable && fsync(t->fd) != 0)
+        err = tpc__file_errno(errno, "fsync file", name);
+    if (close(t->fd) != 0 && !err)
+        err = tpc__file_errno(errno, "close file", name);
+    t->fd = -1;
+    return err;
+}
+
+static tpc_error_t *open_part(tpc__file_conn_t *c, tpc__file_txn_t *t)
+{
+    if (t->nparts == t->sizes_cap) {
+        uint32_t cap = t->sizes_cap ? t->sizes_cap * 2 : 4;
+        uint64_t *s = realloc(t->sizes, cap * sizeof *s);
+        if (!s)
+            return tpc_error_new(TPC_ERR_NOMEM, TPC_ERROR_FATAL, "out of memory");
+        t->sizes = s;
+        t->sizes_cap = cap;
+    }
+    char name[TPC__FILE_NAME_MAX];
+    if (!tpc__file_inprogress_name(name, c->conf->prefix, t, t->nparts))
+        return tpc_error_new(TPC_ERR_CONFIG, TPC_ERROR_FATAL, "file name for prefix \"%s\" is too "
+                             "long", c->conf->prefix);
+    /* O_EXCL: a name is never reused, so an existing file means something is badly wrong. */
+    t->fd = openat(c->dirfd, name, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+    if (t->fd < 0)
+        return tpc__file_errno(errno, "create file", name);
+    t->sizes[t->nparts++] = 0;
+    return NULL;
+}
+
+static size_t encode(const tpc__file_conf_t *conf, const tpc_record_t *r, unsigned char *p,
+                     size_t cap)
+{
+    if (conf->encode)
+        return conf->encode(conf->encode_opaque, r, p, cap);
+    if (r->value_len + 1 <= cap) {
+        if (r->value_len)
+            memcpy(p, r->value, r->value_len);
+        p[r->value_len] = '\n';
+    }
+    return r->value_len + 1;
+}
+
+static tpc_error_t *grow(tpc__file_conn_t *c, size_t need)
+{
+    size_t cap = c->cap;
+    while (cap < need)
+        cap *= 2;
+    unsigned char *b = realloc(c->buf, cap);
+    if (!b)
+        return tpc_error_new(TPC_ERR_NOMEM, TPC_ERROR_FATAL, "out of memory");
+    c->buf = b;
+    c->cap = cap;
+    return NULL;
+}
+
+/* Encode one record at the end of the buffer. */
+static tpc_error_t *append(tpc__file_conn_t *c, tpc__file_txn_t *t, const tpc_record_t *r,
+                           size_t *n)
+{
+    *n = encode(c->conf, r, c->buf + c->len, c->cap - c->len);
+    if (*n <= c->cap - c->len)
+        return NULL;
+    /* It did not fit: make room (write out what belongs to the open part) and encode again. */
+    tpc_error_t *err = t->fd >= 0 ? drain(c, t, c->len) : NULL;
+    if (!err && *n > c->cap)
+        err = grow(c, *n);
+    if (err)
+        return err;
+    size_t again = encode(c->conf, r, c->buf + c->len, c->cap - c->len);
+    if (again != *n)
+        return tpc_error_new(TPC_ERR_INVALID_ARG, TPC_ERROR_FATAL,
+                             "file sink encoder returned %zu bytes, then %zu for the same record",
+                             *n, again);
+    return NULL;
+}
+
+tpc_error_t *tpc__file_write(void *conn, void *txn, const tpc_record_t *records, size_t count)
+{
+    tpc__file_conn_t *c = conn;
+    tpc__file_txn_t *t = txn;
+    const uint64_t limit = c->conf->part_size;
+    for (size_t i = 0; i < count; i++) {
+        size_t n;
+        tpc_error_t *err = append(c, t, &records[i], &n);
+        if (err)
+            return err;
+        /* The record is the last n buffered bytes. If it would overflow the open part, the
+         * bytes before it finish that part and it starts the next one. */
+        c->len += n;
+        if (t->fd >= 0 && t->sizes[t->nparts - 1] > 0 && t->sizes[t->nparts - 1] + n > limit) {
+            err = close_part(c, t, n);
+            if (err)
+                return err;
+        }
+        if (t->fd < 0) {
+            err = open_part(c, t);
+            if (err)
+                return err;
+        }
+        t->sizes[t->nparts - 1] += n;
+        if (c->len == c->cap && (err = drain(c, t, c->len)) != NULL)
+            return err;
+    }
+    return NULL;
+}
+
+tpc_error_t *tpc__file_flush(void *conn, void *txn)
+{
+    tpc__file_conn_t *c = conn;
+    tpc__file_txn_t *t = txn;
+    return t->fd >= 0 ? drain(c, t, c->len) : NULL;
+}
+
+tpc_error_t *tpc__file_pre_commit(void *conn, void *txn, uint64_t checkpoint_id)
+{
+    tpc__file_conn_t *c = conn;
+    tpc__file_txn_t *t = txn;
+    tpc_error_t *err = close_part(c, t, 0);
+    if (err)
+        return err;
+    t->ckpt = checkpoint_id;
+    char name[TPC__FILE_NAME_MAX];
+    for (uint32_t i = 0; i < t->nparts; i++)
+        if (!tpc__file_final_name(name, c->conf, t, i))
+            return tpc_error_new(TPC_ERR_CONFIG, TPC_ERROR_FATAL,
+                                 "file name for prefix \"%s\" is too long", c->conf->prefix);
+    /* The files' data is on disk; their names must be too, or a crash could lose them. */
+    return c->durable ? tpc__file_fsync_dir(c) : NULL;
+}
+
+tpc_error_t *tpc__file_abort(void *conn, void *txn)
+{
+    tpc__file_conn_t *c = conn;
+    tpc__file_txn_t *t = txn;
+    if (t->fd >= 0) {
+        close(t->fd);
+        t->fd = -1;
+    }
+    c->len = 0;
+    char name[TPC__FILE_NAME_MAX];
+    for (uint32_t i = 0; i < t->nparts; i++) {
+        tpc__file_inprogress_name(name, c->conf->prefix, t, i);
+        if (unlinkat(c->dirfd, name, 0) != 0 && errno != ENOENT)
+            return tpc__file_errno(errno, "delete file", name);
+    }
+    return NULL;
+}
+
+bool tpc__file_is_empty(void *conn, const void *txn)
+{
+    (void)conn;
+    const tpc__file_txn_t *t = txn;
+    return t->nparts == 0;
+}
+
+void tpc__file_free_txn(void *conn, void *txn)
+{
+    (void)conn;
+    tpc__file_txn_t *t = txn;
+    if (t->fd >= 0)
+        close(t->fd);
+    free(t->sizes);
+    free(t);
+}
+
+void tpc__file_describe(void *conn, const void *txn, char *buf, size_t cap)
+{
+    tpc__file_conn_t *c = conn;
+    const tpc__file_txn_t *t = txn;
+    char name[TPC__FILE_NAME_MAX];
+    if (t->ckpt)
+        tpc__file_final_name(name, c->conf, t, 0);
+    else
+        tpc__file_inprogress_name(name, c->conf->prefix, t, 0);
+    if (t->nparts > 1)
+        snprintf(buf, cap, "%s (+%" PRIu32 " parts)", name, t->nparts - 1);
+    else
+        snprintf(buf, cap, "%s", name);
+}
+
+/* Handle bytes, version 1, big-endian: version u8, subtask u32, begin checkpoint u64, token u64,
+ * pre-commit checkpoint u64, part count u32, then each part's size u64. */
+#define HANDLE_VERSION 1
+#define HANDLE_FIXED 33
+
+static void put(unsigned char **p, uint64_t v, int bytes)
+{
+    for (int i = bytes - 1; i >= 0; i--)
+        (*p)[i] = (unsigned char)(v >> (8 * (bytes - 1 - i)));
+    *p += bytes;
+}
+
+static uint64_t get(const unsigned char **p, int bytes)
+{
+    uint64_t v = 0;
+    for (int i = 0; i < bytes; i++)
+        v = v << 8 | (*p)[i];
+    *p += bytes;
+    return v;
+}
+
+tpc_error_t *tpc__file_serialize(void *conn, const void *txn, tpc_txn_buf_t *out)
+{
+    (void)conn;
+    const tpc__file_txn_t *t = txn;
+    unsigned char fixed[HANDLE_FIXED], *p = fixed;
+    put(&p, HANDLE_VERSION, 1);
+    put(&p, (uint64_t)t->subtask, 4);
+    put(&p, t->begin_ckpt, 8);
+    put(&p, t->token, 8);
+    put(&p, t->ckpt, 8);
+    put(&p, t->nparts, 4);
+    tpc_error_t *err = tpc_txn_buf_append(out, fixed, sizeof fixed);
+    for (uint32_t i = 0; i < t->nparts && !err; i++) {
+        unsigned char s[8], *q = s;
+        put(&q, t->sizes[i], 8);
+        err = tpc_txn_buf_append(out, s, sizeof s);
+    }
+    return err;
+}
+
+tpc_error_t *tpc__file_deserialize(void *conn, const void *bytes, size_t len, void **txn)
+{
+    (void)conn;
+    const unsigned char *p = bytes;
+    if (len < HANDLE_FIXED)
+        return tpc_error_new(TPC_ERR_CORRUPT, TPC_ERROR_FATAL,
+                             "file transaction handle of %zu bytes is too short", len);
+    if (p[0] != HANDLE_VERSION)
+        return tpc_error_new(TPC_ERR_CORRUPT, TPC_ERROR_FATAL,
+                             "file transaction handle has unknown version %u", (unsigned)p[0]);
+    p++;
+    tpc__file_txn_t *t = calloc(1, sizeof *t);
+    if (!t)
+        return tpc_error_new(TPC_ERR_NOMEM, TPC_ERROR_FATAL, "out of memory");
+    t->fd = -1;
+    t->subtask = (int)get(&p, 4);
+    t->begin_ckpt = get(&p, 8);
+    t->token = get(&p, 8);
+    t->ckpt = get(&p, 8);
+    uint64_t nparts = get(&p, 4);
+    if (t->subtask < 0 || nparts != (len - HANDLE_FIXED) / 8 || (len - HANDLE_FIXED) % 8) {
+        free(t);
+        return tpc_error_new(TPC_ERR_CORRUPT, TPC_ERROR_FATAL,
+                             "file transaction handle of %zu bytes does not hold %llu parts", len,
+                             (unsigned long long)nparts);
+    }
+    t->nparts = t->sizes_cap = (uint32_t)nparts;
+    t->sizes = nparts ? calloc(nparts, sizeof *t->sizes) : NULL;
+    if (nparts && !t->sizes) {
+        free(t);
+        return tpc_error_new(TPC_ERR_NOMEM, TPC_ERROR_FATAL, "out of memory");
+    }
+    for (uint32_t i = 0; i < t->nparts; i++)
+        t->sizes[i] = get(&p, 8);
+    *txn = t;
+    return NULL;
+}
