@@ -30,6 +30,15 @@ ifeq ($(CI),true)
   WERROR ?= 1
 endif
 
+# The compiler flags below come from pkg-config, so the build packages must be there before this file is
+# read on: on a fresh machine, `make` installs them first (see tests/services/deps.sh).
+NO_DEPS_GOALS := clean services-down format-check format
+ifneq ($(filter-out $(NO_DEPS_GOALS),$(or $(MAKECMDGOALS),all)),)
+  ifneq ($(shell tests/services/deps.sh build >&2; echo $$?),0)
+    $(error missing build dependencies, see above)
+  endif
+endif
+
 PKG_LIBS := rdkafka libpq openssl check
 INCLUDES := -Iruntime -Itxn -Iconnectors/file -Iconnectors/kafka -Iconnectors/postgres
 
@@ -107,6 +116,10 @@ $(BUILD)/bench/%: tests/bench/%.c $(STATIC) $(TEST_HELPER_OBJS)
 $(BUILD)/examples/%: examples/%.c $(STATIC)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_ALL) $(LDFLAGS) -o $@ $< $(STATIC) $(LDLIBS_ALL)
+
+# Keep the test helpers' objects: they are only prerequisites of pattern rules, which would make them
+# intermediate files that make deletes (and rebuilds) every time.
+.SECONDARY: $(TEST_HELPER_OBJS)
 
 examples: $(EX_BINS)
 tests-build: lib $(UNIT_BINS) $(INTEG_BINS)

@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# Make sure the Debian packages twopc needs are installed.
+#
+#   deps.sh build   what building the library and its tests needs
+#   deps.sh all     also what the integration tests' servers need, and clang-format
+#
+# Installs what is missing with apt-get when run as root; otherwise prints the apt-get line to run and
+# fails. Runs on every `make`, so the common case (nothing missing) is one dpkg-query call.
+set -euo pipefail
+
+BUILD_PACKAGES=(librdkafka-dev libpq-dev libssl-dev check pkg-config gcc make)
+SERVER_PACKAGES=(postgresql openjdk-17-jre-headless maven clang-format)
+
+case "${1:-}" in
+build) wanted=("${BUILD_PACKAGES[@]}") ;;
+all) wanted=("${BUILD_PACKAGES[@]}" "${SERVER_PACKAGES[@]}") ;;
+*)
+    echo "usage: deps.sh build|all" >&2
+    exit 2
+    ;;
+esac
+
+installed=$(dpkg-query -W -f='${Package} ${db:Status-Abbrev}\n' "${wanted[@]}" 2>/dev/null || true)
+missing=()
+for pkg in "${wanted[@]}"; do
+    grep -q "^$pkg ii" <<<"$installed" || missing+=("$pkg")
+done
+[ ${#missing[@]} -eq 0 ] && exit 0
+
+if [ "$(id -u)" -ne 0 ]; then
+    echo "deps.sh: missing Debian packages: ${missing[*]}" >&2
+    echo "deps.sh: install them as root with:" >&2
+    echo "apt-get update && apt-get install -y ${missing[*]}" >&2
+    exit 1
+fi
+
+echo "deps.sh: installing ${missing[*]}" >&2
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -q >&2
+apt-get install -y -q "${missing[@]}" >&2

@@ -1,0 +1,72 @@
+#!/usr/bin/env bash
+# Run a command with a PostgreSQL server and an Apache Kafka broker for it, and exit with its status.
+#
+#   with-services.sh CMD [ARGS...]
+#
+# Servers named by TWOPC_TEST_PG_CONNINFO / TWOPC_TEST_KAFKA_BOOTSTRAP are used as they are. For each
+# one not set, a throwaway server is started in a folder of its own under build/services/ (so that
+# several runs can go on at once), its variable is exported, and the server is stopped when the command
+# ends, fails or is interrupted. After a success the folder is deleted; after a failure it is kept for
+# its logs. A run that was killed outright leaves servers behind: the next run stops them.
+#
+# When it starts PostgreSQL, it also exports TWOPC_TEST_PG_RESTART, a shell command that restarts that
+# server the way a crash would (pg_ctl restart -m immediate).
+set -uo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+
+[ $# -ge 1 ] || tpc_die "usage: with-services.sh CMD [ARGS...]"
+
+wanted=()
+[ -n "${TWOPC_TEST_PG_CONNINFO:-}" ] || wanted+=(pg)
+[ -n "${TWOPC_TEST_KAFKA_BOOTSTRAP:-}" ] || wanted+=(kafka)
+if [ ${#wanted[@]} -eq 0 ]; then
+    exec "$@"
+fi
+
+# Stop servers of runs whose owner is gone, and keep only the three newest of their folders.
+reap_orphans() {
+    local run kept=0
+    for run in $(ls -1dt "$TPC_STATE_ROOT"/run.* 2>/dev/null); do
+        tpc_pidfile_alive "$run/owner.pid" && continue
+        tpc_services_stop "$run" stop
+        kept=$((kept + 1))
+        [ "$kept" -le 3 ] || tpc_services_stop "$run" destroy
+        [ "$kept" -le 3 ] || rm -rf "$run"
+    done
+}
+
+mkdir -p "$TPC_STATE_ROOT"
+reap_orphans
+run=$(mktemp -d "$TPC_STATE_ROOT/run.XXXXXX")
+chmod 755 "$run"
+echo $$ >"$run/owner.pid"
+
+cleanup() {
+    local rc=$?
+    trap - EXIT INT TERM HUP
+    if [ "$rc" -eq 0 ]; then
+        tpc_services_stop "$run" destroy
+        rm -rf "$run"
+    else
+        tpc_services_stop "$run" stop
+        tpc_log "servers stopped; their files and logs are kept in $run"
+    fi
+    exit "$rc"
+}
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+trap 'exit 129' HUP
+
+tpc_services_start "$run" "${wanted[@]}" || tpc_die "test servers did not start"
+
+for what in "${wanted[@]}"; do
+    # shellcheck disable=SC1090
+    source "$run/$what/env"
+done
+if [ -f "$run/pg/env" ]; then
+    TWOPC_TEST_PG_RESTART="$(printf '%q restart-immediate %q' "$TPC_SERVICES_DIR/pg.sh" "$run/pg")"
+    export TWOPC_TEST_PG_RESTART
+fi
+
+"$@"
