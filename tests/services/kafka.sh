@@ -107,7 +107,7 @@ kafka_start_once() {
     port=$(tpc_pick_port)
     cport=$(tpc_pick_port)
     [ "$cport" != "$port" ] || cport=$(tpc_pick_port)
-    rm -rf "$dir/data"
+    rm -rf "$dir/data" "$dir/logs"
     mkdir -p "$dir/data" "$dir/logs"
     kafka_write_config "$dir" "$port" "$cport"
 
@@ -134,6 +134,11 @@ kafka_start_once() {
     echo "$pid" >"$dir/pid"
 
     while tpc_pid_alive "$pid"; do
+        # After a failed bind the JVM can linger for many seconds; do not wait for it.
+        if grep -qs 'Address already in use' "$dir/logs/server.log" "$dir/logs/stdout.log"; then
+            tpc_pidfile_stop "$dir/pid" 5
+            break
+        fi
         if "$READY_PROBE" "127.0.0.1:$port" 2 2>"$dir/logs/probe.log"; then
             echo "$port" >"$dir/port"
             printf "export TWOPC_TEST_KAFKA_BOOTSTRAP='127.0.0.1:%s'\n" "$port" >"$dir/env"
