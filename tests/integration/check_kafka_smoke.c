@@ -1,11 +1,12 @@
 /*
- * Smoke test of the Kafka broker the integration tests run against: it must be a real broker, because
- * the exactly-once guarantees of twopc rest on what only a real one does. Through librdkafka it shows
+ * Smoke test of the Kafka broker the integration tests run against: it must be a real broker,
+ * because the exactly-once guarantees of twopc rest on what only a real one does. It shows, through
+ * librdkafka, that
  *   - aborted transactional records are hidden from read_committed consumers (and only from them),
  *   - records of a still-open transaction are hidden until it commits (the last stable offset),
  *   - a second producer with the same transactional.id fences the first.
- * librdkafka's built-in mock cluster gets each of these wrong. TWOPC_TEST_KAFKA_MOCK=1 points the test
- * at a mock cluster instead of TWOPC_TEST_KAFKA_BOOTSTRAP, to show that it then fails.
+ * librdkafka's built-in mock cluster gets each of these wrong. TWOPC_TEST_KAFKA_MOCK=1 points the
+ * test at a mock cluster instead of TWOPC_TEST_KAFKA_BOOTSTRAP, to show that it then fails.
  */
 #include "tpc_test_env.h"
 
@@ -21,7 +22,8 @@
 #define TIMEOUT_MS 30000
 #define NAME_LEN   128
 
-/* Bootstrap servers of the broker under test; in mock mode, of the mock cluster held by mock_holder. */
+/* Bootstrap servers of the broker under test; in mock mode, of the mock cluster held by
+ * mock_holder. */
 static const char *bootstrap;
 static rd_kafka_t *mock_holder;
 
@@ -69,8 +71,8 @@ static void create_topic(const char *topic)
     char errstr[512];
 
     if (mock_holder) {
-        rd_kafka_resp_err_t err = rd_kafka_mock_topic_create(
-            rd_kafka_handle_mock_cluster(mock_holder), topic, 1, 1);
+        rd_kafka_resp_err_t err =
+            rd_kafka_mock_topic_create(rd_kafka_handle_mock_cluster(mock_holder), topic, 1, 1);
         ck_assert_msg(err == RD_KAFKA_RESP_ERR_NO_ERROR, "mock topic: %s", rd_kafka_err2str(err));
         return;
     }
@@ -156,8 +158,8 @@ static rd_kafka_resp_err_t produce(rd_kafka_t *rk, const char *topic, const char
         rd_kafka_resp_err_t err;
         while ((err = rd_kafka_producev(rk, RD_KAFKA_V_TOPIC(topic),
                                         RD_KAFKA_V_VALUE(value, (size_t)len),
-                                        RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY), RD_KAFKA_V_END)) ==
-               RD_KAFKA_RESP_ERR__QUEUE_FULL)
+                                        RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY),
+                                        RD_KAFKA_V_END)) == RD_KAFKA_RESP_ERR__QUEUE_FULL)
             rd_kafka_poll(rk, 10);
         if (err)
             return err;
@@ -185,9 +187,9 @@ typedef struct {
     int with_label[4];
 } read_count_t;
 
-/* Read partition 0 of the topic from the beginning to its end as seen with the given isolation level
- * (the high watermark for read_uncommitted, the last stable offset for read_committed), counting the
- * values that start with each of the labels. */
+/* Read partition 0 of the topic from the beginning to its end as seen with the given isolation
+ * level (the high watermark for read_uncommitted, the last stable offset for read_committed),
+ * counting the values that start with each of the labels. */
 static read_count_t read_topic(const char *topic, const char *isolation, const char *const *labels,
                                int n_labels)
 {
@@ -244,8 +246,8 @@ START_TEST(test_read_committed_skips_aborted_records)
     delivery_count_t count = {0, 0};
 
     create_topic(tpc_test_unique_name(topic, sizeof topic, "twopc-smoke", '-'));
-    rd_kafka_t *rk = new_txn_producer(
-        tpc_test_unique_name(txn_id, sizeof txn_id, "twopc-smoke", '-'), &count);
+    rd_kafka_t *rk =
+        new_txn_producer(tpc_test_unique_name(txn_id, sizeof txn_id, "twopc-smoke", '-'), &count);
 
     txn_ok(rd_kafka_init_transactions(rk, TIMEOUT_MS), "init_transactions");
     txn_ok(rd_kafka_begin_transaction(rk), "begin_transaction");
@@ -280,18 +282,19 @@ START_TEST(test_open_transaction_is_invisible_until_commit)
     delivery_count_t count = {0, 0};
 
     create_topic(tpc_test_unique_name(topic, sizeof topic, "twopc-smoke", '-'));
-    rd_kafka_t *rk = new_txn_producer(
-        tpc_test_unique_name(txn_id, sizeof txn_id, "twopc-smoke", '-'), &count);
+    rd_kafka_t *rk =
+        new_txn_producer(tpc_test_unique_name(txn_id, sizeof txn_id, "twopc-smoke", '-'), &count);
     txn_ok(rd_kafka_init_transactions(rk, TIMEOUT_MS), "init_transactions");
     txn_ok(rd_kafka_begin_transaction(rk), "begin_transaction");
     produce_ok(rk, topic, "open", 10);
     flush_all(rk, &count, 10);
 
     read_count_t before = read_topic(topic, "read_committed", labels, 1);
-    ck_assert_msg(before.total == 0,
-                  "read_committed consumer saw %d records of an open transaction: the broker has no "
-                  "last stable offset",
-                  before.total);
+    ck_assert_msg(
+        before.total == 0,
+        "read_committed consumer saw %d records of an open transaction: the broker has no "
+        "last stable offset",
+        before.total);
     ck_assert_int_eq(read_topic(topic, "read_uncommitted", labels, 1).total, 10);
 
     txn_ok(rd_kafka_commit_transaction(rk, TIMEOUT_MS), "commit_transaction");
@@ -326,14 +329,16 @@ START_TEST(test_second_producer_fences_first)
      * already fail if it has. */
     produce(first, topic, "first", 1);
     rd_kafka_error_t *error = rd_kafka_commit_transaction(first, TIMEOUT_MS);
-    ck_assert_msg(error != NULL, "the first producer committed after a second producer with the "
-                                 "same transactional.id was initialised: the broker does not fence");
+    ck_assert_msg(error != NULL,
+                  "the first producer committed after a second producer with the "
+                  "same transactional.id was initialised: the broker does not fence");
     ck_assert_msg(rd_kafka_error_is_fatal(error),
                   "commit of the fenced producer failed, but not fatally: %s",
                   rd_kafka_error_string(error));
     rd_kafka_error_destroy(error);
     rd_kafka_resp_err_t fatal = rd_kafka_fatal_error(first, reason, sizeof reason);
-    ck_assert_msg(fatal == RD_KAFKA_RESP_ERR__FENCED || fatal == RD_KAFKA_RESP_ERR_PRODUCER_FENCED ||
+    ck_assert_msg(fatal == RD_KAFKA_RESP_ERR__FENCED ||
+                      fatal == RD_KAFKA_RESP_ERR_PRODUCER_FENCED ||
                       fatal == RD_KAFKA_RESP_ERR_INVALID_PRODUCER_EPOCH,
                   "fatal error of the first producer is %s (%s), not a fencing error",
                   rd_kafka_err2name(fatal), reason);

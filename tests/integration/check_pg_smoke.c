@@ -1,8 +1,9 @@
 /*
- * Smoke test of the PostgreSQL server the integration tests run against: the two-phase commit that the
- * PostgreSQL sink is built on works there. A transaction prepared on one connection is committed from
- * another, and a prepared transaction survives a crash-like restart (pg_ctl restart -m immediate, run
- * through the command in TWOPC_TEST_PG_RESTART; skipped, with a message, for a server started elsewhere).
+ * Smoke test of the PostgreSQL server the integration tests run against: the two-phase commit that
+ * the PostgreSQL sink is built on works there. A transaction prepared on one connection is
+ * committed from another, and a prepared transaction survives a crash-like restart (pg_ctl restart
+ * -m immediate, run through the command in TWOPC_TEST_PG_RESTART; skipped, with a message, for a
+ * server started elsewhere).
  */
 #include "tpc_test_env.h"
 

@@ -1,7 +1,7 @@
 /*
- * Readiness probe for the test broker: exits 0 once the broker at BOOTSTRAP answers a metadata request
- * for a probe topic with a leader for its partition, which needs both the broker and the controller
- * (auto-creating the topic goes through the controller). Exits 1 after TIMEOUT seconds.
+ * Readiness probe for the test broker: exits 0 once the broker at BOOTSTRAP answers a metadata
+ * request for a probe topic with a leader for its partition, which needs both the broker and the
+ * controller (auto-creating the topic goes through the controller). Exits 1 after TIMEOUT seconds.
  *
  *   kafka_ready BOOTSTRAP TIMEOUT_SECONDS
  */
@@ -20,7 +20,8 @@ static double now_s(void)
     return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
-/* Messages of a broker that is still starting are expected; keep the output to the final verdict. */
+/* Messages of a broker that is still starting are expected; keep the output to the final verdict.
+ */
 static void quiet_log(const rd_kafka_t *rk, int level, const char *fac, const char *buf)
 {
     (void)rk;
@@ -40,7 +41,8 @@ static int probe_once(rd_kafka_t *rk, rd_kafka_topic_t *topic, char *why, size_t
         return 0;
     }
     if (md->broker_cnt < 1 || md->topic_cnt != 1) {
-        snprintf(why, why_len, "metadata lists %d brokers, %d topics", md->broker_cnt, md->topic_cnt);
+        snprintf(why, why_len, "metadata lists %d brokers, %d topics", md->broker_cnt,
+                 md->topic_cnt);
     } else if (md->topics[0].err) {
         snprintf(why, why_len, "probe topic: %s", rd_kafka_err2str(md->topics[0].err));
     } else if (md->topics[0].partition_cnt < 1 || md->topics[0].partitions[0].leader < 0 ||
@@ -91,7 +93,8 @@ int main(int argc, char **argv)
         }
     }
     if (!ok)
-        fprintf(stderr, "kafka_ready: broker at %s not ready after %s s: %s\n", argv[1], argv[2], why);
+        fprintf(stderr, "kafka_ready: broker at %s not ready after %s s: %s\n", argv[1], argv[2],
+                why);
 
     rd_kafka_topic_destroy(topic);
     rd_kafka_destroy(rk);

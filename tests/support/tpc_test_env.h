@@ -14,17 +14,18 @@
 const char *tpc_test_env(const char *name);
 
 /**
- * Like tpc_test_env(), but for a variable a test cannot run without: if it is unset, prints a message
- * that names the variable and how to get a server (`make test`, `make services-up`) to stderr.
+ * Like tpc_test_env(), but for a variable a test cannot run without: if it is unset, prints a
+ * message that names the variable and how to get a server (`make test`, `make services-up`) to
+ * stderr.
  * @returns the value, or NULL after printing the message.
  */
 const char *tpc_test_env_require(const char *name);
 
 /**
  * Write `<prefix><sep><pid><sep><seconds><sep><counter><sep><random hex>` into @p buf (truncated to
- * @p len - 1 bytes): unique across processes, runs and calls. Only digits, hex letters and @p sep are
- * added to @p prefix: with '-' the name suits a Kafka topic or transactional id, with '_' an unquoted
- * PostgreSQL identifier.
+ * @p len - 1 bytes): unique across processes, runs and calls. Only digits, hex letters and @p sep
+ * are added to @p prefix: with '-' the name suits a Kafka topic or transactional id, with '_' an
+ * unquoted PostgreSQL identifier.
  * @returns @p buf
  */
 char *tpc_test_unique_name(char *buf, size_t len, const char *prefix, char sep);
