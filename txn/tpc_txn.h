@@ -144,8 +144,9 @@ typedef struct tpc_txn_connector_ops {
     /** Commit a pre-committed transaction restored from a completed checkpoint (possibly made by
      * another process). Idempotent like commit. */
     tpc_error_t *(*recover_and_commit)(void *conn, void *txn);
-    /** Drop a restored current transaction (never pre-committed), whatever it may have written
-     * after its handle was stored. Unknown or already gone is success. */
+    /** Drop a restored current transaction, whatever it wrote after its handle was stored. It
+     * may even have been pre-committed since, for a checkpoint that never completed: drop it
+     * all the same. Unknown or already gone is success. */
     tpc_error_t *(*recover_and_abort)(void *conn, void *txn);
     /** Optional. Drop transactions of this sink that no checkpoint knows; runs once per attempt
      * after recovery, before the first begin. Must leave other sinks' transactions alone. */

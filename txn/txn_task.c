@@ -43,6 +43,7 @@ struct tpc__txn_task {
     size_t pending_cap;
 
     uint64_t last_checkpoint; /* highest checkpoint snapshotted or restored */
+    uint64_t snapshots;       /* taken in this attempt */
     bool finished;
     tpc_txn_buf_t buf;
 };
@@ -519,6 +520,7 @@ tpc_error_t *tpc__txn_task_snapshot(tpc__txn_task_t *t, uint64_t checkpoint_id,
                              t->env.sink_name);
     if (checkpoint_id > t->last_checkpoint)
         t->last_checkpoint = checkpoint_id;
+    t->snapshots++;
     tpc_error_t *err = t->current ? close_current(t, checkpoint_id) : NULL;
     if (!err && !t->finished)
         err = begin(t);
@@ -571,11 +573,12 @@ void tpc__txn_task_close(tpc__txn_task_t *t)
         atomic_fetch_add(&t->stats->empty_skipped, 1);
     } else if (t->current) {
         describe(t, t->current, name, sizeof name);
-        if (t->finished)
+        if (t->finished && !t->snapshots)
             tpc__txn_logf(&t->env, TPC_LOG_ERROR,
-                          "sink finished but transaction \"%s\" was never pre-committed: no "
-                          "checkpoint ran after finish; its records are discarded",
-                          name);
+                          "sink finished without taking part in any checkpoint: transaction "
+                          "\"%s\" is aborted and its records are lost; a %s sink needs "
+                          "checkpoints (checkpoint.dir and checkpoint.interval.ms)",
+                          name, tpc_txn_guarantee_name(t->conf->guarantee));
         tpc_error_t *err = tpc__txn_abort(t->ops, t->conn, t->current);
         if (err) {
             tpc__txn_logf(&t->env, TPC_LOG_ERROR,

@@ -85,6 +85,12 @@ static void record(tpc_test_txn_rec_t *r, tpc_test_txn_op_t op, int subtask, uin
     *fail = false;
     *delay_ms = 0;
     int from = r->inject[op].from_call;
+    if (op == TPC_TEST_TXN_FLUSH)
+        r->flushed = true;
+    if (op == TPC_TEST_TXN_PRE_COMMIT && r->flushed && r->slow_final_pre_commit_ms) {
+        *delay_ms = r->slow_final_pre_commit_ms;
+        r->slow_final_pre_commit_ms = 0;
+    }
     if (from && k >= from && k < from + r->inject[op].times) {
         if (r->inject[op].delay_ms)
             *delay_ms = r->inject[op].delay_ms;
@@ -159,7 +165,7 @@ static tpc_error_t *rec_begin(void *conn, uint64_t ckpt, void **out)
             r->txns_cap = r->txns_cap ? r->txns_cap * 2 : 64;
             r->txns = realloc(r->txns, r->txns_cap * sizeof *r->txns);
         }
-        r->txns[r->ntxns++] = (tpc_test_txn_t){.subtask = c->st->subtask};
+        r->txns[r->ntxns++] = (tpc_test_txn_t){.subtask = c->st->subtask, .begin_ckpt = ckpt};
         handle_t *h = malloc(sizeof *h);
         h->id = id;
         *out = h;
@@ -282,8 +288,12 @@ static tpc_error_t *do_abort(conn_t *c, void *txn, tpc_test_txn_op_t op)
     uint64_t id = ((handle_t *)txn)->id;
     tpc_error_t *err = enter(c, op, id, 0);
     tpc_test_txn_t *t = txn_of(r, txn);
-    if (!err && (t->ckpt || t->committed))
-        violation(r, "%s of transaction %" PRIu64 " that was pre-committed", op_words[op], id);
+    /* A restored current transaction may have been pre-committed after its handle was stored,
+     * for a checkpoint that never completed: aborting it then is right. close() must never
+     * abort a pre-committed one, and nothing may abort a committed one. */
+    if (!err && (t->committed || (op == TPC_TEST_TXN_ABORT && t->ckpt)))
+        violation(r, "%s of transaction %" PRIu64 " that was %s", op_words[op], id,
+                  t->committed ? "committed" : "pre-committed");
     if (!err && op == TPC_TEST_TXN_ABORT && !t->nkeys)
         violation(r, "abort of empty transaction %" PRIu64, id);
     if (!err)
@@ -302,12 +312,21 @@ static tpc_error_t *rec_recover_abort(void *conn, void *txn)
     return do_abort(conn, txn, TPC_TEST_TXN_RECOVER_ABORT);
 }
 
+/* Like a real external system's cleanup: transactions of this subtask's share that no checkpoint
+ * up to the restored one can hold are dropped (the file sink's rule, see file_commit.c). */
 static tpc_error_t *rec_lingering(void *conn, const tpc_txn_lingering_t *l)
 {
     conn_t *c = conn;
-    pthread_mutex_lock(&c->rec->mu);
+    tpc_test_txn_rec_t *r = c->rec;
+    pthread_mutex_lock(&r->mu);
     tpc_error_t *err = enter(c, TPC_TEST_TXN_LINGERING, 0, l->restored_checkpoint);
-    pthread_mutex_unlock(&c->rec->mu);
+    for (size_t i = 0; !err && i < r->ntxns; i++) {
+        tpc_test_txn_t *t = &r->txns[i];
+        if (t->subtask % c->st->parallelism == c->st->subtask &&
+            t->begin_ckpt > l->restored_checkpoint && !t->committed)
+            t->aborted = true;
+    }
+    pthread_mutex_unlock(&r->mu);
     return err;
 }
 

@@ -38,6 +38,7 @@ typedef struct {
 } tpc_test_txn_event_t;
 
 typedef struct {
+    uint64_t begin_ckpt; /* lowest checkpoint given to begin */
     uint64_t ckpt;      /* pre-committed in, 0 if not */
     int subtask;        /* that began it */
     bool committed, aborted, expired;
@@ -58,6 +59,8 @@ typedef struct {
         bool retriable;
         int delay_ms; /* instead of failing: sleep that long */
     } inject[TPC_TEST_TXN_NOPS];
+    int slow_final_pre_commit_ms; /* the first pre_commit after a flush sleeps this long */
+    bool flushed;
     int violations;
     char first_violation[256];
     uint64_t max_seq; /* visible-record accounting: [16][max_seq] counts */
