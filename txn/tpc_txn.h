@@ -212,8 +212,8 @@ TPC_API tpc_error_t *tpc_txn_sink_set(tpc_txn_sink_t *sink, const char *key, con
  * borrowed by the job: destroy it only after the job. A sink is added to one job once.
  * @param[out] vertex_id the vertex's id for tpc_job_connect().
  */
-TPC_API tpc_error_t *tpc_txn_sink_add_to_job(tpc_txn_sink_t *sink, tpc_job_t *job,
-                                             const char *name, int parallelism, int *vertex_id);
+TPC_API tpc_error_t *tpc_txn_sink_add_to_job(tpc_txn_sink_t *sink, tpc_job_t *job, const char *name,
+                                             int parallelism, int *vertex_id);
 
 /** @returns the connector's @p arg given to tpc_txn_sink_new() (owned by the sink). */
 TPC_API void *tpc_txn_sink_connector_arg(const tpc_txn_sink_t *sink);
@@ -222,18 +222,18 @@ TPC_API const tpc_txn_connector_ops_t *tpc_txn_sink_connector_ops(const tpc_txn_
 
 /** Statistics of a sink, summed over its subtasks and over restarts. */
 typedef struct {
-    uint64_t pending;              /**< pre-committed transactions waiting for their checkpoint */
-    uint64_t begun;                /**< transactions begun */
-    uint64_t pre_commits;          /**< transactions pre-committed */
-    uint64_t commits;              /**< transactions committed on notify */
-    uint64_t recovered_commits;    /**< transactions committed on recovery */
-    uint64_t aborts;               /**< transactions aborted (close, restored current) */
-    uint64_t empty_skipped;        /**< empty transactions released without external calls */
-    uint64_t commit_retries;       /**< retried commit calls */
-    uint64_t commit_latency_us;    /**< total time spent committing, retries included */
-    uint64_t commit_latency_max_us;/**< longest single commit, retries included */
-    uint64_t expired_lost;         /**< transactions lost to the timeout (recovery.expired=log) */
-    uint64_t records;              /**< records written */
+    uint64_t pending;               /**< pre-committed transactions waiting for their checkpoint */
+    uint64_t begun;                 /**< transactions begun */
+    uint64_t pre_commits;           /**< transactions pre-committed */
+    uint64_t commits;               /**< transactions committed on notify */
+    uint64_t recovered_commits;     /**< transactions committed on recovery */
+    uint64_t aborts;                /**< transactions aborted (close, restored current) */
+    uint64_t empty_skipped;         /**< empty transactions released without external calls */
+    uint64_t commit_retries;        /**< retried commit calls */
+    uint64_t commit_latency_us;     /**< total time spent committing, retries included */
+    uint64_t commit_latency_max_us; /**< longest single commit, retries included */
+    uint64_t expired_lost;          /**< transactions lost to the timeout (recovery.expired=log) */
+    uint64_t records;               /**< records written */
 } tpc_txn_sink_stats_t;
 
 /** @brief Copy current statistics. Any thread. */

@@ -62,7 +62,7 @@ struct tpc_txn_sink_s {
 /* One LIST state entry per transaction handle, in a versioned envelope around the connector's
  * own bytes: magic "TPCX", version, kind, checkpoint id, start time, handle length, handle. */
 #define TPC__TXN_ENTRY_VERSION 1
-#define TPC__TXN_ENTRY_HEADER 28
+#define TPC__TXN_ENTRY_HEADER  28
 
 typedef enum { TPC__TXN_PENDING = 0, TPC__TXN_CURRENT = 1 } tpc__txn_kind_t;
 
@@ -132,14 +132,13 @@ static inline tpc_error_t *tpc__txn_begin(const tpc_txn_connector_ops_t *ops, vo
     return ops->begin(conn, checkpoint_id, txn);
 }
 
-static inline tpc_error_t *tpc__txn_write(const tpc_txn_connector_ops_t *ops, void *conn,
-                                          void *txn, const tpc_record_t *records, size_t count)
+static inline tpc_error_t *tpc__txn_write(const tpc_txn_connector_ops_t *ops, void *conn, void *txn,
+                                          const tpc_record_t *records, size_t count)
 {
     return ops->write(conn, txn, records, count);
 }
 
-static inline tpc_error_t *tpc__txn_flush(const tpc_txn_connector_ops_t *ops, void *conn,
-                                          void *txn)
+static inline tpc_error_t *tpc__txn_flush(const tpc_txn_connector_ops_t *ops, void *conn, void *txn)
 {
     return ops->flush ? ops->flush(conn, txn) : NULL;
 }
@@ -150,8 +149,7 @@ static inline tpc_error_t *tpc__txn_pre_commit(const tpc_txn_connector_ops_t *op
     return ops->pre_commit(conn, txn, checkpoint_id);
 }
 
-static inline tpc_error_t *tpc__txn_abort(const tpc_txn_connector_ops_t *ops, void *conn,
-                                          void *txn)
+static inline tpc_error_t *tpc__txn_abort(const tpc_txn_connector_ops_t *ops, void *conn, void *txn)
 {
     return ops->abort(conn, txn);
 }
@@ -162,8 +160,8 @@ static inline tpc_error_t *tpc__txn_recover_and_abort(const tpc_txn_connector_op
     return ops->recover_and_abort(conn, txn);
 }
 
-static inline tpc_error_t *tpc__txn_abort_lingering(const tpc_txn_connector_ops_t *ops,
-                                                    void *conn, const tpc_txn_lingering_t *l)
+static inline tpc_error_t *tpc__txn_abort_lingering(const tpc_txn_connector_ops_t *ops, void *conn,
+                                                    const tpc_txn_lingering_t *l)
 {
     return ops->abort_lingering ? ops->abort_lingering(conn, l) : NULL;
 }

@@ -64,8 +64,8 @@ tpc_error_t *tpc_txn_sink_new(const tpc_txn_connector_ops_t *ops, void *arg, tpc
     const char *missing = NULL;
     if (ops->version < 1 || ops->version > TPC_TXN_CONNECTOR_OPS_VERSION) {
         err = tpc_error_new(TPC_ERR_INVALID_ARG, TPC_ERROR_FATAL,
-                            "connector \"%s\" has ops version %d, this library knows 1 to %d",
-                            name, ops->version, TPC_TXN_CONNECTOR_OPS_VERSION);
+                            "connector \"%s\" has ops version %d, this library knows 1 to %d", name,
+                            ops->version, TPC_TXN_CONNECTOR_OPS_VERSION);
         err = tpc_error_hint(err, "rebuild the connector against this version of tpc_txn.h");
     } else if ((missing = missing_op(ops)) != NULL) {
         err = tpc_error_new(TPC_ERR_INVALID_ARG, TPC_ERROR_FATAL,
@@ -178,8 +178,8 @@ tpc_error_t *tpc_txn_sink_set(tpc_txn_sink_t *sink, const char *key, const char 
         tpc_error_destroy(err);
     }
     tpc_error_t *err = tpc_error_new(TPC_ERR_CONFIG, TPC_ERROR_FATAL,
-                                     "unrecognized configuration key \"%s\" for a \"%s\" sink",
-                                     key, sink->ops->name ? sink->ops->name : "unnamed");
+                                     "unrecognized configuration key \"%s\" for a \"%s\" sink", key,
+                                     sink->ops->name ? sink->ops->name : "unnamed");
     return tpc_error_hint(err, "sink keys are guarantee, transaction.timeout.ms, "
                                "transaction.timeout.warn-ratio, recovery.expired, "
                                "commit.retry.deadline.ms, commit.retry.backoff.ms, "

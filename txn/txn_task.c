@@ -219,8 +219,9 @@ static tpc_error_t *commit_pending(tpc__txn_task_t *t, uint64_t up_to)
         describe(t, p->txn, name, sizeof name);
         tpc_error_t *err = timed_commit(t, OP_COMMIT, p->txn, name);
         if (err) {
-            err = tpc_error_prefix(err, "could not commit transaction \"%s\" of checkpoint %" PRIu64,
-                                   name, p->checkpoint_id);
+            err =
+                tpc_error_prefix(err, "could not commit transaction \"%s\" of checkpoint %" PRIu64,
+                                 name, p->checkpoint_id);
             if (!tpc_error_hint_text(err))
                 err = tpc_error_hint(err, "the transaction stays pending; after the restart it "
                                           "is committed again from the checkpoint that holds it");
@@ -312,8 +313,9 @@ static tpc_error_t *recover_one(tpc__txn_task_t *t, restored_t *r)
     if (r->entry.kind == TPC__TXN_CURRENT) {
         tpc_error_t *err = with_retries(t, OP_RECOVER_ABORT, r->txn, name);
         if (err)
-            return tpc_error_prefix(err, "could not abort transaction \"%s\" restored from "
-                                         "checkpoint %" PRIu64,
+            return tpc_error_prefix(err,
+                                    "could not abort transaction \"%s\" restored from "
+                                    "checkpoint %" PRIu64,
                                     name, t->env.restored_checkpoint);
         atomic_fetch_add(&t->stats->aborts, 1);
         return NULL;
@@ -336,9 +338,9 @@ static tpc_error_t *recover_one(tpc__txn_task_t *t, restored_t *r)
         atomic_fetch_add(&t->stats->expired_lost, 1);
         return NULL;
     }
-    err = tpc_error_prefix(err, "could not commit transaction \"%s\" of checkpoint %" PRIu64
-                                " during recovery",
-                           name, ckpt);
+    err = tpc_error_prefix(
+        err, "could not commit transaction \"%s\" of checkpoint %" PRIu64 " during recovery", name,
+        ckpt);
     if (expired)
         err = tpc_error_hint(err,
                              "the transaction is %" PRId64 " ms old, beyond transaction.timeout.ms "
@@ -363,8 +365,7 @@ tpc_error_t *tpc__txn_task_initialize(tpc__txn_task_t *t, const tpc__txn_bytes_t
     for (; n < count; n++) {
         err = tpc__txn_entry_decode(entries[n].bytes, entries[n].len, &r[n].entry);
         if (!err)
-            err = t->ops->deserialize(t->conn, r[n].entry.handle, r[n].entry.handle_len,
-                                      &r[n].txn);
+            err = t->ops->deserialize(t->conn, r[n].entry.handle, r[n].entry.handle_len, &r[n].txn);
         if (err) {
             err = tpc_error_prefix(err, "could not restore transaction %zu of sink \"%s\"", n,
                                    t->env.sink_name);
@@ -393,9 +394,8 @@ tpc_error_t *tpc__txn_task_initialize(tpc__txn_task_t *t, const tpc__txn_bytes_t
         goto out;
     }
     if (n)
-        tpc__txn_logf(&t->env, TPC_LOG_INFO,
-                      "restored %zu transactions from checkpoint %" PRIu64, n,
-                      t->env.restored_checkpoint);
+        tpc__txn_logf(&t->env, TPC_LOG_INFO, "restored %zu transactions from checkpoint %" PRIu64,
+                      n, t->env.restored_checkpoint);
 out:
     for (size_t i = 0; i < n; i++)
         tpc__txn_free(t->ops, t->conn, r[i].txn);
@@ -468,8 +468,9 @@ static tpc_error_t *close_current(tpc__txn_task_t *t, uint64_t checkpoint_id)
     tpc_error_t *err = tpc__txn_pre_commit(t->ops, t->conn, t->current, checkpoint_id);
     if (err) {
         describe(t, t->current, name, sizeof name);
-        return tpc_error_prefix(err, "could not pre-commit transaction \"%s\" for checkpoint "
-                                     "%" PRIu64,
+        return tpc_error_prefix(err,
+                                "could not pre-commit transaction \"%s\" for checkpoint "
+                                "%" PRIu64,
                                 name, checkpoint_id);
     }
     atomic_fetch_add(&t->stats->pre_commits, 1);
@@ -582,8 +583,8 @@ void tpc__txn_task_close(tpc__txn_task_t *t)
         tpc_error_t *err = tpc__txn_abort(t->ops, t->conn, t->current);
         if (err) {
             tpc__txn_logf(&t->env, TPC_LOG_ERROR,
-                          "could not abort transaction \"%s\"; the next run cleans it up: %s",
-                          name, tpc_error_message(err));
+                          "could not abort transaction \"%s\"; the next run cleans it up: %s", name,
+                          tpc_error_message(err));
             tpc_error_destroy(err);
         } else {
             atomic_fetch_add(&t->stats->aborts, 1);

@@ -71,9 +71,10 @@ static tpc_error_t *commit_part(tpc__file_conn_t *c, const tpc__file_txn_t *t, u
                                          "could not rename \"%s\" to \"%s\": a different file of "
                                          "that name exists in \"%s\"",
                                          from, to, c->conf->dir);
-        return tpc_error_hint(err, "another sink with the prefix \"%s\" writes to this folder, or "
-                                   "the job was restored from an older checkpoint than one it had "
-                                   "committed; give each sink its own prefix",
+        return tpc_error_hint(err,
+                              "another sink with the prefix \"%s\" writes to this folder, or "
+                              "the job was restored from an older checkpoint than one it had "
+                              "committed; give each sink its own prefix",
                               c->conf->prefix);
     }
     if (have_final && (uint64_t)st.st_size == t->sizes[part])

@@ -9,7 +9,7 @@
 
 #include "tpc_file.h"
 
-#define TPC__FILE_NAME_MAX 256
+#define TPC__FILE_NAME_MAX   256
 #define TPC__FILE_PREFIX_MAX 128
 #define TPC__FILE_SUFFIX_MAX 64
 

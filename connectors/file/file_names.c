@@ -21,8 +21,9 @@ static const char inprogress_ext[] = ".inprogress";
 bool tpc__file_inprogress_name(char *buf, const char *prefix, const tpc__file_txn_t *t,
                                uint32_t part)
 {
-    int n = snprintf(buf, TPC__FILE_NAME_MAX, ".%s-%d-%010" PRIu64 "-%016" PRIx64 "-%04" PRIu32 "%s",
-                     prefix, t->subtask, t->begin_ckpt, t->token, part, inprogress_ext);
+    int n =
+        snprintf(buf, TPC__FILE_NAME_MAX, ".%s-%d-%010" PRIu64 "-%016" PRIx64 "-%04" PRIu32 "%s",
+                 prefix, t->subtask, t->begin_ckpt, t->token, part, inprogress_ext);
     return n > 0 && n < TPC__FILE_NAME_MAX;
 }
 

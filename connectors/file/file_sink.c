@@ -33,8 +33,7 @@ static tpc_error_t *set_name_part(char *dst, size_t max, const char *key, const 
     if (!ok) {
         tpc_error_t *err = tpc_error_new(TPC_ERR_CONFIG, TPC_ERROR_FATAL,
                                          "invalid value \"%s\" for \"%s\"", value, key);
-        return tpc_error_hint(err,
-                              "use at most %zu letters, digits, '_', '-' or '.'%s", max,
+        return tpc_error_hint(err, "use at most %zu letters, digits, '_', '-' or '.'%s", max,
                               prefix ? ", at least one, not starting with '.'" : "");
     }
     memcpy(dst, value, len + 1);

@@ -117,8 +117,10 @@ static tpc_error_t *open_part(tpc__file_conn_t *c, tpc__file_txn_t *t)
     }
     char name[TPC__FILE_NAME_MAX];
     if (!tpc__file_inprogress_name(name, c->conf->prefix, t, t->nparts))
-        return tpc_error_new(TPC_ERR_CONFIG, TPC_ERROR_FATAL, "file name for prefix \"%s\" is too "
-                             "long", c->conf->prefix);
+        return tpc_error_new(TPC_ERR_CONFIG, TPC_ERROR_FATAL,
+                             "file name for prefix \"%s\" is too "
+                             "long",
+                             c->conf->prefix);
     /* O_EXCL: a name is never reused, so an existing file means something is badly wrong. */
     t->fd = openat(c->dirfd, name, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
     if (t->fd < 0)
@@ -281,7 +283,7 @@ void tpc__file_describe(void *conn, const void *txn, char *buf, size_t cap)
 /* Handle bytes, version 1, big-endian: version u8, subtask u32, begin checkpoint u64, token u64,
  * pre-commit checkpoint u64, part count u32, then each part's size u64. */
 #define HANDLE_VERSION 1
-#define HANDLE_FIXED 33
+#define HANDLE_FIXED   33
 
 static void put(unsigned char **p, uint64_t v, int bytes)
 {

@@ -4,9 +4,9 @@
  * complete, each record exactly once.
  *
  * Each subtask writes each transaction (the records between two checkpoints) into hidden
- * in-progress files in the target folder, `.<prefix>-<subtask>-<checkpoint>-<token>-<part>.inprogress`.
- * At the checkpoint they are flushed and fsynced; once the checkpoint is complete they are renamed
- * to their final names
+ * in-progress files in the target folder,
+ * `.<prefix>-<subtask>-<checkpoint>-<token>-<part>.inprogress`. At the checkpoint they are flushed
+ * and fsynced; once the checkpoint is complete they are renamed to their final names
  *
  *     <prefix>-<subtask>-<checkpoint>-<part><suffix>
  *

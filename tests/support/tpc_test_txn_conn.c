@@ -263,8 +263,7 @@ static tpc_error_t *do_commit(conn_t *c, void *txn, tpc_test_txn_op_t op)
                       i + 1);
     }
     if (!err && t->expired && !t->committed)
-        err = tpc_error_new(TPC_ERR_COMMIT, TPC_ERROR_FATAL, "transaction %" PRIu64 " expired",
-                            id);
+        err = tpc_error_new(TPC_ERR_COMMIT, TPC_ERROR_FATAL, "transaction %" PRIu64 " expired", id);
     if (!err && !t->committed)
         make_visible(r, t);
     pthread_mutex_unlock(&r->mu);

@@ -39,10 +39,10 @@ typedef struct {
 
 typedef struct {
     uint64_t begin_ckpt; /* lowest checkpoint given to begin */
-    uint64_t ckpt;      /* pre-committed in, 0 if not */
-    int subtask;        /* that began it */
+    uint64_t ckpt;       /* pre-committed in, 0 if not */
+    int subtask;         /* that began it */
     bool committed, aborted, expired;
-    uint64_t *keys;     /* raw 8-byte keys as integers */
+    uint64_t *keys; /* raw 8-byte keys as integers */
     size_t nkeys, cap;
 } tpc_test_txn_t;
 

@@ -12,8 +12,8 @@ static void keep_log(void *opaque, tpc_log_level_t level, const char *message)
 {
     static const char *const names[] = {"error", "warn", "info", "debug"};
     tpc_test_txn_sub_t *s = opaque;
-    int n = snprintf(s->log + s->log_len, sizeof s->log - s->log_len, "%s: %s\n",
-                     names[level], message);
+    int n = snprintf(s->log + s->log_len, sizeof s->log - s->log_len, "%s: %s\n", names[level],
+                     message);
     if (n > 0 && (size_t)n < sizeof s->log - s->log_len)
         s->log_len += (size_t)n;
     if (getenv("TWOPC_TEST_VERBOSE"))

@@ -23,10 +23,10 @@
 #include <time.h>
 #include <unistd.h>
 
-#define KILLS_WANTED 36       /* over all scenarios of one test run */
+#define KILLS_WANTED       36 /* over all scenarios of one test run */
 #define KILLS_PER_SCENARIO 12 /* then the scenario runs to its end */
-#define RECORDS 20000
-#define VALUE_PAD 7 /* 16-byte records with the newline */
+#define RECORDS            20000
+#define VALUE_PAD          7 /* 16-byte records with the newline */
 
 static int child_main(const char *ckpt, const char *out)
 {
@@ -123,7 +123,8 @@ static void dump_log(const char *log)
 START_TEST(test_kill_9_and_restart)
 {
     const char *seed_env = getenv("TWOPC_CRASH_SEED");
-    uint64_t seed = seed_env ? strtoull(seed_env, NULL, 10) : (uint64_t)time(NULL) ^ (uint64_t)getpid();
+    uint64_t seed =
+        seed_env ? strtoull(seed_env, NULL, 10) : (uint64_t)time(NULL) ^ (uint64_t)getpid();
     rng_state = seed ? seed : 1;
     char self[4096];
     ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);

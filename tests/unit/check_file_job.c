@@ -29,13 +29,15 @@ static void run_file_job(file_run_t *r)
     r->out = tpc_test_tmpdir("file-job-out");
     tpc_job_t *job = tpc_job_new("file-job");
     ck_assert_ptr_null(tpc_job_set(job, "checkpoint.dir", ckpt));
-    ck_assert_ptr_null(tpc_job_set(job, "checkpoint.interval.ms", r->interval ? r->interval : "10"));
+    ck_assert_ptr_null(
+        tpc_job_set(job, "checkpoint.interval.ms", r->interval ? r->interval : "10"));
     tpc_txn_sink_t *sink = NULL;
     ck_assert_ptr_null(tpc_file_sink_new(r->out, &sink));
     for (int i = 0; r->sink_settings[i]; i += 2)
         ck_assert_ptr_null(tpc_txn_sink_set(sink, r->sink_settings[i], r->sink_settings[i + 1]));
     int s, k;
-    ck_assert_ptr_null(tpc_job_add_vertex(job, "source", r->src_parallelism ? r->src_parallelism : 1,
+    ck_assert_ptr_null(tpc_job_add_vertex(job, "source",
+                                          r->src_parallelism ? r->src_parallelism : 1,
                                           &tpc_test_seq_source_ops, &r->src, &s));
     ck_assert_ptr_null(tpc_txn_sink_add_to_job(sink, job, "files",
                                                r->sink_parallelism ? r->sink_parallelism : 1, &k));
@@ -75,8 +77,8 @@ static tpc_test_file_out_t check_output(file_run_t *r, const char *prefix, int n
 
 START_TEST(test_input_exactly_once_in_order)
 {
-    file_run_t r = {.src = {.count_default = 20000, .per_poll = 100, .sleep_us = 300,
-                            .value_pad = 20}};
+    file_run_t r = {
+        .src = {.count_default = 20000, .per_poll = 100, .sleep_us = 300, .value_pad = 20}};
     run_file_job(&r);
     uint64_t count = 20000;
     tpc_test_file_out_t out = check_output(&r, "part", 1, &count);
@@ -115,8 +117,8 @@ END_TEST
  * Checkpoints keep completing after the first ends, and the final one commits the rest. */
 START_TEST(test_one_source_ends_early)
 {
-    file_run_t r = {.src = {.per_poll = 10, .sleep_us = 300}, .src_parallelism = 2,
-                    .interval = "20"};
+    file_run_t r = {
+        .src = {.per_poll = 10, .sleep_us = 300}, .src_parallelism = 2, .interval = "20"};
     r.src.count[0] = 10;
     r.src.count[1] = 10000;
     run_file_job(&r);

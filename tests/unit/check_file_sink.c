@@ -220,8 +220,8 @@ START_TEST(test_lingering_cleanup_rules)
         {".part-0-0000000006-00000000000000ab-0000.inprogress", true},
         {".part-0-0000000009-00000000000000ab-0003.inprogress", true},
         {".part-2-0000000007-00000000000000cd-0000.inprogress", true},
-        {".part-0-0000000005-00000000000000ab-0000.inprogress", false}, /* may be pending */
-        {".part-1-0000000007-00000000000000ab-0000.inprogress", false}, /* subtask 1's */
+        {".part-0-0000000005-00000000000000ab-0000.inprogress", false},   /* may be pending */
+        {".part-1-0000000007-00000000000000ab-0000.inprogress", false},   /* subtask 1's */
         {".part-x-0-0000000009-00000000000000ab-0000.inprogress", false}, /* prefix part-x */
         {".other-0-0000000009-00000000000000ab-0000.inprogress", false},
         {".part-0-0000000009-00000000000000ab-0000.tmp", false},
@@ -323,7 +323,8 @@ START_TEST(test_encoder)
     for (unsigned long long i = 0; i < 300; i++, line = strtok_r(NULL, "\n", &save)) {
         ck_assert_ptr_nonnull(line);
         ck_assert_uint_eq(strtoull(line, NULL, 10), i);
-        ck_assert_uint_eq(strlen(line), (size_t)snprintf(NULL, 0, "%llu ", i) + (i % 50 ? 0 : 9000));
+        ck_assert_uint_eq(strlen(line),
+                          (size_t)snprintf(NULL, 0, "%llu ", i) + (i % 50 ? 0 : 9000));
     }
     ck_assert_ptr_null(line);
     tpc_test_file_out_free(&out);
@@ -348,8 +349,8 @@ START_TEST(test_configuration_errors)
     ck_assert_ptr_null(s);
 
     static const char *bad[][2] = {
-        {"file.prefix", ".hidden"}, {"file.prefix", "a/b"},     {"file.prefix", ""},
-        {"file.suffix", "x/y"},     {"file.part-size", "0"},    {"file.part-size", "12k"},
+        {"file.prefix", ".hidden"}, {"file.prefix", "a/b"},  {"file.prefix", ""},
+        {"file.suffix", "x/y"},     {"file.part-size", "0"}, {"file.part-size", "12k"},
         {"file.buffer-size", "10"},
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {

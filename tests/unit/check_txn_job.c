@@ -51,11 +51,11 @@ static tpc_error_t *run_job(run_t *run, tpc_txn_sink_t *sink)
         ck_assert_ptr_null(tpc_job_set(job, run->settings[i], run->settings[i + 1]));
     tpc_job_set_checkpoint_callback(job, on_checkpoint, &run->log);
     int s, k;
-    ck_assert_ptr_null(tpc_job_add_vertex(job, "source", run->src_parallelism ? run->src_parallelism : 1,
+    ck_assert_ptr_null(tpc_job_add_vertex(job, "source",
+                                          run->src_parallelism ? run->src_parallelism : 1,
                                           &tpc_test_seq_source_ops, &run->src, &s));
-    ck_assert_ptr_null(tpc_txn_sink_add_to_job(sink, job, "sink",
-                                               run->sink_parallelism ? run->sink_parallelism : 1,
-                                               &k));
+    ck_assert_ptr_null(tpc_txn_sink_add_to_job(
+        sink, job, "sink", run->sink_parallelism ? run->sink_parallelism : 1, &k));
     ck_assert_ptr_null(tpc_job_connect(job, s, k, TPC_EDGE_REBALANCE));
     tpc_error_t *err = tpc_job_run(job, &run->result);
     tpc_job_get_stats(job, &run->stats);

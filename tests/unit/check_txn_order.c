@@ -254,7 +254,8 @@ START_TEST(test_at_least_once_commits_at_snapshot)
     OK(tpc__txn_task_finish(sub.task));
     OK(tpc_test_txn_sub_snapshot(&sub, 2, &st));
     tpc_test_txn_sub_close(&sub);
-    assert_trace("open lingering@0 begin:1@1 write:1 pre_commit:1@1 commit:1 begin:2@2 flush:2 close");
+    assert_trace(
+        "open lingering@0 begin:1@1 write:1 pre_commit:1@1 commit:1 begin:2@2 flush:2 close");
 }
 END_TEST
 
