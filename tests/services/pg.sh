@@ -125,6 +125,7 @@ pg_start() {
     bin=$(pg_bindir)
     pg_ensure_os_user
     pg_prepare_dir "$dir"
+    dir=$(readlink -f "$dir")
     data="$dir/data"
     pg_as_owner mkdir -p "$dir/log"
     if [ ! -f "$data/PG_VERSION" ]; then

@@ -25,8 +25,9 @@ fi
 
 # Stop servers of runs whose owner is gone, and keep only the three newest of their folders.
 reap_orphans() {
-    local run kept=0
-    for run in $(ls -1dt "$TPC_STATE_ROOT"/run.* 2>/dev/null); do
+    local run runs kept=0
+    mapfile -t runs < <(ls -1dt -- "$TPC_STATE_ROOT"/run.* 2>/dev/null)
+    for run in "${runs[@]}"; do
         tpc_pidfile_alive "$run/owner.pid" && continue
         tpc_services_stop "$run" stop
         kept=$((kept + 1))
