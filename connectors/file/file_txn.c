@@ -90,19 +90,41 @@ static tpc_error_t *drain(tpc__file_conn_t *c, tpc__file_txn_t *t, size_t n)
     return NULL;
 }
 
-static tpc_error_t *close_part(tpc__file_conn_t *c, tpc__file_txn_t *t, size_t keep)
+/* Finish the open part. At a roll (@sync false) the data is only handed to the disk: waiting for
+ * it would stall the writer for the whole part, and pre-commit waits for all parts anyway. */
+static tpc_error_t *close_part(tpc__file_conn_t *c, tpc__file_txn_t *t, size_t keep, bool sync)
 {
     if (t->fd < 0)
         return NULL;
     char name[TPC__FILE_NAME_MAX];
     tpc__file_inprogress_name(name, c->conf->prefix, t, t->nparts - 1);
     tpc_error_t *err = drain(c, t, c->len - keep);
-    if (!err && c->durable && fsync(t->fd) != 0)
+    if (!err && c->durable && sync && fsync(t->fd) != 0)
         err = tpc__file_errno(errno, "fsync file", name);
+    if (!err && c->durable && !sync)
+        sync_file_range(t->fd, 0, 0, SYNC_FILE_RANGE_WRITE);
     if (close(t->fd) != 0 && !err)
         err = tpc__file_errno(errno, "close file", name);
     t->fd = -1;
     return err;
+}
+
+/* Wait until the parts closed at rolls are on disk. */
+static tpc_error_t *sync_rolled_parts(tpc__file_conn_t *c, tpc__file_txn_t *t, uint32_t count)
+{
+    char name[TPC__FILE_NAME_MAX];
+    for (uint32_t i = 0; i < count; i++) {
+        tpc__file_inprogress_name(name, c->conf->prefix, t, i);
+        int fd = openat(c->dirfd, name, O_RDONLY | O_CLOEXEC);
+        if (fd < 0)
+            return tpc__file_errno(errno, "open file", name);
+        int rc = fsync(fd);
+        int e = errno;
+        close(fd);
+        if (rc != 0)
+            return tpc__file_errno(e, "fsync file", name);
+    }
+    return NULL;
 }
 
 static tpc_error_t *open_part(tpc__file_conn_t *c, tpc__file_txn_t *t)
@@ -190,7 +212,7 @@ tpc_error_t *tpc__file_write(void *conn, void *txn, const tpc_record_t *records,
          * bytes before it finish that part and it starts the next one. */
         c->len += n;
         if (t->fd >= 0 && t->sizes[t->nparts - 1] > 0 && t->sizes[t->nparts - 1] + n > limit) {
-            err = close_part(c, t, n);
+            err = close_part(c, t, n, false);
             if (err)
                 return err;
         }
@@ -217,7 +239,10 @@ tpc_error_t *tpc__file_pre_commit(void *conn, void *txn, uint64_t checkpoint_id)
 {
     tpc__file_conn_t *c = conn;
     tpc__file_txn_t *t = txn;
-    tpc_error_t *err = close_part(c, t, 0);
+    uint32_t rolled = t->fd >= 0 ? t->nparts - 1 : t->nparts;
+    tpc_error_t *err = close_part(c, t, 0, true);
+    if (!err && c->durable && rolled)
+        err = sync_rolled_parts(c, t, rolled);
     if (err)
         return err;
     t->ckpt = checkpoint_id;
