@@ -1,8 +1,10 @@
+# shellcheck shell=bash
 # Shared by the test-server scripts in this folder (sourced, not run). Everything here binds or probes
 # 127.0.0.1 only.
 
 TPC_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 TPC_SERVICES_DIR="$TPC_ROOT/tests/services"
+# shellcheck disable=SC2034  # used by the scripts that source this file
 TPC_STATE_ROOT="$TPC_ROOT/build/services"
 
 tpc_log() {
