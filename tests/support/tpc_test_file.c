@@ -44,7 +44,8 @@ bool tpc_test_file_read(const char *dir, const char *prefix, tpc_test_file_out_t
         }
     }
     closedir(d);
-    qsort(names, n, sizeof *names, by_name);
+    if (n)
+        qsort(names, n, sizeof *names, by_name);
     bool ok = true;
     for (size_t i = 0; i < n; i++) {
         char path[4096];
