@@ -432,9 +432,10 @@ tpc__end_t tpc__coordinate(tpc__attempt_t *a, tpc_error_t **err)
     c.next_trigger_us = tpc__now_us() + (uint64_t)a->job->conf.interval_ms * 1000u;
     tpc__end_t end = TPC__END_FINISHED;
     for (;;) {
-        uint64_t until = tpc__now_us() + 20000;
-        if (a->job->conf.dir && a->job->conf.interval_ms > 0 && c.next_trigger_us < until)
-            until = c.next_trigger_us;
+        uint64_t now = tpc__now_us(), until = now + 20000;
+        if (a->job->conf.dir && a->job->conf.interval_ms > 0 &&
+            c.npending < a->job->conf.max_concurrent && c.next_trigger_us < until)
+            until = c.next_trigger_us > now + 500 ? c.next_trigger_us : now + 500;
         wait_events(&c, until);
         if (c.failure) {
             end = TPC__END_FAILED;

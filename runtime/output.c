@@ -49,8 +49,6 @@ tpc_err_t tpc_emit(tpc_ctx_t *ctx, const tpc_record_t *rec)
     tpc__task_t *t = ctx->task;
     if (t->state != TPC__TASK_RUNNING || t->finished_operator)
         return TPC_ERR_STATE;
-    if (t->nouts == 0)
-        return TPC_ERR_STATE;
     if (atomic_load_explicit(&t->attempt->canceled, memory_order_relaxed))
         return TPC_ERR_CANCELED;
     if ((uint64_t)rec->key_len + rec->value_len > UINT32_MAX / 4)

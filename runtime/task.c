@@ -5,8 +5,8 @@
  *
  * Lifecycle (docs/architecture.md): RUNNING until the input ends; then finish() runs, end of data
  * goes downstream and the subtask WAITS_FOR_FINAL: it still snapshots and forwards barriers, and it
- * closes only once a checkpoint it snapshotted after finish() completed and downstream took all its
- * records. Then close(), end of partition, FINISHED.
+ * closes only once a checkpoint it snapshotted after finish() completed, downstream took all its
+ * records and every upstream subtask closed. Then close(), end of partition, FINISHED.
  *
  * Barrier alignment: a barrier for checkpoint n blocks its input until every input delivered n or
  * ended (end of data or end of partition counts as aligned); then the subtask snapshots, forwards
@@ -313,10 +313,17 @@ static tpc_error_t *take_one(tpc__task_t *t, int *next, bool *worked)
     return NULL;
 }
 
+/* Close only after the final notify, once downstream took every record (so nothing is in
+ * flight when the coordinator sees this subtask closed) and every upstream closed (so upstream
+ * never sends a barrier to a subtask that is gone). */
 static bool ready_to_close(tpc__task_t *t)
 {
-    return t->state == TPC__TASK_WAITING_FOR_FINAL && t->final_notified &&
-           tpc__task_outputs_drained(t);
+    if (t->state != TPC__TASK_WAITING_FOR_FINAL || !t->final_notified)
+        return false;
+    for (int i = 0; i < t->ninputs; i++)
+        if (!t->inputs[i].closed)
+            return false;
+    return tpc__task_outputs_drained(t);
 }
 
 static tpc_error_t *run(tpc__task_t *t)

@@ -135,8 +135,9 @@ TPC_API bool tpc_ctx_is_canceled(const tpc_ctx_t *ctx);
 /**
  * @brief Emit a record downstream. Copies the bytes. May block while downstream is full
  * (backpressure). Callable from poll, process, snapshot_state and finish (never after finish).
+ * A vertex without outgoing edges discards what it emits.
  * @returns TPC_OK, TPC_ERR_CANCELED when the job is being canceled (drop and return), or
- * TPC_ERR_STATE when called after finish() or from a sink (no outputs).
+ * TPC_ERR_STATE when called after finish().
  */
 TPC_API tpc_err_t tpc_emit(tpc_ctx_t *ctx, const tpc_record_t *rec);
 

@@ -78,8 +78,11 @@ static tpc_error_t *seq_poll(void *self, tpc_ctx_t *ctx, tpc_poll_result_t *resu
         put_be64(key, (uint64_t)s->subtask << 40 | s->next);
         memcpy(s->value, key, 8);
         tpc_record_t rec = {key, 8, s->value, 8 + s->conf->value_pad, (int64_t)s->next};
-        if (tpc_emit(ctx, &rec) != TPC_OK)
-            return NULL; /* canceled: the task notices */
+        tpc_err_t rc = tpc_emit(ctx, &rec);
+        if (rc == TPC_ERR_CANCELED)
+            return NULL; /* the task notices */
+        if (rc != TPC_OK)
+            return tpc_error_new(rc, 0, "emit: %s", tpc_strerror(rc));
         s->next++;
     }
     if (s->conf->sleep_us) {
