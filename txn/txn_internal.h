@@ -103,6 +103,50 @@ typedef tpc_error_t *(*tpc__txn_state_add_fn)(void *w, const void *bytes, size_t
 
 typedef struct tpc__txn_task tpc__txn_task_t;
 
+/* A pre-committed transaction waiting for its checkpoint to complete. */
+typedef struct {
+    uint64_t checkpoint_id; /* pre-committed as part of this checkpoint */
+    int64_t start_ms;
+    void *txn;
+    tpc_txn_buf_t state; /* its state entry, made once at pre-commit: handles do not change */
+    bool warned;         /* the approaching-timeout warning was given */
+} tpc__txn_pending_t;
+
+struct tpc__txn_task {
+    const tpc_txn_connector_ops_t *ops;
+    const tpc__txn_conf_t *conf;
+    tpc__txn_counters_t *stats;
+    tpc__txn_env_t env;
+    tpc_txn_subtask_t st;
+    void *conn;
+
+    void *current; /* NULL after finish() once pre-committed, or before initialize */
+    uint64_t current_checkpoint;
+    int64_t current_start_ms;
+
+    tpc__txn_pending_t *pending; /* ordered by checkpoint id */
+    size_t npending;
+    size_t pending_cap;
+
+    uint64_t last_checkpoint; /* highest checkpoint snapshotted or restored */
+    uint64_t snapshots;       /* taken in this attempt */
+    bool finished;
+    tpc_txn_buf_t buf;
+};
+
+/* Calls that are retried while they fail with TPC_ERROR_RETRIABLE (txn_retry.c). */
+typedef enum {
+    TPC__TXN_OP_COMMIT,
+    TPC__TXN_OP_RECOVER_COMMIT,
+    TPC__TXN_OP_RECOVER_ABORT,
+} tpc__txn_op_t;
+
+/* Call @op on @txn (named @name in messages) with retries and backoff up to the deadline; commit
+ * times count in the statistics. */
+tpc_error_t *tpc__txn_call(tpc__txn_task_t *t, tpc__txn_op_t op, void *txn, const char *name);
+void tpc__txn_describe(const tpc__txn_task_t *t, const void *txn, char *buf, size_t cap);
+int64_t tpc__txn_wall_ms(void);
+
 /* @env is copied; its strings must live until close. */
 tpc_error_t *tpc__txn_task_open(tpc_txn_sink_t *sink, const tpc__txn_env_t *env,
                                 tpc__txn_task_t **out);

@@ -7,201 +7,29 @@
  *   - pending transactions are committed in checkpoint order and never dropped: a commit that
  *     fails leaves it, and every later one, pending and fails the subtask with its name;
  *   - nothing is begun after finish(), and an empty transaction costs no external call.
- * It knows nothing of the runtime (see txn_internal.h); txn_operator.c adapts it.
+ * It knows nothing of the runtime (see txn_internal.h); txn_operator.c adapts it, and
+ * txn_retry.c makes the calls that are retried.
  */
 #include "txn_internal.h"
 
 #include <inttypes.h>
-#include <stdarg.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
-
-typedef struct {
-    uint64_t checkpoint_id; /* pre-committed as part of this checkpoint */
-    int64_t start_ms;
-    void *txn;
-    tpc_txn_buf_t state; /* its state entry, made once at pre-commit: handles do not change */
-    bool warned;         /* the approaching-timeout warning was given */
-} pending_t;
-
-struct tpc__txn_task {
-    const tpc_txn_connector_ops_t *ops;
-    const tpc__txn_conf_t *conf;
-    tpc__txn_counters_t *stats;
-    tpc__txn_env_t env;
-    tpc_txn_subtask_t st;
-    void *conn;
-
-    void *current; /* NULL after finish() once pre-committed, or before initialize */
-    uint64_t current_checkpoint;
-    int64_t current_start_ms;
-
-    pending_t *pending; /* ordered by checkpoint id */
-    size_t npending;
-    size_t pending_cap;
-
-    uint64_t last_checkpoint; /* highest checkpoint snapshotted or restored */
-    uint64_t snapshots;       /* taken in this attempt */
-    bool finished;
-    tpc_txn_buf_t buf;
-};
-
-typedef enum { OP_COMMIT, OP_RECOVER_COMMIT, OP_RECOVER_ABORT } retry_op_t;
-
-static const char *const op_names[] = {"commit", "recovery commit", "recovery abort"};
-
-/* ---- small things ------------------------------------------------------------------------ */
-
-static int64_t wall_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-static uint64_t mono_us(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
-}
-
-void tpc__txn_logf(const tpc__txn_env_t *env, tpc_log_level_t level, const char *fmt, ...)
-{
-    if (!env->log)
-        return;
-    char msg[1024];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
-    va_end(ap);
-    env->log(env->opaque, level, msg);
-}
-
-void tpc_txn_log(const tpc_txn_subtask_t *st, tpc_log_level_t level, const char *fmt, ...)
-{
-    const tpc__txn_env_t *env = st->tpc__env;
-    if (!env->log)
-        return;
-    char msg[1024];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
-    va_end(ap);
-    env->log(env->opaque, level, msg);
-}
-
-bool tpc_txn_is_canceled(const tpc_txn_subtask_t *st)
-{
-    const tpc__txn_env_t *env = st->tpc__env;
-    return env->is_canceled && env->is_canceled(env->opaque);
-}
-
-static bool canceled(const tpc__txn_task_t *t)
-{
-    return t->env.is_canceled && t->env.is_canceled(t->env.opaque);
-}
-
-static void describe(const tpc__txn_task_t *t, const void *txn, char *buf, size_t cap)
-{
-    buf[0] = '\0';
-    t->ops->describe(t->conn, txn, buf, cap);
-    buf[cap - 1] = '\0';
-}
-
-static void count_max(atomic_uint_fast64_t *max, uint64_t v)
-{
-    uint_fast64_t cur = atomic_load(max);
-    while (cur < v && !atomic_compare_exchange_weak(max, &cur, v))
-        ;
-}
-
-/* Sleep in short slices so that a cancel does not wait for a long backoff. */
-static void pause_ms(const tpc__txn_task_t *t, uint64_t ms)
-{
-    uint64_t end = mono_us() + ms * 1000;
-    for (;;) {
-        uint64_t now = mono_us();
-        if (now >= end || canceled(t))
-            return;
-        uint64_t slice = end - now < 20000 ? end - now : 20000;
-        struct timespec ts = {.tv_sec = 0, .tv_nsec = (long)(slice * 1000)};
-        nanosleep(&ts, NULL);
-    }
-}
-
-/* ---- commits with retries ---------------------------------------------------------------- */
-
-static tpc_error_t *call_op(tpc__txn_task_t *t, retry_op_t op, void *txn)
-{
-    switch (op) {
-    case OP_COMMIT:
-        return t->ops->commit(t->conn, txn);
-    case OP_RECOVER_COMMIT:
-        return t->ops->recover_and_commit(t->conn, txn);
-    case OP_RECOVER_ABORT:
-        return tpc__txn_recover_and_abort(t->ops, t->conn, txn);
-    }
-    return NULL;
-}
-
-/* Call @op until it succeeds, fails for good, or retriable failures outlast the deadline. */
-static tpc_error_t *with_retries(tpc__txn_task_t *t, retry_op_t op, void *txn, const char *name)
-{
-    uint64_t start = mono_us();
-    uint64_t deadline = start + t->conf->retry_deadline_ms * 1000;
-    uint64_t backoff = t->conf->backoff_ms;
-    for (;;) {
-        tpc_error_t *err = call_op(t, op, txn);
-        if (!err || !tpc_error_is_retriable(err))
-            return err;
-        uint64_t now = mono_us();
-        if (now + backoff * 1000 > deadline) {
-            err = tpc_error_prefix(err, "gave up after retrying for %" PRIu64 " ms",
-                                   (now - start) / 1000);
-            if (!tpc_error_hint_text(err))
-                err = tpc_error_hint(err, "raise commit.retry.deadline.ms if the external "
-                                          "system needs longer to come back");
-            return err;
-        }
-        if (canceled(t))
-            return tpc_error_prefix(err, "canceled while retrying");
-        tpc__txn_logf(&t->env, TPC_LOG_WARN,
-                      "%s of transaction \"%s\" failed, retrying in %" PRIu64 " ms: %s",
-                      op_names[op], name, backoff, tpc_error_message(err));
-        tpc_error_destroy(err);
-        atomic_fetch_add(&t->stats->commit_retries, 1);
-        pause_ms(t, backoff);
-        backoff = backoff * 2 > t->conf->backoff_max_ms ? t->conf->backoff_max_ms : backoff * 2;
-    }
-}
-
-static tpc_error_t *timed_commit(tpc__txn_task_t *t, retry_op_t op, void *txn, const char *name)
-{
-    uint64_t t0 = mono_us();
-    tpc_error_t *err = with_retries(t, op, txn, name);
-    uint64_t took = mono_us() - t0;
-    atomic_fetch_add(&t->stats->commit_latency_us, took);
-    count_max(&t->stats->commit_latency_max_us, took);
-    return err;
-}
 
 static void warn_timeouts(tpc__txn_task_t *t)
 {
     if (!t->conf->timeout_ms)
         return;
-    int64_t now = wall_ms();
+    int64_t now = tpc__txn_wall_ms();
     double limit = (double)t->conf->timeout_ms * t->conf->warn_ratio;
     for (size_t i = 0; i < t->npending; i++) {
-        pending_t *p = &t->pending[i];
+        tpc__txn_pending_t *p = &t->pending[i];
         int64_t age = now - p->start_ms;
         if (p->warned || (double)age < limit)
             continue;
         p->warned = true;
         char name[256];
-        describe(t, p->txn, name, sizeof name);
+        tpc__txn_describe(t, p->txn, name, sizeof name);
         tpc__txn_logf(&t->env, TPC_LOG_WARN,
                       "transaction \"%s\" of checkpoint %" PRIu64 " has been open for %" PRId64
                       " ms of transaction.timeout.ms %" PRIu64
@@ -214,10 +42,10 @@ static void warn_timeouts(tpc__txn_task_t *t)
 static tpc_error_t *commit_pending(tpc__txn_task_t *t, uint64_t up_to)
 {
     while (t->npending && t->pending[0].checkpoint_id <= up_to) {
-        pending_t *p = &t->pending[0];
+        tpc__txn_pending_t *p = &t->pending[0];
         char name[256];
-        describe(t, p->txn, name, sizeof name);
-        tpc_error_t *err = timed_commit(t, OP_COMMIT, p->txn, name);
+        tpc__txn_describe(t, p->txn, name, sizeof name);
+        tpc_error_t *err = tpc__txn_call(t, TPC__TXN_OP_COMMIT, p->txn, name);
         if (err) {
             err =
                 tpc_error_prefix(err, "could not commit transaction \"%s\" of checkpoint %" PRIu64,
@@ -281,7 +109,7 @@ static tpc_error_t *begin(tpc__txn_task_t *t)
                                 t->env.sink_name);
     t->current = txn;
     t->current_checkpoint = id;
-    t->current_start_ms = wall_ms();
+    t->current_start_ms = tpc__txn_wall_ms();
     atomic_fetch_add(&t->stats->begun, 1);
     return NULL;
 }
@@ -308,10 +136,10 @@ static void sort_restored(restored_t *r, size_t n)
 static tpc_error_t *recover_one(tpc__txn_task_t *t, restored_t *r)
 {
     char name[256];
-    describe(t, r->txn, name, sizeof name);
+    tpc__txn_describe(t, r->txn, name, sizeof name);
     uint64_t ckpt = r->entry.checkpoint_id;
     if (r->entry.kind == TPC__TXN_CURRENT) {
-        tpc_error_t *err = with_retries(t, OP_RECOVER_ABORT, r->txn, name);
+        tpc_error_t *err = tpc__txn_call(t, TPC__TXN_OP_RECOVER_ABORT, r->txn, name);
         if (err)
             return tpc_error_prefix(err,
                                     "could not abort transaction \"%s\" restored from "
@@ -320,12 +148,12 @@ static tpc_error_t *recover_one(tpc__txn_task_t *t, restored_t *r)
         atomic_fetch_add(&t->stats->aborts, 1);
         return NULL;
     }
-    tpc_error_t *err = timed_commit(t, OP_RECOVER_COMMIT, r->txn, name);
+    tpc_error_t *err = tpc__txn_call(t, TPC__TXN_OP_RECOVER_COMMIT, r->txn, name);
     if (!err) {
         atomic_fetch_add(&t->stats->recovered_commits, 1);
         return NULL;
     }
-    int64_t age = wall_ms() - r->entry.start_ms;
+    int64_t age = tpc__txn_wall_ms() - r->entry.start_ms;
     bool expired = t->conf->timeout_ms && age > (int64_t)t->conf->timeout_ms;
     if (expired && t->conf->expired_log) {
         tpc__txn_logf(&t->env, TPC_LOG_ERROR,
@@ -413,7 +241,7 @@ tpc_error_t *tpc__txn_task_write(tpc__txn_task_t *t, const tpc_record_t *records
     tpc_error_t *err = tpc__txn_write(t->ops, t->conn, t->current, records, count);
     if (err) {
         char name[256];
-        describe(t, t->current, name, sizeof name);
+        tpc__txn_describe(t, t->current, name, sizeof name);
         return tpc_error_prefix(err, "could not write to transaction \"%s\"", name);
     }
     atomic_fetch_add(&t->stats->records, count);
@@ -424,13 +252,13 @@ static tpc_error_t *push_pending(tpc__txn_task_t *t, uint64_t checkpoint_id)
 {
     if (t->npending == t->pending_cap) {
         size_t cap = t->pending_cap ? t->pending_cap * 2 : 4;
-        pending_t *p = realloc(t->pending, cap * sizeof *p);
+        tpc__txn_pending_t *p = realloc(t->pending, cap * sizeof *p);
         if (!p)
             return tpc_error_new(TPC_ERR_NOMEM, TPC_ERROR_FATAL, "out of memory");
         t->pending = p;
         t->pending_cap = cap;
     }
-    pending_t p = {
+    tpc__txn_pending_t p = {
         .checkpoint_id = checkpoint_id,
         .start_ms = t->current_start_ms,
         .txn = t->current,
@@ -467,7 +295,7 @@ static tpc_error_t *close_current(tpc__txn_task_t *t, uint64_t checkpoint_id)
     char name[256];
     tpc_error_t *err = tpc__txn_pre_commit(t->ops, t->conn, t->current, checkpoint_id);
     if (err) {
-        describe(t, t->current, name, sizeof name);
+        tpc__txn_describe(t, t->current, name, sizeof name);
         return tpc_error_prefix(err,
                                 "could not pre-commit transaction \"%s\" for checkpoint "
                                 "%" PRIu64,
@@ -476,8 +304,8 @@ static tpc_error_t *close_current(tpc__txn_task_t *t, uint64_t checkpoint_id)
     atomic_fetch_add(&t->stats->pre_commits, 1);
     if (t->conf->guarantee == TPC_TXN_EXACTLY_ONCE)
         return push_pending(t, checkpoint_id);
-    describe(t, t->current, name, sizeof name);
-    err = timed_commit(t, OP_COMMIT, t->current, name);
+    tpc__txn_describe(t, t->current, name, sizeof name);
+    err = tpc__txn_call(t, TPC__TXN_OP_COMMIT, t->current, name);
     if (err)
         return tpc_error_prefix(err, "could not commit transaction \"%s\" at checkpoint %" PRIu64,
                                 name, checkpoint_id);
@@ -559,7 +387,7 @@ tpc_error_t *tpc__txn_task_finish(tpc__txn_task_t *t)
     tpc_error_t *err = tpc__txn_flush(t->ops, t->conn, t->current);
     if (err) {
         char name[256];
-        describe(t, t->current, name, sizeof name);
+        tpc__txn_describe(t, t->current, name, sizeof name);
         return tpc_error_prefix(err, "could not flush transaction \"%s\"", name);
     }
     return NULL;
@@ -573,7 +401,7 @@ void tpc__txn_task_close(tpc__txn_task_t *t)
     if (t->current && tpc__txn_is_empty(t->ops, t->conn, t->current)) {
         atomic_fetch_add(&t->stats->empty_skipped, 1);
     } else if (t->current) {
-        describe(t, t->current, name, sizeof name);
+        tpc__txn_describe(t, t->current, name, sizeof name);
         if (t->finished && !t->snapshots)
             tpc__txn_logf(&t->env, TPC_LOG_ERROR,
                           "sink finished without taking part in any checkpoint: transaction "

@@ -1,0 +1,148 @@
+/*
+ * Calling a connector where a transient failure must not fail the job at once: commits, and the
+ * recovery calls that finish or drop a restored transaction. An error flagged retriable is retried
+ * with exponential backoff until commit.retry.deadline.ms has passed (or the job is canceled);
+ * every other error, and the last retriable one, goes back to the caller, which names the
+ * transaction and checkpoint. Also the logging and clock helpers the state machine shares.
+ */
+#include "txn_internal.h"
+
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <time.h>
+
+static const char *const op_names[] = {"commit", "recovery commit", "recovery abort"};
+
+int64_t tpc__txn_wall_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static uint64_t mono_us(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
+}
+
+static void vlog(const tpc__txn_env_t *env, tpc_log_level_t level, const char *fmt, va_list ap)
+{
+    if (!env->log)
+        return;
+    char msg[1024];
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    env->log(env->opaque, level, msg);
+}
+
+void tpc__txn_logf(const tpc__txn_env_t *env, tpc_log_level_t level, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vlog(env, level, fmt, ap);
+    va_end(ap);
+}
+
+void tpc_txn_log(const tpc_txn_subtask_t *st, tpc_log_level_t level, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vlog(st->tpc__env, level, fmt, ap);
+    va_end(ap);
+}
+
+bool tpc_txn_is_canceled(const tpc_txn_subtask_t *st)
+{
+    const tpc__txn_env_t *env = st->tpc__env;
+    return env->is_canceled && env->is_canceled(env->opaque);
+}
+
+static bool canceled(const tpc__txn_task_t *t)
+{
+    return t->env.is_canceled && t->env.is_canceled(t->env.opaque);
+}
+
+void tpc__txn_describe(const tpc__txn_task_t *t, const void *txn, char *buf, size_t cap)
+{
+    buf[0] = '\0';
+    t->ops->describe(t->conn, txn, buf, cap);
+    buf[cap - 1] = '\0';
+}
+
+static void count_max(atomic_uint_fast64_t *max, uint64_t v)
+{
+    uint_fast64_t cur = atomic_load(max);
+    while (cur < v && !atomic_compare_exchange_weak(max, &cur, v))
+        ;
+}
+
+/* Sleep in short slices so that a cancel does not wait for a long backoff. */
+static void pause_ms(const tpc__txn_task_t *t, uint64_t ms)
+{
+    uint64_t end = mono_us() + ms * 1000;
+    for (;;) {
+        uint64_t now = mono_us();
+        if (now >= end || canceled(t))
+            return;
+        uint64_t slice = end - now < 20000 ? end - now : 20000;
+        struct timespec ts = {.tv_sec = 0, .tv_nsec = (long)(slice * 1000)};
+        nanosleep(&ts, NULL);
+    }
+}
+
+static tpc_error_t *call_once(tpc__txn_task_t *t, tpc__txn_op_t op, void *txn)
+{
+    switch (op) {
+    case TPC__TXN_OP_COMMIT:
+        return t->ops->commit(t->conn, txn);
+    case TPC__TXN_OP_RECOVER_COMMIT:
+        return t->ops->recover_and_commit(t->conn, txn);
+    case TPC__TXN_OP_RECOVER_ABORT:
+        return tpc__txn_recover_and_abort(t->ops, t->conn, txn);
+    }
+    return NULL;
+}
+
+static tpc_error_t *with_retries(tpc__txn_task_t *t, tpc__txn_op_t op, void *txn, const char *name,
+                                 uint64_t start)
+{
+    uint64_t deadline = start + t->conf->retry_deadline_ms * 1000;
+    uint64_t backoff = t->conf->backoff_ms;
+    for (;;) {
+        tpc_error_t *err = call_once(t, op, txn);
+        if (!err || !tpc_error_is_retriable(err))
+            return err;
+        uint64_t now = mono_us();
+        if (now + backoff * 1000 > deadline) {
+            err = tpc_error_prefix(err, "gave up after retrying for %" PRIu64 " ms",
+                                   (now - start) / 1000);
+            if (!tpc_error_hint_text(err))
+                err = tpc_error_hint(err, "raise commit.retry.deadline.ms if the external "
+                                          "system needs longer to come back");
+            return err;
+        }
+        if (canceled(t))
+            return tpc_error_prefix(err, "canceled while retrying");
+        tpc__txn_logf(&t->env, TPC_LOG_WARN,
+                      "%s of transaction \"%s\" failed, retrying in %" PRIu64 " ms: %s",
+                      op_names[op], name, backoff, tpc_error_message(err));
+        tpc_error_destroy(err);
+        atomic_fetch_add(&t->stats->commit_retries, 1);
+        pause_ms(t, backoff);
+        backoff = backoff * 2 > t->conf->backoff_max_ms ? t->conf->backoff_max_ms : backoff * 2;
+    }
+}
+
+tpc_error_t *tpc__txn_call(tpc__txn_task_t *t, tpc__txn_op_t op, void *txn, const char *name)
+{
+    uint64_t t0 = mono_us();
+    tpc_error_t *err = with_retries(t, op, txn, name, t0);
+    if (op != TPC__TXN_OP_RECOVER_ABORT) {
+        uint64_t took = mono_us() - t0;
+        atomic_fetch_add(&t->stats->commit_latency_us, took);
+        count_max(&t->stats->commit_latency_max_us, took);
+    }
+    return err;
+}
