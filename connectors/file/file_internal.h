@@ -39,6 +39,9 @@ typedef struct {
     uint64_t begin_ckpt; /* lowest checkpoint it could be pre-committed in */
     uint64_t token;      /* random: tells apart transactions of different runs */
     uint64_t ckpt;       /* checkpoint it was pre-committed in; 0 before */
+    /* The final names carry the token too: without exactly-once, files are committed before
+     * their checkpoint completes, and a new process may use that checkpoint id again. */
+    bool token_in_name;
     uint32_t nparts;
     uint32_t sizes_cap;
     uint64_t *sizes; /* bytes of each part, buffered bytes included */

@@ -30,7 +30,12 @@ bool tpc__file_inprogress_name(char *buf, const char *prefix, const tpc__file_tx
 bool tpc__file_final_name(char *buf, const tpc__file_conf_t *conf, const tpc__file_txn_t *t,
                           uint32_t part)
 {
-    int n = snprintf(buf, TPC__FILE_NAME_MAX, "%s-%d-%010" PRIu64 "-%04" PRIu32 "%s", conf->prefix,
+    int n;
+    if (t->token_in_name)
+        n = snprintf(buf, TPC__FILE_NAME_MAX, "%s-%d-%010" PRIu64 "-%016" PRIx64 "-%04" PRIu32 "%s",
+                     conf->prefix, t->subtask, t->ckpt, t->token, part, conf->suffix);
+    else
+        n = snprintf(buf, TPC__FILE_NAME_MAX, "%s-%d-%010" PRIu64 "-%04" PRIu32 "%s", conf->prefix,
                      t->subtask, t->ckpt, part, conf->suffix);
     return n > 0 && n < TPC__FILE_NAME_MAX;
 }

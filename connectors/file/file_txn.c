@@ -246,6 +246,7 @@ tpc_error_t *tpc__file_pre_commit(void *conn, void *txn, uint64_t checkpoint_id)
     if (err)
         return err;
     t->ckpt = checkpoint_id;
+    t->token_in_name = c->st->guarantee != TPC_TXN_EXACTLY_ONCE;
     char name[TPC__FILE_NAME_MAX];
     for (uint32_t i = 0; i < t->nparts; i++)
         if (!tpc__file_final_name(name, c->conf, t, i))
@@ -305,10 +306,11 @@ void tpc__file_describe(void *conn, const void *txn, char *buf, size_t cap)
         snprintf(buf, cap, "%s", name);
 }
 
-/* Handle bytes, version 1, big-endian: version u8, subtask u32, begin checkpoint u64, token u64,
- * pre-commit checkpoint u64, part count u32, then each part's size u64. */
+/* Handle bytes, version 1, big-endian: version u8, flags u8 (1 = token in final names), subtask
+ * u32, begin checkpoint u64, token u64, pre-commit checkpoint u64, part count u32, then each part's
+ * size u64. */
 #define HANDLE_VERSION 1
-#define HANDLE_FIXED   33
+#define HANDLE_FIXED   34
 
 static void put(unsigned char **p, uint64_t v, int bytes)
 {
@@ -332,6 +334,7 @@ tpc_error_t *tpc__file_serialize(void *conn, const void *txn, tpc_txn_buf_t *out
     const tpc__file_txn_t *t = txn;
     unsigned char fixed[HANDLE_FIXED], *p = fixed;
     put(&p, HANDLE_VERSION, 1);
+    put(&p, t->token_in_name ? 1 : 0, 1);
     put(&p, (uint64_t)t->subtask, 4);
     put(&p, t->begin_ckpt, 8);
     put(&p, t->token, 8);
@@ -356,11 +359,13 @@ tpc_error_t *tpc__file_deserialize(void *conn, const void *bytes, size_t len, vo
     if (p[0] != HANDLE_VERSION)
         return tpc_error_new(TPC_ERR_CORRUPT, TPC_ERROR_FATAL,
                              "file transaction handle has unknown version %u", (unsigned)p[0]);
-    p++;
+    bool token_in_name = p[1] & 1;
+    p += 2;
     tpc__file_txn_t *t = calloc(1, sizeof *t);
     if (!t)
         return tpc_error_new(TPC_ERR_NOMEM, TPC_ERROR_FATAL, "out of memory");
     t->fd = -1;
+    t->token_in_name = token_in_name;
     t->subtask = (int)get(&p, 4);
     t->begin_ckpt = get(&p, 8);
     t->token = get(&p, 8);

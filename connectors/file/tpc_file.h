@@ -11,7 +11,8 @@
  *     <prefix>-<subtask>-<checkpoint>-<part><suffix>
  *
  * (checkpoint zero-padded to at least 10 digits, part to 4, so the files of one subtask sort in
- * the order they were committed) and the folder is fsynced. A part file holds at most
+ * the order they were committed) and the folder is fsynced. With the guarantees at-least-once and
+ * none, final names also carry the token before the part number. A part file holds at most
  * `file.part-size` bytes, unless one record alone is larger. Readers should ignore names starting
  * with a dot. After a crash, the restored checkpoint's files are renamed if they were not yet, and
  * in-progress files of this sink that no checkpoint will commit are deleted. See docs/file-sink.md.

@@ -286,6 +286,15 @@ START_TEST(test_at_least_once_visible_at_checkpoint)
     OK(tpc_test_txn_sub_snapshot(&sub, 1, NULL));
     expect_committed(10, 0); /* no waiting for the checkpoint to complete */
     tpc_test_txn_sub_close(&sub);
+    /* Checkpoint 1 never completed; a new process numbers its next checkpoint 1 again. The
+     * names differ by their token, so nothing collides. */
+    start(0, NULL);
+    write_range(10, 10);
+    OK(tpc_test_txn_sub_snapshot(&sub, 1, NULL));
+    tpc_test_txn_sub_close(&sub);
+    tpc_test_file_out_t out = read_out();
+    ck_assert_int_eq(out.files, 2);
+    tpc_test_file_out_free(&out);
 }
 END_TEST
 
