@@ -419,6 +419,15 @@ tpc_error_t *tpc_job_run(tpc_job_t *job, tpc_job_result_t *result)
             return tpc_error_new(TPC_ERR_INVALID_ARG, 0, "vertex \"%s\" has input but no process",
                                  vx->name);
     }
+    if (job->conf.dir) {
+        tpc_error_t *err = tpc__checkpoint_dir_prepare(job->conf.dir);
+        if (err) {
+            tpc_error_t *c = tpc_error_new(TPC_ERR_CONFIG, 0, "\"checkpoint.dir\": %s",
+                                           tpc_error_message(err));
+            tpc_error_destroy(err);
+            return tpc_error_hint(c, "point \"checkpoint.dir\" at a writable directory");
+        }
+    }
     pthread_mutex_lock(&job->ctl_mu);
     if (job->running) {
         pthread_mutex_unlock(&job->ctl_mu);

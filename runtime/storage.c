@@ -202,6 +202,28 @@ static tpc_error_t *write_all(int fd, const uint8_t *p, size_t n, const char *pa
     return NULL;
 }
 
+tpc_error_t *tpc__checkpoint_dir_prepare(const char *dir)
+{
+    char *p = tpc__xstrdup(dir);
+    for (char *s = p + 1; *s; s++) {
+        if (*s != '/')
+            continue;
+        *s = 0;
+        if (mkdir(p, 0755) != 0 && errno != EEXIST) {
+            tpc_error_t *err = io_error("create directory", p);
+            free(p);
+            return err;
+        }
+        *s = '/';
+    }
+    free(p);
+    if (mkdir(dir, 0755) != 0 && errno != EEXIST)
+        return io_error("create directory", dir);
+    if (access(dir, W_OK | X_OK) != 0)
+        return io_error("write into directory", dir);
+    return NULL;
+}
+
 tpc_error_t *tpc__checkpoint_write(const char *dir, const tpc__checkpoint_t *c, char **path_out)
 {
     if (tpc__checkpoint_write_fault) {
@@ -209,8 +231,6 @@ tpc_error_t *tpc__checkpoint_write(const char *dir, const tpc__checkpoint_t *c, 
         if (e)
             return e;
     }
-    if (mkdir(dir, 0755) != 0 && errno != EEXIST)
-        return io_error("create directory", dir);
     tpc__buf_t b = {0};
     encode(c, &b);
     size_t n = strlen(dir) + 64;

@@ -158,6 +158,8 @@ void tpc__checkpoint_free(tpc__checkpoint_t *c);
 bool tpc__vertex_fully_closed(const tpc__vertex_snapshot_t *v);
 bool tpc__vertex_partly_closed(const tpc__vertex_snapshot_t *v);
 
+/* Create @p dir (and its parents) and check that it is writable. */
+tpc_error_t *tpc__checkpoint_dir_prepare(const char *dir);
 /* Serialise, checksum and write durably: temp file, fsync, rename, fsync dir. Returns the path. */
 tpc_error_t *tpc__checkpoint_write(const char *dir, const tpc__checkpoint_t *c, char **path);
 tpc_error_t *tpc__checkpoint_read(const char *path, tpc__checkpoint_t *out);
