@@ -151,19 +151,6 @@ static tpc_error_t *open_part(tpc__file_conn_t *c, tpc__file_txn_t *t)
     return NULL;
 }
 
-static size_t encode(const tpc__file_conf_t *conf, const tpc_record_t *r, unsigned char *p,
-                     size_t cap)
-{
-    if (conf->encode)
-        return conf->encode(conf->encode_opaque, r, p, cap);
-    if (r->value_len + 1 <= cap) {
-        if (r->value_len)
-            memcpy(p, r->value, r->value_len);
-        p[r->value_len] = '\n';
-    }
-    return r->value_len + 1;
-}
-
 static tpc_error_t *grow(tpc__file_conn_t *c, size_t need)
 {
     size_t cap = c->cap;
@@ -177,25 +164,65 @@ static tpc_error_t *grow(tpc__file_conn_t *c, size_t need)
     return NULL;
 }
 
-/* Encode one record at the end of the buffer. */
-static tpc_error_t *append(tpc__file_conn_t *c, tpc__file_txn_t *t, const tpc_record_t *r,
-                           size_t *n)
+static bool overflows(const tpc__file_txn_t *t, size_t n, uint64_t limit)
 {
-    *n = encode(c->conf, r, c->buf + c->len, c->cap - c->len);
-    if (*n <= c->cap - c->len)
-        return NULL;
-    /* It did not fit: make room (write out what belongs to the open part) and encode again. */
-    tpc_error_t *err = t->fd >= 0 ? drain(c, t, c->len) : NULL;
-    if (!err && *n > c->cap)
-        err = grow(c, *n);
+    return t->fd >= 0 && t->sizes[t->nparts - 1] > 0 && t->sizes[t->nparts - 1] + n > limit;
+}
+
+/* The default encoding, value + '\n': its length is known before copying, so the roll comes
+ * first and the bytes are copied once. */
+static tpc_error_t *write_value(tpc__file_conn_t *c, tpc__file_txn_t *t, const tpc_record_t *r,
+                                uint64_t limit)
+{
+    size_t n = r->value_len + 1;
+    tpc_error_t *err = overflows(t, n, limit) ? close_part(c, t, 0, false) : NULL;
+    if (!err && t->fd < 0)
+        err = open_part(c, t);
+    if (!err && n > c->cap - c->len) {
+        err = drain(c, t, c->len);
+        if (!err && n > c->cap)
+            err = grow(c, n);
+    }
     if (err)
         return err;
-    size_t again = encode(c->conf, r, c->buf + c->len, c->cap - c->len);
-    if (again != *n)
-        return tpc_error_new(TPC_ERR_INVALID_ARG, TPC_ERROR_FATAL,
-                             "file sink encoder returned %zu bytes, then %zu for the same record",
-                             *n, again);
-    return NULL;
+    if (r->value_len)
+        memcpy(c->buf + c->len, r->value, r->value_len);
+    c->buf[c->len + r->value_len] = '\n';
+    c->len += n;
+    t->sizes[t->nparts - 1] += n;
+    return c->len == c->cap ? drain(c, t, c->len) : NULL;
+}
+
+/* A user's encoder tells the length only by encoding: the record lands at the buffer's end first,
+ * and if it overflows the open part, the bytes before it finish that part and it starts the next.
+ */
+static tpc_error_t *write_encoded(tpc__file_conn_t *c, tpc__file_txn_t *t, const tpc_record_t *r,
+                                  uint64_t limit)
+{
+    const tpc__file_conf_t *conf = c->conf;
+    size_t n = conf->encode(conf->encode_opaque, r, c->buf + c->len, c->cap - c->len);
+    if (n > c->cap - c->len) {
+        /* It did not fit: write out what belongs to the open part, make room, encode again. */
+        tpc_error_t *err = t->fd >= 0 ? drain(c, t, c->len) : NULL;
+        if (!err && n > c->cap)
+            err = grow(c, n);
+        if (err)
+            return err;
+        size_t again = conf->encode(conf->encode_opaque, r, c->buf + c->len, c->cap - c->len);
+        if (again != n)
+            return tpc_error_new(TPC_ERR_INVALID_ARG, TPC_ERROR_FATAL,
+                                 "file sink encoder returned %zu bytes, then %zu for the same "
+                                 "record",
+                                 n, again);
+    }
+    c->len += n;
+    tpc_error_t *err = overflows(t, n, limit) ? close_part(c, t, n, false) : NULL;
+    if (!err && t->fd < 0)
+        err = open_part(c, t);
+    if (err)
+        return err;
+    t->sizes[t->nparts - 1] += n;
+    return c->len == c->cap ? drain(c, t, c->len) : NULL;
 }
 
 tpc_error_t *tpc__file_write(void *conn, void *txn, const tpc_record_t *records, size_t count)
@@ -203,29 +230,14 @@ tpc_error_t *tpc__file_write(void *conn, void *txn, const tpc_record_t *records,
     tpc__file_conn_t *c = conn;
     tpc__file_txn_t *t = txn;
     const uint64_t limit = c->conf->part_size;
-    for (size_t i = 0; i < count; i++) {
-        size_t n;
-        tpc_error_t *err = append(c, t, &records[i], &n);
-        if (err)
-            return err;
-        /* The record is the last n buffered bytes. If it would overflow the open part, the
-         * bytes before it finish that part and it starts the next one. */
-        c->len += n;
-        if (t->fd >= 0 && t->sizes[t->nparts - 1] > 0 && t->sizes[t->nparts - 1] + n > limit) {
-            err = close_part(c, t, n, false);
-            if (err)
-                return err;
-        }
-        if (t->fd < 0) {
-            err = open_part(c, t);
-            if (err)
-                return err;
-        }
-        t->sizes[t->nparts - 1] += n;
-        if (c->len == c->cap && (err = drain(c, t, c->len)) != NULL)
-            return err;
-    }
-    return NULL;
+    tpc_error_t *err = NULL;
+    if (!c->conf->encode)
+        for (size_t i = 0; i < count && !err; i++)
+            err = write_value(c, t, &records[i], limit);
+    else
+        for (size_t i = 0; i < count && !err; i++)
+            err = write_encoded(c, t, &records[i], limit);
+    return err;
 }
 
 tpc_error_t *tpc__file_flush(void *conn, void *txn)
