@@ -206,10 +206,13 @@ static void complete_checkpoint(coord_t *c, pending_t *p)
     record_outcome(c, p->id, true, duration, NULL);
     broadcast(c, TPC__MSG_NOTIFY_COMPLETE, p->id);
     pthread_mutex_lock(&job->ctl_mu);
-    if (p->savepoint && job->stop.active && !job->stop.path)
-        job->stop.path = path, path = NULL;
+    bool stop_now = p->savepoint && job->stop.active && !job->stop.drain;
+    if (p->savepoint && job->stop.active && !job->stop.path) {
+        job->stop.path = path;
+        path = NULL;
+    }
     pthread_mutex_unlock(&job->ctl_mu);
-    if (p->savepoint && !job->stop.drain)
+    if (stop_now)
         broadcast(c, TPC__MSG_STOP, 0);
     free(path);
     free_pending(c, p);

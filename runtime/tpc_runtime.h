@@ -306,8 +306,10 @@ TPC_API tpc_error_t *tpc_job_run(tpc_job_t *job, tpc_job_result_t *result);
  * @brief Stop with a savepoint; any thread, while tpc_job_run() runs.
  * drain: sources end their input, every task finishes, the final checkpoint is the savepoint.
  * no drain: a savepoint is taken and notified, then tasks are canceled without finish().
- * Blocks until the savepoint is complete. @param[out] path receives a malloc'd path (caller frees)
- * of the savepoint file, may be NULL.
+ * Blocks until the job has stopped (tpc_job_run() then returns TPC_JOB_STOPPED).
+ * @param[out] path receives a malloc'd path (caller frees) of the savepoint file; may be NULL.
+ * @returns NULL, TPC_ERR_STATE when the job is not running or a stop is in progress, or
+ * TPC_ERR_CONFIG without checkpoint.dir.
  */
 TPC_API tpc_error_t *tpc_job_stop_with_savepoint(tpc_job_t *job, bool drain, char **path);
 
