@@ -58,8 +58,7 @@ static tpc_error_t *source_poll(void *self, tpc_ctx_t *ctx, tpc_poll_result_t *r
     source_t *s = self;
     for (int i = 0; i < 100 && s->next < s->conf->count; i++) {
         char line[64];
-        int n = snprintf(line, sizeof line, "%s %llu", s->conf->name,
-                         (unsigned long long)s->next);
+        int n = snprintf(line, sizeof line, "%s %llu", s->conf->name, (unsigned long long)s->next);
         tpc_record_t rec = {.value = line, .value_len = (size_t)n};
         if (tpc_emit(ctx, &rec) != TPC_OK)
             break;

@@ -21,8 +21,8 @@ typedef struct pending {
     uint64_t id;
     bool savepoint;
     uint64_t trigger_us;
-    bool *waiting;       /* per task: in the plan and not acked yet */
-    bool *closed;        /* per task: closed at trigger time */
+    bool *waiting; /* per task: in the plan and not acked yet */
+    bool *closed;  /* per task: closed at trigger time */
     int nwaiting;
     tpc__subtask_snapshot_t *snap; /* per task */
     struct pending *next;
@@ -201,8 +201,8 @@ static void complete_checkpoint(coord_t *c, pending_t *p)
     }
     c->consecutive_failures = 0;
     c->last_complete_us = now;
-    tpc__logf(&job->log, TPC_LOG_DEBUG, "checkpoint %" PRIu64 " complete in %" PRIu64 " us",
-              p->id, duration);
+    tpc__logf(&job->log, TPC_LOG_DEBUG, "checkpoint %" PRIu64 " complete in %" PRIu64 " us", p->id,
+              duration);
     record_outcome(c, p->id, true, duration, NULL);
     broadcast(c, TPC__MSG_NOTIFY_COMPLETE, p->id);
     pthread_mutex_lock(&job->ctl_mu);

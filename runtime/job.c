@@ -165,7 +165,8 @@ tpc_error_t *tpc_job_add_vertex(tpc_job_t *job, const char *name, int parallelis
     for (int v = 0; v < job->nvertices; v++)
         if (strcmp(job->vertices[v].name, name) == 0)
             return tpc_error_new(TPC_ERR_INVALID_ARG, 0, "vertex \"%s\" already exists", name);
-    job->vertices = tpc__xrealloc(job->vertices, (size_t)(job->nvertices + 1) * sizeof(tpc__vertex_t));
+    job->vertices =
+        tpc__xrealloc(job->vertices, (size_t)(job->nvertices + 1) * sizeof(tpc__vertex_t));
     job->vertices[job->nvertices] = (tpc__vertex_t){tpc__xstrdup(name), parallelism, ops, arg};
     if (vertex_id)
         *vertex_id = job->nvertices;
@@ -343,8 +344,9 @@ static void add_vertex_stats(const tpc_job_t *job, tpc__attempt_t *a, tpc_job_st
         vs->backpressure_ms +=
             atomic_load_explicit(&t->backpressure_us, memory_order_relaxed) / 1000u;
         if (live)
-            vs->subtasks_finished += atomic_load(&a->tasks[i].published_state) >= TPC__TASK_WAITING_FOR_FINAL &&
-                                     atomic_load(&a->tasks[i].published_state) <= TPC__TASK_FINISHED;
+            vs->subtasks_finished +=
+                atomic_load(&a->tasks[i].published_state) >= TPC__TASK_WAITING_FOR_FINAL &&
+                atomic_load(&a->tasks[i].published_state) <= TPC__TASK_FINISHED;
     }
 }
 
@@ -422,8 +424,8 @@ tpc_error_t *tpc_job_run(tpc_job_t *job, tpc_job_result_t *result)
     if (job->conf.dir) {
         tpc_error_t *err = tpc__checkpoint_dir_prepare(job->conf.dir);
         if (err) {
-            tpc_error_t *c = tpc_error_new(TPC_ERR_CONFIG, 0, "\"checkpoint.dir\": %s",
-                                           tpc_error_message(err));
+            tpc_error_t *c =
+                tpc_error_new(TPC_ERR_CONFIG, 0, "\"checkpoint.dir\": %s", tpc_error_message(err));
             tpc_error_destroy(err);
             return tpc_error_hint(c, "point \"checkpoint.dir\" at a writable directory");
         }

@@ -57,9 +57,9 @@ tpc_error_t *tpc__restore_load(tpc_job_t *job, tpc__checkpoint_t *out)
     } else if (i == n && n > 0) {
         err = no_valid(job, n);
     } else if (i == n && job->conf.restore == TPC__RESTORE_REQUIRED) {
-        err = tpc_error_hint(tpc_error_new(TPC_ERR_NOT_FOUND, 0, "no checkpoint in \"%s\"",
-                                           job->conf.dir),
-                             "\"restore.mode\" is \"required\"; use \"auto\" to start fresh");
+        err = tpc_error_hint(
+            tpc_error_new(TPC_ERR_NOT_FOUND, 0, "no checkpoint in \"%s\"", job->conf.dir),
+            "\"restore.mode\" is \"required\"; use \"auto\" to start fresh");
     } else if (i < n) {
         tpc__logf(&job->log, TPC_LOG_INFO, "restoring job \"%s\" from \"%s\"", job->name,
                   files[i].path);

@@ -45,8 +45,8 @@ size_t tpc_state_count(const tpc_state_reader_t *r, tpc_state_kind_t kind)
     return kind == TPC_STATE_UNION ? r->nunion : r->nlist;
 }
 
-void tpc_state_get(const tpc_state_reader_t *r, tpc_state_kind_t kind, size_t i,
-                   const void **bytes, size_t *len)
+void tpc_state_get(const tpc_state_reader_t *r, tpc_state_kind_t kind, size_t i, const void **bytes,
+                   size_t *len)
 {
     const tpc__slice_t *s = kind == TPC_STATE_UNION ? &r->uni[i] : &r->list[i];
     *bytes = s->p;

@@ -19,9 +19,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#define MAGIC "TPCCKPT1"
+#define MAGIC          "TPCCKPT1"
 #define FORMAT_VERSION 1u
-#define DIGEST_LEN 32
+#define DIGEST_LEN     32
 
 tpc_error_t *(*tpc__checkpoint_write_fault)(uint64_t id);
 

@@ -109,8 +109,7 @@ static tpc_error_t *snapshot(tpc__task_t *t, uint64_t id)
         err = t->ops->snapshot_state(t->self, &t->ctx, id, &w);
     if (err) {
         tpc__state_writer_free(&w);
-        return tpc_error_prefix(err, "snapshot of checkpoint %llu failed",
-                                (unsigned long long)id);
+        return tpc_error_prefix(err, "snapshot of checkpoint %llu failed", (unsigned long long)id);
     }
     tpc_err_t rc = tpc__task_broadcast_event(t, TPC__ITEM_BARRIER, id);
     if (rc != TPC_OK) {
@@ -121,8 +120,9 @@ static tpc_error_t *snapshot(tpc__task_t *t, uint64_t id)
         t->ckpt_floor = id;
     if (t->finished_operator && !t->first_after_finish)
         t->first_after_finish = id;
-    post_event(t, (tpc__event_t){
-                      .kind = TPC__EV_ACK, .id = id, .finished = t->finished_operator, .snapshot = w});
+    post_event(t,
+               (tpc__event_t){
+                   .kind = TPC__EV_ACK, .id = id, .finished = t->finished_operator, .snapshot = w});
     return NULL;
 }
 

@@ -111,8 +111,8 @@ void tpc__channel_wake_all(tpc__channel_t *ch);
 
 /* Entries written by one subtask for one checkpoint. */
 struct tpc_state_writer_s {
-    tpc__buf_t list;  /* u32 len + bytes, repeated */
-    tpc__buf_t uni;   /* same for union entries */
+    tpc__buf_t list; /* u32 len + bytes, repeated */
+    tpc__buf_t uni;  /* same for union entries */
     uint32_t nlist, nunion;
 };
 

@@ -24,7 +24,7 @@ extern "C" {
 #endif
 
 #if defined(__GNUC__)
-#define TPC_API __attribute__((visibility("default")))
+#define TPC_API          __attribute__((visibility("default")))
 #define TPC_PRINTF(f, a) __attribute__((format(printf, f, a)))
 #else
 #define TPC_API
@@ -38,23 +38,23 @@ extern "C" {
  * @{ */
 
 /** X-macro table of error codes: name, value, one-line description. */
-#define TPC_ERRNO_MAP(X)                                                                          \
-    X(INVALID_ARG, -1, "invalid argument")                                                        \
-    X(CONFIG, -2, "invalid configuration")                                                        \
-    X(STATE, -3, "operation not allowed in this state")                                           \
-    X(IO, -4, "input/output error")                                                               \
-    X(CORRUPT, -5, "corrupt data")                                                                \
-    X(NOT_FOUND, -6, "not found")                                                                 \
-    X(CANCELED, -7, "canceled")                                                                   \
-    X(TIMEOUT, -8, "timed out")                                                                   \
-    X(NOMEM, -9, "out of memory")                                                                 \
-    X(CHECKPOINT, -10, "checkpoint failed")                                                       \
-    X(RESTART_LIMIT, -11, "restart attempts exhausted")                                           \
-    X(TASK, -12, "task failed")                                                                   \
-    X(EXTERNAL, -13, "external system error")                                                     \
-    X(COMMIT, -14, "commit failed")                                                               \
-    X(DATA_LOSS, -15, "data lost")                                                                \
-    X(UNSUPPORTED, -16, "not supported")                                                          \
+#define TPC_ERRNO_MAP(X)                                                                           \
+    X(INVALID_ARG, -1, "invalid argument")                                                         \
+    X(CONFIG, -2, "invalid configuration")                                                         \
+    X(STATE, -3, "operation not allowed in this state")                                            \
+    X(IO, -4, "input/output error")                                                                \
+    X(CORRUPT, -5, "corrupt data")                                                                 \
+    X(NOT_FOUND, -6, "not found")                                                                  \
+    X(CANCELED, -7, "canceled")                                                                    \
+    X(TIMEOUT, -8, "timed out")                                                                    \
+    X(NOMEM, -9, "out of memory")                                                                  \
+    X(CHECKPOINT, -10, "checkpoint failed")                                                        \
+    X(RESTART_LIMIT, -11, "restart attempts exhausted")                                            \
+    X(TASK, -12, "task failed")                                                                    \
+    X(EXTERNAL, -13, "external system error")                                                      \
+    X(COMMIT, -14, "commit failed")                                                                \
+    X(DATA_LOSS, -15, "data lost")                                                                 \
+    X(UNSUPPORTED, -16, "not supported")                                                           \
     X(CONNECT, -17, "could not connect")
 
 typedef enum {
@@ -144,8 +144,7 @@ TPC_API tpc_err_t tpc_emit(tpc_ctx_t *ctx, const tpc_record_t *rec);
 /** Log levels for tpc_log() and the log callback. */
 typedef enum { TPC_LOG_ERROR = 0, TPC_LOG_WARN, TPC_LOG_INFO, TPC_LOG_DEBUG } tpc_log_level_t;
 /** @brief Log through the job's log callback, prefixed with vertex and subtask. */
-TPC_API void tpc_log(tpc_ctx_t *ctx, tpc_log_level_t level, const char *fmt, ...)
-    TPC_PRINTF(3, 4);
+TPC_API void tpc_log(tpc_ctx_t *ctx, tpc_log_level_t level, const char *fmt, ...) TPC_PRINTF(3, 4);
 /** @} */
 
 /* ------------------------------------------------------------------------------------------ */
@@ -254,9 +253,9 @@ TPC_API void tpc_job_destroy(tpc_job_t *job);
  * |------------------------------|---------|------------------------------------------------------|
  * | checkpoint.interval.ms       | 1000    | periodic trigger; 0 = no periodic checkpoints        |
  * | checkpoint.timeout.ms        | 60000   | a checkpoint not complete by then is aborted         |
- * | checkpoint.dir               | (none)  | where checkpoints are stored; required for checkpoints|
- * | checkpoint.retained          | 3       | completed checkpoints kept                           |
- * | checkpoint.max-concurrent    | 1       | checkpoints in flight at once                        |
+ * | checkpoint.dir               | (none)  | where checkpoints are stored; required for
+ * checkpoints| | checkpoint.retained          | 3       | completed checkpoints kept | |
+ * checkpoint.max-concurrent    | 1       | checkpoints in flight at once                        |
  * | checkpoint.min-pause.ms      | 0       | pause between a completion and the next trigger      |
  * | checkpoint.tolerable-failures| 3       | consecutive aborted checkpoints before the job fails |
  * | checkpoint.after-finish      | true    | keep checkpointing after tasks finish (final ckpt)   |
@@ -322,7 +321,7 @@ typedef struct {
     uint64_t records_in;
     uint64_t records_out;
     uint64_t backpressure_ms; /**< time its subtasks spent blocked on full output channels */
-    int subtasks_finished; /**< of the current attempt: operator finished or closed */
+    int subtasks_finished;    /**< of the current attempt: operator finished or closed */
     int parallelism;
 } tpc_vertex_stats_t;
 
@@ -330,7 +329,7 @@ typedef struct {
 typedef struct {
     uint64_t checkpoints_completed;
     uint64_t checkpoints_aborted;
-    uint64_t last_checkpoint_id;       /**< last completed */
+    uint64_t last_checkpoint_id; /**< last completed */
     uint64_t last_checkpoint_duration_us;
     uint64_t restarts;
     int vertex_count;

@@ -72,8 +72,8 @@ struct tpc_ctx_s {
 
 typedef struct {
     tpc__channel_t *ch;
-    bool ended;      /* end of data or end of partition seen */
-    bool closed;     /* end of partition seen: nothing more will come */
+    bool ended;       /* end of data or end of partition seen */
+    bool closed;      /* end of partition seen: nothing more will come */
     bool got_barrier; /* during alignment */
 } tpc__input_t;
 
@@ -113,7 +113,7 @@ struct tpc__task {
     bool finished_operator;
     bool aligning;
     uint64_t aligning_id;
-    uint64_t ckpt_floor;        /* barriers and triggers at or below this id are stale */
+    uint64_t ckpt_floor;         /* barriers and triggers at or below this id are stale */
     uint64_t first_after_finish; /* first checkpoint snapshotted after finish() */
     uint64_t last_notified;
     bool final_notified;
@@ -174,7 +174,7 @@ struct tpc_job_s {
     tpc__attempt_t *attempt;
     atomic_bool cancel_requested;
     tpc__stop_t stop;
-    tpc_job_stats_t stats;       /* checkpoint counters; vertex counters of past attempts */
+    tpc_job_stats_t stats; /* checkpoint counters; vertex counters of past attempts */
 };
 
 struct tpc__attempt {

@@ -43,8 +43,8 @@ static tpc_error_t *seq_open(tpc_ctx_t *ctx, void *arg, void **self)
     seq_t *s = calloc(1, sizeof(*s));
     s->conf = conf;
     s->subtask = tpc_ctx_subtask(ctx);
-    s->end = s->subtask < 16 && conf->count[s->subtask] ? conf->count[s->subtask]
-                                                        : conf->count_default;
+    s->end =
+        s->subtask < 16 && conf->count[s->subtask] ? conf->count[s->subtask] : conf->count_default;
     s->value = calloc(1, 8 + conf->value_pad);
     *self = s;
     return NULL;

@@ -16,8 +16,8 @@
 
 typedef struct {
     pthread_mutex_t mu;
-    uint64_t max_seq;   /* sequence numbers per source subtask that `seen` can hold */
-    uint8_t *seen;      /* [16 * max_seq] counts */
+    uint64_t max_seq; /* sequence numbers per source subtask that `seen` can hold */
+    uint8_t *seen;    /* [16 * max_seq] counts */
     uint64_t records, duplicates, out_of_range;
     uint64_t snapshots[TPC_TEST_MAX_EVENTS];
     int nsnapshots;

@@ -189,8 +189,7 @@ START_TEST(test_corrupt_latest_skipped_on_restore)
     ck_assert_uint_eq(n, 3); /* checkpoint.retained */
     ck_assert_uint_eq(truncate(files[0].path, 40), 0);
     char skipped[64];
-    snprintf(skipped, sizeof skipped, "skipping checkpoint %llu",
-             (unsigned long long)files[0].id);
+    snprintf(skipped, sizeof skipped, "skipping checkpoint %llu", (unsigned long long)files[0].id);
     tpc__checkpoint_files_free(files, n);
 
     tpc_test_count_t cnt;

@@ -15,7 +15,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#define N 60000
+#define N     60000
 #define KILLS 12
 
 static char self_path[4096];
@@ -27,7 +27,8 @@ static int child_main(const char *dir, const char *out)
     tpc_test_count_init(&cnt);
     tpc_job_t *job = tpc_job_new("crash");
     int s, c;
-    if (tpc_job_set(job, "checkpoint.dir", dir) || tpc_job_set(job, "checkpoint.interval.ms", "15") ||
+    if (tpc_job_set(job, "checkpoint.dir", dir) ||
+        tpc_job_set(job, "checkpoint.interval.ms", "15") ||
         tpc_job_add_vertex(job, "source", 2, &tpc_test_seq_source_ops, &src, &s) ||
         tpc_job_add_vertex(job, "count", 2, &tpc_test_count_ops, &cnt, &c) ||
         tpc_job_connect(job, s, c, TPC_EDGE_HASH))
@@ -90,7 +91,8 @@ START_TEST(test_kill9_and_restart_counts_exactly_once)
     for (int k = 0; k < 2; k++) {
         unsigned long long count = 0, sum = 0;
         ck_assert_int_eq(fscanf(f, "%llu %llu", &count, &sum), 2);
-        ck_assert_msg(count == N, "seed %u: source %d counted %llu, expected %d", seed, k, count, N);
+        ck_assert_msg(count == N, "seed %u: source %d counted %llu, expected %d", seed, k, count,
+                      N);
         ck_assert_uint_eq(sum, (unsigned long long)N * (N - 1) / 2);
     }
     fclose(f);

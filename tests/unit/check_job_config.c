@@ -26,8 +26,9 @@ static void expect_config_error(tpc_job_t *job, const char *key, const char *val
 START_TEST(test_configuration_errors)
 {
     tpc_job_t *job = tpc_job_new("conf");
-    expect_config_error(job, "checkpoint.intervall.ms", "10", "unknown configuration key "
-                                                              "\"checkpoint.intervall.ms\"");
+    expect_config_error(job, "checkpoint.intervall.ms", "10",
+                        "unknown configuration key "
+                        "\"checkpoint.intervall.ms\"");
     expect_config_error(job, "checkpoint.interval.ms", "-1", "\"checkpoint.interval.ms\"");
     expect_config_error(job, "checkpoint.interval.ms", "10s", "invalid value \"10s\"");
     expect_config_error(job, "checkpoint.retained", "0", "\"checkpoint.retained\"");
