@@ -125,7 +125,7 @@ examples: $(EX_BINS)
 tests-build: lib $(UNIT_BINS) $(INTEG_BINS)
 
 # Each test binary is a Check suite that forks per test; tests/run-tests.sh prints one summary line.
-test-unit: deps-build lib $(UNIT_BINS)
+test-unit: deps-build lib $(UNIT_BINS) examples
 	@tests/run-tests.sh unit $(UNIT_BINS)
 
 test-integration: deps lib $(INTEG_BINS) examples
