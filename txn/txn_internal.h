@@ -129,7 +129,6 @@ struct tpc__txn_task {
     size_t pending_cap;
 
     uint64_t last_checkpoint; /* highest checkpoint snapshotted or restored */
-    uint64_t snapshots;       /* taken in this attempt */
     bool finished;
     tpc_txn_buf_t buf;
 };
@@ -145,6 +144,7 @@ typedef enum {
  * times count in the statistics. */
 tpc_error_t *tpc__txn_call(tpc__txn_task_t *t, tpc__txn_op_t op, void *txn, const char *name);
 void tpc__txn_describe(const tpc__txn_task_t *t, const void *txn, char *buf, size_t cap);
+bool tpc__txn_canceled(const tpc__txn_task_t *t);
 int64_t tpc__txn_wall_ms(void);
 
 /* @env is copied; its strings must live until close. */

@@ -59,7 +59,7 @@ bool tpc_txn_is_canceled(const tpc_txn_subtask_t *st)
     return env->is_canceled && env->is_canceled(env->opaque);
 }
 
-static bool canceled(const tpc__txn_task_t *t)
+bool tpc__txn_canceled(const tpc__txn_task_t *t)
 {
     return t->env.is_canceled && t->env.is_canceled(t->env.opaque);
 }
@@ -84,7 +84,7 @@ static void pause_ms(const tpc__txn_task_t *t, uint64_t ms)
     uint64_t end = mono_us() + ms * 1000;
     for (;;) {
         uint64_t now = mono_us();
-        if (now >= end || canceled(t))
+        if (now >= end || tpc__txn_canceled(t))
             return;
         uint64_t slice = end - now < 20000 ? end - now : 20000;
         struct timespec ts = {.tv_sec = 0, .tv_nsec = (long)(slice * 1000)};
@@ -123,7 +123,7 @@ static tpc_error_t *with_retries(tpc__txn_task_t *t, tpc__txn_op_t op, void *txn
                                           "system needs longer to come back");
             return err;
         }
-        if (canceled(t))
+        if (tpc__txn_canceled(t))
             return tpc_error_prefix(err, "canceled while retrying");
         tpc__txn_logf(&t->env, TPC_LOG_WARN,
                       "%s of transaction \"%s\" failed, retrying in %" PRIu64 " ms: %s",

@@ -349,7 +349,6 @@ tpc_error_t *tpc__txn_task_snapshot(tpc__txn_task_t *t, uint64_t checkpoint_id,
                              t->env.sink_name);
     if (checkpoint_id > t->last_checkpoint)
         t->last_checkpoint = checkpoint_id;
-    t->snapshots++;
     tpc_error_t *err = t->current ? close_current(t, checkpoint_id) : NULL;
     if (!err && !t->finished)
         err = begin(t);
@@ -397,16 +396,21 @@ void tpc__txn_task_close(tpc__txn_task_t *t)
 {
     if (!t)
         return;
+    /* Closing after finish() without a cancel is the normal end: nothing will restore these
+     * transactions, so whatever is not committed by now is lost, and that must be loud. After a
+     * failure or cancel they are replayed (current) or recovered (pending) instead. */
+    bool normal_end = t->finished && !tpc__txn_canceled(t);
     char name[256];
     if (t->current && tpc__txn_is_empty(t->ops, t->conn, t->current)) {
         atomic_fetch_add(&t->stats->empty_skipped, 1);
     } else if (t->current) {
         tpc__txn_describe(t, t->current, name, sizeof name);
-        if (t->finished && !t->snapshots)
+        if (normal_end)
             tpc__txn_logf(&t->env, TPC_LOG_ERROR,
-                          "sink finished without taking part in any checkpoint: transaction "
-                          "\"%s\" is aborted and its records are lost; a %s sink needs "
-                          "checkpoints (checkpoint.dir and checkpoint.interval.ms)",
+                          "sink ends with transaction \"%s\" never pre-committed: no checkpoint "
+                          "ran after finish(), so its records are lost; a %s sink needs "
+                          "checkpoints (checkpoint.dir) that go on after tasks finish "
+                          "(checkpoint.after-finish=true)",
                           name, tpc_txn_guarantee_name(t->conf->guarantee));
         tpc_error_t *err = tpc__txn_abort(t->ops, t->conn, t->current);
         if (err) {
@@ -420,10 +424,10 @@ void tpc__txn_task_close(tpc__txn_task_t *t)
     }
     tpc__txn_free(t->ops, t->conn, t->current);
     if (t->npending)
-        tpc__txn_logf(&t->env, t->finished ? TPC_LOG_ERROR : TPC_LOG_WARN,
+        tpc__txn_logf(&t->env, normal_end ? TPC_LOG_ERROR : TPC_LOG_WARN,
                       "closing with %zu pre-committed transactions of checkpoints %" PRIu64
-                      " to %" PRIu64 " not yet committed; a restore from a checkpoint holding "
-                      "them commits them",
+                      " to %" PRIu64 " not yet committed; only a restore from a checkpoint "
+                      "holding them commits them",
                       t->npending, t->pending[0].checkpoint_id,
                       t->pending[t->npending - 1].checkpoint_id);
     for (size_t i = 0; i < t->npending; i++) {

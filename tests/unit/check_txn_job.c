@@ -38,12 +38,20 @@ typedef struct {
     tpc_job_result_t result;
     tpc_job_stats_t stats;
     ckpt_log_t log;
+    char errors[4096]; /* error log lines */
+    size_t nerrors;
 } run_t;
 
-/* Injected failures make warnings by design; show them only when asked. */
+/* Injected failures make warnings by design: keep errors for assertions, show all when asked. */
 static void quiet_log(void *opaque, tpc_log_level_t level, const char *message)
 {
-    (void)opaque;
+    run_t *run = opaque;
+    if (level == TPC_LOG_ERROR && run->nerrors < sizeof run->errors - 1) {
+        int n = snprintf(run->errors + run->nerrors, sizeof run->errors - run->nerrors, "%s\n",
+                         message);
+        if (n > 0)
+            run->nerrors += (size_t)n;
+    }
     if (getenv("TWOPC_TEST_VERBOSE"))
         fprintf(stderr, "%d: %s\n", (int)level, message);
 }
@@ -58,7 +66,7 @@ static tpc_error_t *run_job(run_t *run, tpc_txn_sink_t *sink)
     for (int i = 0; run->settings[i]; i += 2)
         ck_assert_ptr_null(tpc_job_set(job, run->settings[i], run->settings[i + 1]));
     tpc_job_set_checkpoint_callback(job, on_checkpoint, &run->log);
-    tpc_job_set_logger(job, quiet_log, NULL, TPC_LOG_DEBUG);
+    tpc_job_set_logger(job, quiet_log, run, TPC_LOG_DEBUG);
     int s, k;
     ck_assert_ptr_null(tpc_job_add_vertex(job, "source",
                                           run->src_parallelism ? run->src_parallelism : 1,
@@ -203,6 +211,26 @@ START_TEST(test_job_commit_retried_without_restart)
 }
 END_TEST
 
+/* Without checkpoints after finish() the last transaction can never be committed: the sink
+ * says so as an error instead of dropping it quietly. */
+START_TEST(test_job_without_checkpoint_after_finish_is_loud)
+{
+    tpc_test_txn_rec_t rec;
+    tpc_test_txn_rec_init(&rec, 2000);
+    tpc_txn_sink_t *sink = tpc_test_txn_sink(&rec);
+    run_t run = {.src = {.count_default = 2000, .per_poll = 50, .sleep_us = 200},
+                 .settings = {"checkpoint.after-finish", "false", NULL}};
+    tpc_error_t *err = run_job(&run, sink);
+    ck_assert_msg(err == NULL, "%s", tpc_error_message(err));
+    ck_assert_uint_lt(rec.visible_records, 2000);
+    ck_assert_msg(strstr(run.errors, "never pre-committed: no checkpoint ran after finish()"), "%s",
+                  run.errors);
+    ck_assert_msg(rec.violations == 0, "%s", rec.first_violation);
+    tpc_txn_sink_destroy(sink);
+    tpc_test_txn_rec_free(&rec);
+}
+END_TEST
+
 /* One failure (or two) injected into a connector call; the job restarts and ends exactly once. */
 static const struct {
     tpc_test_txn_op_t op, op2;
@@ -255,6 +283,7 @@ int main(void)
     tcase_add_test(tc, test_job_parallel_sink);
     tcase_add_test(tc, test_job_checkpoint_aborted_after_finish);
     tcase_add_test(tc, test_job_commit_retried_without_restart);
+    tcase_add_test(tc, test_job_without_checkpoint_after_finish_is_loud);
     tcase_add_loop_test(tc, test_job_failure_at_each_phase, 0,
                         (int)(sizeof phases / sizeof phases[0]));
     suite_add_tcase(s, tc);
