@@ -195,7 +195,7 @@ START_TEST(test_job_commit_retried_without_restart)
 {
     tpc_test_txn_rec_t rec;
     tpc_test_txn_rec_init(&rec, 3000);
-    tpc_test_txn_fail(&rec, TPC_TEST_TXN_COMMIT, 2, 3, true);
+    tpc_test_txn_fail(&rec, TPC_TEST_TXN_COMMIT, 1, 3, true);
     tpc_txn_sink_t *sink = tpc_test_txn_sink(&rec);
     run_t run = {.src = {.count_default = 3000, .per_poll = 50, .sleep_us = 300}};
     tpc_error_t *err = run_job(&run, sink);
