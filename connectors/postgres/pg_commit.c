@@ -1,0 +1,281 @@
+/*
+ * Commit, recovery and cleanup of the PostgreSQL sink, on the control connection. All of it works
+ * from a handle and the server alone, because after a crash the handle comes from a checkpoint and
+ * the prepared transaction from a process that is gone.
+ *
+ * COMMIT PREPARED is idempotent only with help: a second commit of a gid fails with 42704 (no such
+ * prepared transaction), exactly as a commit of a transaction that somebody rolled back does. The
+ * marker row written inside each transaction tells the two apart. The lookup goes first to
+ * pg_prepared_xacts, then, in a new READ COMMITTED transaction, to the marker table: a transaction
+ * that commits between the two lookups is then seen by the second (one statement over both, or a
+ * REPEATABLE READ snapshot, could miss it and cry data loss). Marker present = committed before;
+ * absent = lost, a loud error.
+ *
+ * Markers are deleted once no checkpoint can ask for them: a transaction prepared in checkpoint n
+ * carries the highest checkpoint this instance had committed by then (its floor); once that
+ * transaction commits, n is complete, every checkpoint a restore can pick is at least n and none
+ * lists a transaction at or below the floor.
+ *
+ * Cleanup at start rolls back prepared transactions of this sink's gid prefix (in this database)
+ * that no checkpoint will commit. Gid "<prefix>:<s>:<p>:<b>" was begun by subtask s of p in a run
+ * whose last restored checkpoint was below b; it is dead when b is above the restored checkpoint R
+ * (no handle in R can name it), or when p is the current parallelism, s is this subtask, and the
+ * restored handles do not list it (with an unchanged parallelism, subtask s gets back every handle
+ * it stored). Other gids at or below R may be another subtask's restored pending transaction after
+ * a rescale, and are left alone. Each subtask looks only at gids whose s is congruent to its own
+ * index modulo the parallelism, so no two subtasks race over one.
+ */
+#include "pg_internal.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+bool tpc__pg_parse_gid(const char *gid, const char *prefix, int *subtask, int *parallelism,
+                       uint64_t *ckpt)
+{
+    size_t n = strlen(prefix);
+    if (strncmp(gid, prefix, n) != 0 || gid[n] != ':')
+        return false;
+    const char *p = gid + n + 1;
+    uint64_t v[3] = {0, 0, 0};
+    for (int i = 0; i < 3; i++) {
+        if (*p < '0' || *p > '9')
+            return false;
+        for (; *p >= '0' && *p <= '9'; p++) {
+            if (v[i] > (UINT64_MAX - 9) / 10)
+                return false;
+            v[i] = v[i] * 10 + (uint64_t)(*p - '0');
+        }
+        if (*p != (i < 2 ? ':' : '\0'))
+            return false;
+        p += i < 2;
+    }
+    if (v[0] > 0x7fffffff || v[1] > 0x7fffffff)
+        return false;
+    *subtask = (int)v[0];
+    *parallelism = (int)v[1];
+    *ckpt = v[2];
+    return true;
+}
+
+/* "COMMIT PREPARED 'gid'" and friends take no parameters; the gid is quoted as a literal. */
+static PGresult *finish_prepared(tpc__pg_conn_t *c, const char *verb, const char *gid)
+{
+    char *lit = PQescapeLiteral(c->control, gid, strlen(gid));
+    if (!lit)
+        return NULL;
+    char sql[TPC_PG_GID_MAX * 2 + 64];
+    snprintf(sql, sizeof sql, "%s %s", verb, lit);
+    PQfreemem(lit);
+    return PQexec(c->control, sql);
+}
+
+static void committed(tpc__pg_conn_t *c, tpc__pg_txn_t *t)
+{
+    if (t->local) {
+        t->local = false;
+        c->prepared_here--;
+    }
+    if (t->ckpt > c->committed_ckpt)
+        c->committed_ckpt = t->ckpt;
+    if (t->floor > c->marker_floor)
+        c->marker_floor = t->floor;
+}
+
+/* COMMIT PREPARED said 42704: committed before, or lost? */
+static tpc_error_t *resolve_missing(tpc__pg_conn_t *c, tpc__pg_txn_t *t)
+{
+    const char *params[] = {t->gid};
+    PGresult *res = NULL;
+    tpc_error_t *err =
+        tpc__pg_exec(c->control,
+                     "SELECT database, database = current_database() FROM pg_prepared_xacts "
+                     "WHERE gid = $1",
+                     1, params, "look up the prepared transaction", &res);
+    if (err)
+        return err;
+    if (PQntuples(res) > 0) {
+        bool here = strcmp(PQgetvalue(res, 0, 1), "t") == 0;
+        err = here ? tpc_error_new(TPC_ERR_COMMIT, TPC_ERROR_RETRIABLE,
+                                   "prepared transaction \"%s\" was not found but is listed in "
+                                   "pg_prepared_xacts",
+                                   t->gid)
+                   : tpc_error_hint(tpc_error_new(TPC_ERR_COMMIT, TPC_ERROR_FATAL,
+                                                  "prepared transaction \"%s\" belongs to "
+                                                  "database \"%s\", not to this sink's",
+                                                  t->gid, PQgetvalue(res, 0, 0)),
+                                    "point pg.conninfo at the database the sink wrote to, and "
+                                    "give sinks of different databases their own pg.gid-prefix");
+        PQclear(res);
+        return err;
+    }
+    PQclear(res);
+    char sql[600];
+    snprintf(sql, sizeof sql, "SELECT checkpoint FROM %s WHERE gid = $1", c->marker_q);
+    err = tpc__pg_exec(c->control, "BEGIN ISOLATION LEVEL READ COMMITTED READ ONLY", 0, NULL,
+                       "look up the marker row", NULL);
+    if (!err)
+        err = tpc__pg_exec(c->control, sql, 1, params, "look up the marker row", &res);
+    tpc_error_t *end = tpc__pg_exec(c->control, err ? "ROLLBACK" : "COMMIT", 0, NULL,
+                                    "end the marker lookup", NULL);
+    if (err || end) {
+        if (!err)
+            PQclear(res);
+        tpc_error_destroy(err ? end : NULL);
+        return err ? err : end;
+    }
+    bool found = PQntuples(res) > 0;
+    PQclear(res);
+    if (found) {
+        tpc_txn_log(c->st, TPC_LOG_INFO,
+                    "transaction \"%s\" of checkpoint %" PRIu64 " was committed before", t->gid,
+                    t->ckpt);
+        committed(c, t);
+        return NULL;
+    }
+    err = tpc_error_new(TPC_ERR_DATA_LOSS, TPC_ERROR_FATAL,
+                        "prepared transaction \"%s\" of checkpoint %" PRIu64
+                        " is gone and was never committed (no marker row in \"%s\"): its "
+                        "records are lost",
+                        t->gid, t->ckpt, c->conf->marker_table);
+    return tpc_error_hint(err,
+                          "something rolled it back behind the sink's back: ROLLBACK PREPARED "
+                          "by hand, or another program using the gid prefix \"%s\"; write those "
+                          "records again from their source, and give every sink its own "
+                          "pg.gid-prefix",
+                          c->prefix);
+}
+
+tpc_error_t *tpc__pg_commit(void *conn, void *txn)
+{
+    tpc__pg_conn_t *c = conn;
+    tpc__pg_txn_t *t = txn;
+    if (!t->ckpt)
+        return tpc_error_new(TPC_ERR_STATE, TPC_ERROR_FATAL,
+                             "transaction \"%s\" committed before it was prepared", t->gid);
+    tpc_error_t *err = tpc__pg_control_ready(c);
+    if (err)
+        return err;
+    PGresult *res = finish_prepared(c, "COMMIT PREPARED", t->gid);
+    if (PQresultStatus(res) == PGRES_COMMAND_OK) {
+        PQclear(res);
+        committed(c, t);
+        return NULL;
+    }
+    if (tpc__pg_sqlstate_is(res, "42704")) {
+        PQclear(res);
+        return resolve_missing(c, t);
+    }
+    if (tpc__pg_sqlstate_is(res, "55006")) { /* another session is finishing it right now */
+        PQclear(res);
+        return tpc_error_new(TPC_ERR_COMMIT, TPC_ERROR_RETRIABLE,
+                             "prepared transaction \"%s\" is busy in another session", t->gid);
+    }
+    return tpc__pg_result_error(c->control, res, "commit prepared transaction");
+}
+
+/* Roll back @gid if it is still prepared; gone already is fine. */
+static tpc_error_t *rollback_gid(tpc__pg_conn_t *c, const char *gid, bool *done)
+{
+    *done = false;
+    PGresult *res = finish_prepared(c, "ROLLBACK PREPARED", gid);
+    if (PQresultStatus(res) == PGRES_COMMAND_OK) {
+        *done = true;
+        PQclear(res);
+        return NULL;
+    }
+    if (tpc__pg_sqlstate_is(res, "42704")) {
+        PQclear(res);
+        return NULL;
+    }
+    if (tpc__pg_sqlstate_is(res, "55006")) {
+        PQclear(res);
+        return tpc_error_new(TPC_ERR_EXTERNAL, TPC_ERROR_RETRIABLE,
+                             "prepared transaction \"%s\" is busy in another session", gid);
+    }
+    return tpc__pg_result_error(c->control, res, "roll back prepared transaction");
+}
+
+static tpc_error_t *prepared_here(tpc__pg_conn_t *c, const char *gid, bool *found)
+{
+    const char *params[] = {gid};
+    PGresult *res = NULL;
+    tpc_error_t *err = tpc__pg_exec(c->control,
+                                    "SELECT 1 FROM pg_prepared_xacts WHERE gid = $1 AND "
+                                    "database = current_database()",
+                                    1, params, "look up the prepared transaction", &res);
+    if (!err) {
+        *found = PQntuples(res) > 0;
+        PQclear(res);
+    }
+    return err;
+}
+
+tpc_error_t *tpc__pg_recover_and_abort(void *conn, void *txn)
+{
+    /* The restored current transaction: its data connection died with the process, which rolled
+     * back everything not prepared; if it got as far as PREPARE, it goes now. */
+    tpc__pg_conn_t *c = conn;
+    tpc__pg_txn_t *t = txn;
+    bool found = false, done;
+    tpc_error_t *err = tpc__pg_control_ready(c);
+    if (!err)
+        err = prepared_here(c, t->gid, &found);
+    if (!err && found)
+        err = rollback_gid(c, t->gid, &done);
+    return err;
+}
+
+static bool known(const tpc_txn_lingering_t *l, const char *gid)
+{
+    for (size_t i = 0; i < l->known_count; i++)
+        if (strcmp(((const tpc__pg_txn_t *)l->known[i])->gid, gid) == 0)
+            return true;
+    return false;
+}
+
+tpc_error_t *tpc__pg_abort_lingering(void *conn, const tpc_txn_lingering_t *l)
+{
+    tpc__pg_conn_t *c = conn;
+    const tpc_txn_subtask_t *st = c->st;
+    const char *params[] = {c->prefix};
+    PGresult *res = NULL;
+    tpc_error_t *err = tpc__pg_control_ready(c);
+    if (!err)
+        err = tpc__pg_exec(c->control,
+                           "SELECT gid FROM pg_prepared_xacts WHERE database = current_database() "
+                           "AND left(gid, length($1)) = $1 ORDER BY gid",
+                           1, params, "list prepared transactions", &res);
+    if (err)
+        return err;
+    int rolled = 0, kept = 0;
+    for (int i = 0; i < PQntuples(res) && !err; i++) {
+        const char *gid = PQgetvalue(res, i, 0);
+        int s, p;
+        uint64_t b;
+        if (!tpc__pg_parse_gid(gid, c->prefix, &s, &p, &b) || s % st->parallelism != st->subtask ||
+            known(l, gid))
+            continue;
+        if (b > l->restored_checkpoint || (p == st->parallelism && s == st->subtask)) {
+            bool done;
+            err = rollback_gid(c, gid, &done);
+            rolled += done;
+        } else {
+            kept++;
+        }
+    }
+    PQclear(res);
+    if (rolled)
+        tpc_txn_log(st, TPC_LOG_INFO,
+                    "rolled back %d prepared transactions of prefix \"%s\" that no checkpoint up "
+                    "to %" PRIu64 " holds",
+                    rolled, c->prefix, l->restored_checkpoint);
+    if (kept)
+        tpc_txn_log(st, TPC_LOG_INFO,
+                    "left %d prepared transactions of prefix \"%s\" alone: written with another "
+                    "parallelism, they may be restored to another subtask",
+                    kept, c->prefix);
+    return err;
+}

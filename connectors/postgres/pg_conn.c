@@ -1,0 +1,453 @@
+/*
+ * Connections and what the sink checks when a subtask opens. A server that is still starting (a
+ * restart after a crash) is waited for with backoff up to pg.connect.deadline.ms; everything a user
+ * can get wrong — prepared transactions turned off, a missing table or column, a column type the
+ * sink cannot write, missing privileges — is found here, before any record is written, and named
+ * in an error with a hint. Passwords never reach a message: servers are named by the conninfo
+ * without them. Errors of a lost connection are flagged retriable, so that commits are retried.
+ */
+#include "pg_internal.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+/* libpq messages end in newlines and may span lines; messages here are one line. */
+static void one_line(char *dst, size_t cap, const char *msg)
+{
+    snprintf(dst, cap, "%s", msg ? msg : "");
+    for (char *p = dst; *p; p++)
+        if (*p == '\n' || *p == '\t')
+            *p = ' ';
+    size_t n = strlen(dst);
+    while (n && dst[n - 1] == ' ')
+        dst[--n] = '\0';
+}
+
+static void pause_ms(uint64_t ms)
+{
+    struct timespec ts = {(time_t)(ms / 1000), (long)(ms % 1000) * 1000000L};
+    nanosleep(&ts, NULL);
+}
+
+static uint64_t mono_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
+/* Failures that waiting cannot cure: retrying them would only hide the mistake for the deadline. */
+static bool permanent_failure(const char *msg)
+{
+    static const char *const words[] = {
+        "authentication failed", "does not exist", "no pg_hba.conf entry",
+        "permission denied",     "invalid",        "password"};
+    for (size_t i = 0; i < sizeof words / sizeof *words; i++)
+        if (strstr(msg, words[i]))
+            return true;
+    return false;
+}
+
+tpc_error_t *tpc__pg_connect(const tpc__pg_conf_t *conf, const tpc_txn_subtask_t *st,
+                             const char *role, PGconn **out)
+{
+    char app[96];
+    snprintf(app, sizeof app, "twopc %s %d", role, st->subtask);
+    /* Ours first: keywords in the user's conninfo (expanded from dbname) override them. */
+    const char *const keys[] = {"connect_timeout", "application_name", "dbname", NULL};
+    const char *const vals[] = {"10", app, conf->conninfo, NULL};
+    uint64_t deadline = mono_ms() + conf->connect_deadline_ms;
+    uint64_t backoff = conf->connect_backoff_ms;
+    char msg[512];
+    for (int attempt = 0;; attempt++) {
+        PGconn *pg = PQconnectdbParams(keys, vals, 1);
+        if (pg && PQstatus(pg) == CONNECTION_OK) {
+            if (attempt)
+                tpc_txn_log(st, TPC_LOG_INFO, "connected to \"%s\" after %d attempts",
+                            conf->conninfo_safe, attempt + 1);
+            *out = pg;
+            return NULL;
+        }
+        one_line(msg, sizeof msg, pg ? PQerrorMessage(pg) : "out of memory");
+        PQfinish(pg);
+        if (permanent_failure(msg) || mono_ms() + backoff > deadline || tpc_txn_is_canceled(st))
+            break;
+        pause_ms(backoff);
+        backoff = backoff * 2 > 2000 ? 2000 : backoff * 2;
+    }
+    tpc_error_t *err = tpc_error_new(TPC_ERR_CONNECT, TPC_ERROR_RETRIABLE,
+                                     "could not connect to PostgreSQL server \"%s\": %s",
+                                     conf->conninfo_safe, msg);
+    return tpc_error_hint(err, "check that the server runs and accepts connections from this "
+                               "host (pg.conninfo, listen_addresses, pg_hba.conf); waited "
+                               "pg.connect.deadline.ms");
+}
+
+bool tpc__pg_sqlstate_is(const PGresult *res, const char *state)
+{
+    const char *s = res ? PQresultErrorField(res, PG_DIAG_SQLSTATE) : NULL;
+    return s && strcmp(s, state) == 0;
+}
+
+tpc_error_t *tpc__pg_result_error(PGconn *pg, PGresult *res, const char *what)
+{
+    const char *state = res ? PQresultErrorField(res, PG_DIAG_SQLSTATE) : NULL;
+    char msg[512];
+    if (!state || PQstatus(pg) != CONNECTION_OK) {
+        one_line(msg, sizeof msg, PQerrorMessage(pg));
+        PQclear(res);
+        tpc_error_t *err = tpc_error_new(TPC_ERR_CONNECT, TPC_ERROR_RETRIABLE,
+                                         "could not %s: connection to server lost: %s", what, msg);
+        return tpc_error_hint(err, "the server restarted or the network failed; the sink "
+                                   "reconnects, and a prepared transaction survives");
+    }
+    one_line(msg, sizeof msg, PQresultErrorField(res, PG_DIAG_MESSAGE_PRIMARY));
+    const char *detail = PQresultErrorField(res, PG_DIAG_MESSAGE_DETAIL);
+    const char *hint = PQresultErrorField(res, PG_DIAG_MESSAGE_HINT);
+    /* Connection exceptions and shutdowns pass with time; everything else is a mistake. */
+    bool transient = strncmp(state, "08", 2) == 0 || strncmp(state, "57P", 3) == 0 ||
+                     strcmp(state, "40001") == 0 || strcmp(state, "40P01") == 0;
+    tpc_error_t *err =
+        tpc_error_new(TPC_ERR_EXTERNAL, transient ? TPC_ERROR_RETRIABLE : TPC_ERROR_FATAL,
+                      "could not %s: %s (SQLSTATE %s)%s%s", what, msg, state, detail ? ": " : "",
+                      detail ? detail : "");
+    if (hint)
+        err = tpc_error_hint(err, "%s", hint);
+    PQclear(res);
+    return err;
+}
+
+tpc_error_t *tpc__pg_exec(PGconn *pg, const char *sql, int n, const char *const *params,
+                          const char *what, PGresult **out)
+{
+    PGresult *res = PQexecParams(pg, sql, n, NULL, params, NULL, NULL, 0);
+    ExecStatusType s = PQresultStatus(res);
+    if (s != PGRES_COMMAND_OK && s != PGRES_TUPLES_OK)
+        return tpc__pg_result_error(pg, res, what);
+    if (out)
+        *out = res;
+    else
+        PQclear(res);
+    return NULL;
+}
+
+char *tpc__pg_quote_qualified(PGconn *pg, const char *name)
+{
+    const char *dot = strchr(name, '.');
+    if (!*name || (dot && (dot == name || !dot[1] || strchr(dot + 1, '.'))))
+        return NULL;
+    size_t first = dot ? (size_t)(dot - name) : strlen(name);
+    char *a = PQescapeIdentifier(pg, name, first);
+    char *b = dot ? PQescapeIdentifier(pg, dot + 1, strlen(dot + 1)) : NULL;
+    char *out = NULL;
+    if (a && (!dot || b)) {
+        size_t len = strlen(a) + (b ? strlen(b) + 1 : 0) + 1;
+        out = malloc(len);
+        if (out)
+            snprintf(out, len, "%s%s%s", a, b ? "." : "", b ? b : "");
+    }
+    PQfreemem(a);
+    PQfreemem(b);
+    return out;
+}
+
+tpc_error_t *tpc__pg_check_server(tpc__pg_conn_t *c)
+{
+    PGresult *res = NULL;
+    tpc_error_t *err =
+        tpc__pg_exec(c->control, "SELECT current_setting('max_prepared_transactions')::int", 0,
+                     NULL, "read max_prepared_transactions", &res);
+    if (err)
+        return err;
+    int max = atoi(PQgetvalue(res, 0, 0));
+    PQclear(res);
+    if (max > 0)
+        return NULL;
+    err = tpc_error_new(TPC_ERR_CONFIG, TPC_ERROR_FATAL,
+                        "prepared transactions are disabled on PostgreSQL server \"%s\" "
+                        "(max_prepared_transactions = 0)",
+                        c->conf->conninfo_safe);
+    return tpc_error_hint(err, "set max_prepared_transactions > 0 in postgresql.conf (at least "
+                               "the sink's parallelism times the checkpoints that can be pending "
+                               "at once, plus what other programs need) and restart the server");
+}
+
+void tpc__pg_free_cols(tpc__pg_col_t *cols, int n)
+{
+    for (int i = 0; i < n && cols; i++) {
+        free(cols[i].name);
+        free(cols[i].type_name);
+    }
+    free(cols);
+}
+
+/* Types the row builder writes; anything else has no binary encoder here. */
+static bool supported_type(Oid t)
+{
+    static const Oid ok[] = {16, 17, 20, 21, 23, 25, 114, 700, 701, 1042, 1043, 1184, 1700, 3802};
+    for (size_t i = 0; i < sizeof ok / sizeof *ok; i++)
+        if (ok[i] == t)
+            return true;
+    return false;
+}
+
+/* Find @name (a slice of a comma list, trimmed here) among the table's columns. */
+static int find_col(PGresult *res, const char *name, size_t len)
+{
+    while (len && *name == ' ')
+        name++, len--;
+    while (len && name[len - 1] == ' ')
+        len--;
+    for (int i = 0; i < PQntuples(res); i++) {
+        const char *n = PQgetvalue(res, i, 0);
+        if (strlen(n) == len && memcmp(n, name, len) == 0)
+            return i;
+    }
+    return -1;
+}
+
+static tpc_error_t *missing_column(tpc__pg_conn_t *c, PGresult *res, const char *key,
+                                   const char *name, size_t len)
+{
+    char have[512] = "";
+    size_t n = 0;
+    for (int i = 0; i < PQntuples(res) && n < sizeof have; i++)
+        n += (size_t)snprintf(have + n, sizeof have - n, "%s%s", i ? ", " : "",
+                              PQgetvalue(res, i, 0));
+    tpc_error_t *err = tpc_error_new(TPC_ERR_CONFIG, TPC_ERROR_FATAL,
+                                     "column \"%.*s\" of table \"%s\" does not exist (\"%s\")",
+                                     (int)len, name, c->conf->table, key);
+    return tpc_error_hint(err, "name columns exactly, case included; the table has: %s", have);
+}
+
+/* Split @list on commas into column indexes of @res. */
+static tpc_error_t *pick_columns(tpc__pg_conn_t *c, PGresult *res, const char *key,
+                                 const char *list, int *idx, int *n)
+{
+    *n = 0;
+    for (const char *p = list;;) {
+        const char *comma = strchr(p, ',');
+        size_t len = comma ? (size_t)(comma - p) : strlen(p);
+        int i = find_col(res, p, len);
+        if (i < 0)
+            return missing_column(c, res, key, p, len);
+        for (int j = 0; j < *n; j++)
+            if (idx[j] == i)
+                return tpc_error_new(TPC_ERR_CONFIG, TPC_ERROR_FATAL,
+                                     "column \"%s\" is listed twice in \"%s\"",
+                                     PQgetvalue(res, i, 0), key);
+        idx[(*n)++] = i;
+        if (!comma)
+            return NULL;
+        p = comma + 1;
+    }
+}
+
+static tpc_error_t *table_error(tpc__pg_conn_t *c, tpc_error_t *err, bool missing)
+{
+    if (!missing)
+        return err;
+    tpc_error_destroy(err);
+    err = tpc_error_new(TPC_ERR_CONFIG, TPC_ERROR_FATAL, "table \"%s\" does not exist in \"%s\"",
+                        c->conf->table, c->conf->conninfo_safe);
+    return tpc_error_hint(err, "create the table first, or set pg.table to an existing table "
+                               "(schema.table when it is not on the search path)");
+}
+
+static tpc_error_t *check_columns(tpc__pg_conn_t *c, PGresult *res, const int *idx, int n)
+{
+    tpc__pg_col_t *cols = calloc((size_t)n, sizeof *cols);
+    if (!cols)
+        return tpc_error_new(TPC_ERR_NOMEM, TPC_ERROR_FATAL, "out of memory");
+    c->cols = cols;
+    c->ncols = n;
+    for (int i = 0; i < n; i++) {
+        cols[i].name = strdup(PQgetvalue(res, idx[i], 0));
+        cols[i].type = (Oid)strtoul(PQgetvalue(res, idx[i], 1), NULL, 10);
+        cols[i].type_name = strdup(PQgetvalue(res, idx[i], 2));
+        if (!cols[i].name || !cols[i].type_name)
+            return tpc_error_new(TPC_ERR_NOMEM, TPC_ERROR_FATAL, "out of memory");
+        if (!supported_type(cols[i].type))
+            return tpc_error_hint(
+                tpc_error_new(TPC_ERR_CONFIG, TPC_ERROR_FATAL,
+                              "column \"%s\" of table \"%s\" has type %s, which the sink cannot "
+                              "write",
+                              cols[i].name, c->conf->table, cols[i].type_name),
+                "the sink writes smallint, integer, bigint, real, double precision, numeric, "
+                "text, varchar, char, json, jsonb, bytea, boolean and timestamptz; leave the "
+                "column out of pg.columns or change its type");
+    }
+    if (c->conf->encode)
+        return NULL;
+    Oid k = cols[0].type, v = n > 1 ? cols[1].type : 0;
+    if (n != 2 || k != 17 || (v != 17 && v != 25 && v != 1043 && v != 114 && v != 3802))
+        return tpc_error_hint(
+            tpc_error_new(TPC_ERR_CONFIG, TPC_ERROR_FATAL,
+                          "the default mapping needs two columns, key bytea and value bytea or "
+                          "text, but table \"%s\" gets %d column%s",
+                          c->conf->table, n, n == 1 ? "" : "s"),
+            "set pg.columns to a bytea and a bytea or text column, or map records yourself with "
+            "tpc_pg_sink_set_encoder()");
+    c->value_is_text = v != 17;
+    return NULL;
+}
+
+tpc_error_t *tpc__pg_load_columns(tpc__pg_conn_t *c)
+{
+    const tpc__pg_conf_t *conf = c->conf;
+    if (!conf->table)
+        return tpc_error_hint(
+            tpc_error_new(TPC_ERR_CONFIG, TPC_ERROR_FATAL, "\"pg.table\" is not set"),
+            "set pg.table to the target table, schema.table when it is not on the search path");
+    c->table_q = tpc__pg_quote_qualified(c->data, conf->table);
+    if (!c->table_q)
+        return tpc_error_hint(tpc_error_new(TPC_ERR_CONFIG, TPC_ERROR_FATAL,
+                                            "invalid value \"%s\" for \"pg.table\"", conf->table),
+                              "give table or schema.table, names as they are, unquoted");
+    const char *params[] = {c->table_q};
+    PGresult *res = NULL;
+    tpc_error_t *err = tpc__pg_exec(
+        c->control,
+        "SELECT a.attname, coalesce(nullif(t.typbasetype, 0), a.atttypid), "
+        "format_type(a.atttypid, a.atttypmod), has_table_privilege(a.attrelid, 'INSERT'), "
+        "has_table_privilege(a.attrelid, 'UPDATE'), current_user "
+        "FROM pg_attribute a JOIN pg_type t ON t.oid = a.atttypid "
+        "WHERE a.attrelid = $1::regclass AND a.attnum > 0 AND NOT a.attisdropped "
+        "AND a.attgenerated = '' ORDER BY a.attnum",
+        1, params, "look up the target table", &res);
+    if (err) {
+        bool missing = strstr(tpc_error_message(err), "SQLSTATE 42P01") ||
+                       strstr(tpc_error_message(err), "SQLSTATE 3F000");
+        return table_error(c, err, missing);
+    }
+    int total = PQntuples(res);
+    bool upsert = conf->mode == TPC__PG_UPSERT;
+    if (total && (strcmp(PQgetvalue(res, 0, 3), "t") != 0 ||
+                  (upsert && strcmp(PQgetvalue(res, 0, 4), "t") != 0))) {
+        err = tpc_error_new(TPC_ERR_CONFIG, TPC_ERROR_FATAL,
+                            "permission denied for table \"%s\": role \"%s\" may not %s it",
+                            conf->table, PQgetvalue(res, 0, 5),
+                            upsert ? "insert into and update" : "insert into");
+        err = tpc_error_hint(err, "GRANT %s ON %s TO \"%s\"",
+                             upsert ? "SELECT, INSERT, UPDATE" : "INSERT", c->table_q,
+                             PQgetvalue(res, 0, 5));
+        PQclear(res);
+        return err;
+    }
+    int *idx = calloc((size_t)total + 1, sizeof *idx), n = 0;
+    int *keys = calloc((size_t)total + 1, sizeof *keys), nkeys = 0;
+    if (!idx || !keys)
+        err = tpc_error_new(TPC_ERR_NOMEM, TPC_ERROR_FATAL, "out of memory");
+    else if (conf->columns)
+        err = pick_columns(c, res, "pg.columns", conf->columns, idx, &n);
+    else
+        for (n = 0; n < total; n++)
+            idx[n] = n;
+    if (!err && n == 0)
+        err = tpc_error_new(TPC_ERR_CONFIG, TPC_ERROR_FATAL, "table \"%s\" has no columns",
+                            conf->table);
+    if (!err)
+        err = check_columns(c, res, idx, n);
+    if (!err && conf->key_columns && !upsert)
+        err = tpc_error_hint(tpc_error_new(TPC_ERR_CONFIG, TPC_ERROR_FATAL,
+                                           "\"pg.key-columns\" is set but pg.mode is not upsert"),
+                             "set pg.mode=upsert, or leave pg.key-columns out");
+    if (!err && upsert && !conf->key_columns)
+        err = tpc_error_hint(tpc_error_new(TPC_ERR_CONFIG, TPC_ERROR_FATAL,
+                                           "pg.mode=upsert needs \"pg.key-columns\""),
+                             "list the columns of a unique index or primary key of \"%s\"",
+                             conf->table);
+    if (!err && upsert)
+        err = pick_columns(c, res, "pg.key-columns", conf->key_columns, keys, &nkeys);
+    for (int k = 0; !err && k < nkeys; k++) {
+        int at = -1;
+        for (int i = 0; i < n; i++)
+            if (idx[i] == keys[k])
+                at = i;
+        if (at < 0)
+            err = tpc_error_new(TPC_ERR_CONFIG, TPC_ERROR_FATAL,
+                                "key column \"%s\" is not one of the written columns (pg.columns)",
+                                PQgetvalue(res, keys[k], 0));
+        else
+            c->cols[at].key = true;
+    }
+    free(idx);
+    free(keys);
+    PQclear(res);
+    return err;
+}
+
+tpc_error_t *tpc__pg_ensure_marker_table(tpc__pg_conn_t *c)
+{
+    const char *name = c->conf->marker_table;
+    c->marker_q = tpc__pg_quote_qualified(c->control, name);
+    if (!c->marker_q)
+        return tpc_error_new(TPC_ERR_CONFIG, TPC_ERROR_FATAL,
+                             "invalid value \"%s\" for \"pg.marker-table\"", name);
+    const char *params[] = {c->marker_q};
+    PGresult *res = NULL;
+    tpc_error_t *err = tpc__pg_exec(c->control, "SELECT to_regclass($1) IS NOT NULL", 1, params,
+                                    "look up the marker table", &res);
+    if (err)
+        return err;
+    bool exists = strcmp(PQgetvalue(res, 0, 0), "t") == 0;
+    PQclear(res);
+    char ddl[1024];
+    snprintf(ddl, sizeof ddl,
+             "CREATE TABLE IF NOT EXISTS %s (gid text PRIMARY KEY, sink text NOT NULL, "
+             "subtask integer NOT NULL, checkpoint bigint NOT NULL, "
+             "created timestamptz NOT NULL DEFAULT now())",
+             c->marker_q);
+    if (!exists) {
+        /* Subtasks open at once; a lock keeps two CREATEs of the same table from colliding. */
+        err = tpc__pg_exec(c->control, "BEGIN", 0, NULL, "create the marker table", NULL);
+        if (!err)
+            err = tpc__pg_exec(c->control, "SELECT pg_advisory_xact_lock(hashtext($1))", 1, params,
+                               "create the marker table", NULL);
+        if (!err)
+            err = tpc__pg_exec(c->control, ddl, 0, NULL, "create the marker table", NULL);
+        if (!err)
+            err = tpc__pg_exec(c->control, "COMMIT", 0, NULL, "create the marker table", NULL);
+        if (err) {
+            PQclear(PQexec(c->control, "ROLLBACK"));
+            err = tpc_error_prefix(err, "marker table \"%s\" does not exist and", name);
+            return tpc_error_hint(err,
+                                  "create it once as a role that may: %s; then GRANT SELECT, "
+                                  "INSERT, DELETE ON %s TO the sink's role; or set "
+                                  "pg.marker-table to a table in a schema this role can create "
+                                  "tables in",
+                                  ddl, c->marker_q);
+        }
+    }
+    err = tpc__pg_exec(c->control,
+                       "SELECT has_table_privilege($1, 'SELECT') AND has_table_privilege($1, "
+                       "'INSERT') AND has_table_privilege($1, 'DELETE'), current_user",
+                       1, params, "check privileges on the marker table", &res);
+    if (err)
+        return err;
+    if (strcmp(PQgetvalue(res, 0, 0), "t") != 0)
+        err = tpc_error_hint(tpc_error_new(TPC_ERR_CONFIG, TPC_ERROR_FATAL,
+                                           "permission denied for marker table \"%s\"", name),
+                             "GRANT SELECT, INSERT, DELETE ON %s TO \"%s\"", c->marker_q,
+                             PQgetvalue(res, 0, 1));
+    PQclear(res);
+    return err;
+}
+
+tpc_error_t *tpc__pg_control_ready(tpc__pg_conn_t *c)
+{
+    if (PQstatus(c->control) == CONNECTION_OK)
+        return NULL;
+    PQreset(c->control);
+    if (PQstatus(c->control) == CONNECTION_OK) {
+        tpc_txn_log(c->st, TPC_LOG_INFO, "reconnected to \"%s\"", c->conf->conninfo_safe);
+        return NULL;
+    }
+    char msg[512];
+    one_line(msg, sizeof msg, PQerrorMessage(c->control));
+    return tpc_error_new(TPC_ERR_CONNECT, TPC_ERROR_RETRIABLE,
+                         "could not reconnect to PostgreSQL server \"%s\": %s",
+                         c->conf->conninfo_safe, msg);
+}

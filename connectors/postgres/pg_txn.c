@@ -1,0 +1,426 @@
+/*
+ * Writing one transaction of the PostgreSQL sink on the data connection: nothing happens before
+ * the first record (so an empty transaction costs no statement), then BEGIN and either a binary
+ * COPY stream fed from the send buffer, or INSERT statements of pg.batch-size rows with binary
+ * parameters. Pre-commit ends the rows, adds the marker row that lets a later commit tell
+ * "already committed" from "lost", and prepares the transaction under its gid. Also the open of a
+ * subtask and the handle's bytes.
+ *
+ * Upsert rows wait in the buffer while a transaction of this subtask is prepared but not yet
+ * committed: an upsert of a key that transaction holds would wait for its commit, which comes on
+ * this very thread.
+ */
+#include "pg_internal.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static tpc_error_t *nomem(void)
+{
+    return tpc_error_new(TPC_ERR_NOMEM, TPC_ERROR_FATAL, "out of memory");
+}
+
+static tpc_error_t *build_statements(tpc__pg_conn_t *c)
+{
+    char *cols = tpc__pg_column_list(c);
+    if (!cols)
+        return nomem();
+    size_t len = strlen(c->table_q) + strlen(cols) + 64;
+    c->copy_sql = malloc(len);
+    if (c->copy_sql)
+        snprintf(c->copy_sql, len, "COPY %s (%s) FROM STDIN (FORMAT binary)", c->table_q, cols);
+    int rows = (int)c->conf->batch_size;
+    if (rows * c->ncols > 65535) /* the protocol's limit of parameters */
+        rows = 65535 / c->ncols;
+    c->insert_rows = rows;
+    size_t params = (size_t)rows * (size_t)c->ncols;
+    c->values = calloc(params, sizeof *c->values);
+    c->lengths = calloc(params, sizeof *c->lengths);
+    c->formats = calloc(params, sizeof *c->formats);
+    c->types = calloc(params, sizeof *c->types);
+    for (c->seen_cap = 16; c->seen_cap < (size_t)rows * 2; c->seen_cap *= 2)
+        ;
+    c->seen = calloc(c->seen_cap, sizeof *c->seen);
+    c->insert_sql = tpc__pg_insert_sql(c, cols, rows);
+    free(cols);
+    if (!c->copy_sql || !c->values || !c->lengths || !c->formats || !c->types || !c->seen ||
+        !c->insert_sql)
+        return nomem();
+    for (size_t i = 0; i < params; i++) {
+        c->formats[i] = 1;
+        c->types[i] = c->cols[i % (size_t)c->ncols].type;
+    }
+    return tpc__pg_prepare_batch(c);
+}
+
+static void derive_prefix(char *dst, const tpc_txn_subtask_t *st)
+{
+    snprintf(dst, TPC__PG_PREFIX_MAX + 1, "%s.%s", st->job_name, st->sink_name);
+    for (char *p = dst; *p; p++) {
+        char ch = *p;
+        bool ok = (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') ||
+                  (ch >= '0' && ch <= '9') || ch == '_' || ch == '-' || ch == '.';
+        if (!ok)
+            *p = '_';
+    }
+}
+
+tpc_error_t *tpc__pg_open(void *arg, const tpc_txn_subtask_t *st, void **out)
+{
+    const tpc__pg_conf_t *conf = arg;
+    if (!conf->conninfo)
+        return tpc_error_hint(
+            tpc_error_new(TPC_ERR_CONFIG, TPC_ERROR_FATAL, "\"pg.conninfo\" is not set"),
+            "set pg.conninfo to a libpq connection string, e.g. \"host=db dbname=app user=app\"");
+    tpc__pg_conn_t *c = calloc(1, sizeof *c);
+    if (!c)
+        return nomem();
+    c->conf = conf;
+    c->st = st;
+    if (conf->gid_prefix[0])
+        snprintf(c->prefix, sizeof c->prefix, "%s", conf->gid_prefix);
+    else
+        derive_prefix(c->prefix, st);
+    tpc_error_t *err = tpc__pg_connect(conf, st, "control", &c->control);
+    if (!err)
+        err = tpc__pg_check_server(c);
+    if (!err)
+        err = tpc__pg_connect(conf, st, "data", &c->data);
+    if (!err)
+        err = tpc__pg_load_columns(c);
+    if (!err)
+        err = tpc__pg_ensure_marker_table(c);
+    if (!err) {
+        c->row.cols = c->cols;
+        c->row.ncols = c->ncols;
+        err = build_statements(c);
+    }
+    if (err) {
+        tpc__pg_close(c);
+        return err;
+    }
+    *out = c;
+    return NULL;
+}
+
+void tpc__pg_close(void *conn)
+{
+    tpc__pg_conn_t *c = conn;
+    PQfinish(c->data);
+    PQfinish(c->control);
+    tpc__pg_free_cols(c->cols, c->ncols);
+    free(c->table_q);
+    free(c->marker_q);
+    free(c->copy_sql);
+    free(c->insert_sql);
+    free(c->row.buf);
+    free(c->values);
+    free(c->lengths);
+    free(c->formats);
+    free(c->types);
+    free(c->seen);
+    free(c);
+}
+
+tpc_error_t *tpc__pg_begin(void *conn, uint64_t checkpoint_id, void **txn)
+{
+    tpc__pg_conn_t *c = conn;
+    tpc__pg_txn_t *t = calloc(1, sizeof *t);
+    if (!t)
+        return nomem();
+    t->subtask = c->st->subtask;
+    t->parallelism = c->st->parallelism;
+    t->begin_ckpt = checkpoint_id;
+    int n = snprintf(t->gid, sizeof t->gid, "%s:%d:%d:%" PRIu64, c->prefix, t->subtask,
+                     t->parallelism, checkpoint_id);
+    if (n < 0 || (size_t)n >= sizeof t->gid) {
+        free(t);
+        return tpc_error_new(TPC_ERR_CONFIG, TPC_ERROR_FATAL,
+                             "gid for prefix \"%s\" is longer than %d bytes", c->prefix,
+                             TPC_PG_GID_MAX);
+    }
+    c->rows = 0;
+    c->row.len = 0;
+    *txn = t;
+    return NULL;
+}
+
+/* BEGIN on the data connection. Between transactions nothing is lost with the connection, so a
+ * connection that broke since the last one is made again first. */
+tpc_error_t *tpc__pg_ensure_txn(tpc__pg_conn_t *c)
+{
+    if (c->in_txn)
+        return NULL;
+    for (int attempt = 0;; attempt++) {
+        if (PQstatus(c->data) != CONNECTION_OK) {
+            PQreset(c->data);
+            tpc_error_t *err = PQstatus(c->data) == CONNECTION_OK ? tpc__pg_prepare_batch(c) : NULL;
+            if (err)
+                return err;
+        }
+        PGresult *res = PQexec(c->data, "BEGIN");
+        if (PQresultStatus(res) == PGRES_COMMAND_OK) {
+            PQclear(res);
+            c->in_txn = true;
+            return NULL;
+        }
+        if (attempt == 0 && PQstatus(c->data) != CONNECTION_OK) {
+            PQclear(res);
+            continue;
+        }
+        return tpc__pg_result_error(c->data, res, "begin a transaction");
+    }
+}
+
+static const unsigned char copy_header[19] = {'P', 'G', 'C', 'O', 'P', 'Y', '\n', 0xff, '\r', '\n',
+                                              0,   0,   0,   0,   0,   0,   0,    0,    0};
+
+static tpc_error_t *start_copy(tpc__pg_conn_t *c)
+{
+    tpc_error_t *err = tpc__pg_ensure_txn(c);
+    if (err)
+        return err;
+    PGresult *res = PQexec(c->data, c->copy_sql);
+    if (PQresultStatus(res) != PGRES_COPY_IN)
+        return tpc__pg_result_error(c->data, res, "start COPY");
+    PQclear(res);
+    c->in_copy = true;
+    return NULL;
+}
+
+static tpc_error_t *send_copy(tpc__pg_conn_t *c)
+{
+    if (c->row.len && PQputCopyData(c->data, (const char *)c->row.buf, (int)c->row.len) != 1)
+        return tpc__pg_result_error(c->data, NULL, "send COPY data");
+    c->row.len = 0;
+    return NULL;
+}
+
+static tpc_error_t *end_copy(tpc__pg_conn_t *c)
+{
+    if (!c->in_copy)
+        return NULL;
+    static const unsigned char trailer[2] = {0xff, 0xff};
+    if (!tpc__pg_row_reserve(&c->row, 2))
+        return nomem();
+    memcpy(c->row.buf + c->row.len, trailer, 2);
+    c->row.len += 2;
+    tpc_error_t *err = send_copy(c);
+    if (err)
+        return err;
+    c->in_copy = false;
+    if (PQputCopyEnd(c->data, NULL) != 1)
+        return tpc__pg_result_error(c->data, NULL, "end COPY");
+    PGresult *res = PQgetResult(c->data), *extra;
+    while ((extra = PQgetResult(c->data)) != NULL)
+        PQclear(extra);
+    if (PQresultStatus(res) != PGRES_COMMAND_OK)
+        return tpc__pg_result_error(c->data, res, "COPY rows");
+    PQclear(res);
+    return NULL;
+}
+
+tpc_error_t *tpc__pg_write(void *conn, void *txn, const tpc_record_t *records, size_t count)
+{
+    tpc__pg_conn_t *c = conn;
+    tpc__pg_txn_t *t = txn;
+    bool copy = c->conf->mode == TPC__PG_COPY;
+    tpc_error_t *err = NULL;
+    if (count && copy && !c->in_copy) {
+        if ((err = start_copy(c)) != NULL)
+            return err;
+        c->row.len = 0;
+        if (!tpc__pg_row_reserve(&c->row, sizeof copy_header))
+            return nomem();
+        memcpy(c->row.buf, copy_header, sizeof copy_header);
+        c->row.len = sizeof copy_header;
+    }
+    tpc_pg_encoder_t encode = c->conf->encode ? c->conf->encode : tpc__pg_default_encoder;
+    void *opaque = c->conf->encode ? c->conf->encode_opaque : c;
+    for (size_t i = 0; i < count; i++) {
+        tpc__pg_row_begin(&c->row);
+        err = encode(opaque, &records[i], &c->row);
+        if (err) {
+            c->row.len = c->row.start;
+            return tpc_error_prefix(err, "row encoder failed");
+        }
+        if ((err = tpc__pg_row_end(&c->row)) != NULL)
+            return tpc_error_prefix(err, "record %zu of the batch", i);
+        t->written = true;
+        c->rows++;
+        if (copy && c->row.len >= c->conf->copy_buffer)
+            err = send_copy(c);
+        else if (!copy && c->rows >= (size_t)c->insert_rows &&
+                 (c->conf->mode == TPC__PG_INSERT || c->prepared_here == 0))
+            err = tpc__pg_exec_buffered(c);
+        if (err)
+            return err;
+    }
+    return NULL;
+}
+
+tpc_error_t *tpc__pg_flush(void *conn, void *txn)
+{
+    tpc__pg_conn_t *c = conn;
+    (void)txn;
+    if (c->conf->mode == TPC__PG_COPY)
+        return c->in_copy ? send_copy(c) : NULL;
+    if (c->conf->mode == TPC__PG_UPSERT && c->prepared_here)
+        return NULL;
+    return tpc__pg_exec_buffered(c);
+}
+
+tpc_error_t *tpc__pg_pre_commit(void *conn, void *txn, uint64_t checkpoint_id)
+{
+    tpc__pg_conn_t *c = conn;
+    tpc__pg_txn_t *t = txn;
+    tpc_error_t *err = c->conf->mode == TPC__PG_COPY ? end_copy(c) : tpc__pg_exec_buffered(c);
+    if (!err)
+        err = tpc__pg_ensure_txn(c);
+    char sub[16], ckpt[24], floor[24];
+    snprintf(sub, sizeof sub, "%d", t->subtask);
+    snprintf(ckpt, sizeof ckpt, "%" PRIu64, checkpoint_id);
+    snprintf(floor, sizeof floor, "%" PRIu64, c->marker_floor);
+    const char *params[] = {t->gid, c->prefix, sub, ckpt};
+    char sql[600];
+    snprintf(sql, sizeof sql,
+             "INSERT INTO %s (gid, sink, subtask, checkpoint) VALUES ($1, $2, $3, $4)",
+             c->marker_q);
+    if (!err)
+        err = tpc__pg_exec(c->data, sql, 4, params, "insert the marker row", NULL);
+    /* Markers nobody can ask for any more go in the same transaction (see pg_commit.c). */
+    if (!err && c->marker_floor > c->marker_swept) {
+        const char *del[] = {c->prefix, sub, floor};
+        snprintf(sql, sizeof sql,
+                 "DELETE FROM %s WHERE sink = $1 AND subtask = $2 AND checkpoint <= $3",
+                 c->marker_q);
+        err = tpc__pg_exec(c->data, sql, 3, del, "delete old marker rows", NULL);
+        if (!err)
+            c->marker_swept = c->marker_floor;
+    }
+    if (err)
+        return err;
+    /* PREPARE TRANSACTION takes no parameters: the gid is made of checked characters only, and
+     * quoted as a literal all the same. */
+    char *lit = PQescapeLiteral(c->data, t->gid, strlen(t->gid));
+    if (!lit)
+        return tpc__pg_result_error(c->data, NULL, "quote the gid");
+    snprintf(sql, sizeof sql, "PREPARE TRANSACTION %s", lit);
+    PQfreemem(lit);
+    c->in_txn = false;
+    err = tpc__pg_exec(c->data, sql, 0, NULL, "prepare the transaction", NULL);
+    if (err)
+        return err;
+    t->ckpt = checkpoint_id;
+    t->floor = c->committed_ckpt;
+    t->local = true;
+    c->prepared_here++;
+    return NULL;
+}
+
+tpc_error_t *tpc__pg_abort(void *conn, void *txn)
+{
+    tpc__pg_conn_t *c = conn;
+    (void)txn;
+    c->rows = 0;
+    c->row.len = 0;
+    if (c->in_copy) {
+        c->in_copy = false;
+        if (PQputCopyEnd(c->data, "transaction aborted by the sink") == 1) {
+            PGresult *res;
+            while ((res = PQgetResult(c->data)) != NULL)
+                PQclear(res);
+        }
+    }
+    if (!c->in_txn)
+        return NULL;
+    c->in_txn = false;
+    /* On a lost connection the server has dropped the transaction already. */
+    if (PQstatus(c->data) != CONNECTION_OK)
+        return NULL;
+    return tpc__pg_exec(c->data, "ROLLBACK", 0, NULL, "roll back the transaction", NULL);
+}
+
+bool tpc__pg_is_empty(void *conn, const void *txn)
+{
+    (void)conn;
+    return !((const tpc__pg_txn_t *)txn)->written;
+}
+
+void tpc__pg_free_txn(void *conn, void *txn)
+{
+    (void)conn;
+    free(txn);
+}
+
+void tpc__pg_describe(void *conn, const void *txn, char *buf, size_t cap)
+{
+    (void)conn;
+    snprintf(buf, cap, "%s", ((const tpc__pg_txn_t *)txn)->gid);
+}
+
+/* Handle bytes, version 1, big-endian: version u8, subtask u32, parallelism u32, begin checkpoint
+ * u64, pre-commit checkpoint u64, gid length u8, gid. The gid is stored whole so that a handle
+ * still names its transaction after pg.gid-prefix changed. */
+#define HANDLE_VERSION 1
+#define HANDLE_FIXED   26
+
+static void put(unsigned char **p, uint64_t v, int bytes)
+{
+    for (int i = bytes - 1; i >= 0; i--)
+        (*p)[i] = (unsigned char)(v >> (8 * (bytes - 1 - i)));
+    *p += bytes;
+}
+
+static uint64_t get(const unsigned char **p, int bytes)
+{
+    uint64_t v = 0;
+    for (int i = 0; i < bytes; i++)
+        v = v << 8 | (*p)[i];
+    *p += bytes;
+    return v;
+}
+
+tpc_error_t *tpc__pg_serialize(void *conn, const void *txn, tpc_txn_buf_t *out)
+{
+    (void)conn;
+    const tpc__pg_txn_t *t = txn;
+    unsigned char b[HANDLE_FIXED + TPC_PG_GID_MAX], *p = b;
+    size_t glen = strlen(t->gid);
+    put(&p, HANDLE_VERSION, 1);
+    put(&p, (uint64_t)t->subtask, 4);
+    put(&p, (uint64_t)t->parallelism, 4);
+    put(&p, t->begin_ckpt, 8);
+    put(&p, t->ckpt, 8);
+    put(&p, glen, 1);
+    memcpy(p, t->gid, glen);
+    return tpc_txn_buf_append(out, b, HANDLE_FIXED + glen);
+}
+
+tpc_error_t *tpc__pg_deserialize(void *conn, const void *bytes, size_t len, void **txn)
+{
+    (void)conn;
+    const unsigned char *p = bytes;
+    if (len < HANDLE_FIXED || p[0] != HANDLE_VERSION ||
+        len != (size_t)HANDLE_FIXED + p[HANDLE_FIXED - 1])
+        return tpc_error_new(TPC_ERR_CORRUPT, TPC_ERROR_FATAL,
+                             "postgres transaction handle of %zu bytes (version %u) is not one "
+                             "this sink wrote",
+                             len, len ? (unsigned)p[0] : 0u);
+    tpc__pg_txn_t *t = calloc(1, sizeof *t);
+    if (!t)
+        return nomem();
+    p++;
+    t->subtask = (int)get(&p, 4);
+    t->parallelism = (int)get(&p, 4);
+    t->begin_ckpt = get(&p, 8);
+    t->ckpt = get(&p, 8);
+    size_t glen = get(&p, 1);
+    memcpy(t->gid, p, glen);
+    t->gid[glen] = '\0';
+    t->written = true;
+    *txn = t;
+    return NULL;
+}

@@ -1,0 +1,127 @@
+/**
+ * @file tpc_pg.h
+ * @brief twopc exactly-once PostgreSQL sink: rows that appear in a table once their checkpoint is
+ * complete, each record exactly once.
+ *
+ * Each sink subtask holds two connections. On the data connection it writes the records between
+ * two checkpoints in one transaction: `BEGIN`, the rows (binary `COPY`, or batched `INSERT` /
+ * upsert), a marker row naming the transaction in a marker table, and at the checkpoint
+ * `PREPARE TRANSACTION '<gid>'`, which makes the rows durable but invisible. Once the checkpoint is
+ * complete, the control connection runs `COMMIT PREPARED '<gid>'`. A transaction into which nothing
+ * was written costs no statement at all. The gid is
+ *
+ *     <prefix>:<subtask>:<parallelism>:<checkpoint>
+ *
+ * (at most TPC_PG_GID_MAX bytes), where checkpoint is the first checkpoint the transaction could
+ * belong to. After a crash, pending transactions of the restored checkpoint are committed (a gid
+ * already committed is recognised by its marker row; one that is gone without a marker is reported
+ * as data loss), and prepared transactions of this sink that no checkpoint will commit are rolled
+ * back; gids of other prefixes are never touched. See docs/postgres.md.
+ *
+ * By default a record's key goes to the first column (bytea) and its value to the second (bytea
+ * or text). tpc_pg_sink_set_encoder() maps records to rows of any shape.
+ *
+ * Threads: configure on one thread, before tpc_txn_sink_add_to_job(); the sink's subtasks then run
+ * on their own threads (see tpc_txn.h). Encoders run on those threads, several at once.
+ */
+#ifndef TPC_PG_H
+#define TPC_PG_H
+
+#include "tpc_txn.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/** Longest gid PostgreSQL accepts, in bytes. */
+#define TPC_PG_GID_MAX 199
+
+/**
+ * @brief Make a new PostgreSQL sink. Nothing is contacted until the job opens it.
+ *
+ * The result is a tpc_txn_sink_t: configure it with tpc_txn_sink_set(), add it to a job with
+ * tpc_txn_sink_add_to_job(), free it with tpc_txn_sink_destroy() after the job. Besides the sink
+ * keys of tpc_txn_sink_set() it knows
+ *
+ * | key                    | default          | meaning                                        |
+ * |------------------------|------------------|------------------------------------------------|
+ * | pg.conninfo            | (required)       | libpq connection string or URI (TLS included)  |
+ * | pg.table               | (required)       | target table, `table` or `schema.table`        |
+ * | pg.columns             | every column     | comma-separated target columns, in row order   |
+ * | pg.mode                | copy             | copy (binary COPY), insert, upsert             |
+ * | pg.key-columns         | (none)           | upsert: the conflict columns (a unique index)  |
+ * | pg.gid-prefix          | job.sink         | start of every gid: letters, digits, '_', '-', |
+ * |                        |                  | '.'; unique among sinks sharing a server       |
+ * | pg.batch-size          | 500              | rows per INSERT statement (insert, upsert)     |
+ * | pg.copy-buffer         | 262144           | bytes of COPY data sent to the server at once  |
+ * | pg.marker-table        | twopc_markers    | marker table, created if missing               |
+ * | pg.connect.deadline.ms | 30000            | keep trying to connect this long at open       |
+ * | pg.connect.backoff.ms  | 100              | first pause between connection attempts        |
+ *
+ * Commits that fail because the connection was lost are retried per the sink's commit.retry.* keys.
+ *
+ * @param[out] out the new sink, owned by the caller.
+ * @returns NULL, or TPC_ERR_INVALID_ARG / TPC_ERR_NOMEM.
+ */
+TPC_API tpc_error_t *tpc_pg_sink_new(tpc_txn_sink_t **out);
+
+/**
+ * A row under construction. An encoder appends one value per target column, in column order, with
+ * the tpc_pg_row_*() functions. Each value must suit its column's type (checked: a mismatch fails
+ * the write with an error naming the column). The builder writes PostgreSQL's binary format
+ * directly into the COPY stream or the statement's parameters.
+ */
+typedef struct tpc_pg_row tpc_pg_row_t;
+
+/**
+ * Turn @p record into one row of @p row. Called on the subtasks' threads, several at once:
+ * @p opaque must be safe to share. @p record is valid during the call only.
+ * @returns NULL, or an error that fails the write (the encoder's to give away).
+ */
+typedef tpc_error_t *(*tpc_pg_encoder_t)(void *opaque, const tpc_record_t *record,
+                                         tpc_pg_row_t *row);
+
+/**
+ * @brief Replace the default mapping (key → first column, value → second). Before
+ * tpc_txn_sink_add_to_job().
+ * @param sink a sink made by tpc_pg_sink_new().
+ * @param encoder the encoder, or NULL for the default.
+ * @param opaque passed to @p encoder; borrowed, must outlive the job.
+ * @returns NULL, or TPC_ERR_INVALID_ARG when @p sink is not a PostgreSQL sink.
+ */
+TPC_API tpc_error_t *tpc_pg_sink_set_encoder(tpc_txn_sink_t *sink, tpc_pg_encoder_t encoder,
+                                             void *opaque);
+
+/** @name Row values
+ * Append the next column's value. A wrong type, or more values than columns, makes the row
+ * invalid: the write then fails with a message naming the column and both types.
+ * @{ */
+TPC_API void tpc_pg_row_null(tpc_pg_row_t *row);
+/** smallint */
+TPC_API void tpc_pg_row_int2(tpc_pg_row_t *row, int16_t v);
+/** integer */
+TPC_API void tpc_pg_row_int4(tpc_pg_row_t *row, int32_t v);
+/** bigint */
+TPC_API void tpc_pg_row_int8(tpc_pg_row_t *row, int64_t v);
+/** real */
+TPC_API void tpc_pg_row_float4(tpc_pg_row_t *row, float v);
+/** double precision */
+TPC_API void tpc_pg_row_float8(tpc_pg_row_t *row, double v);
+/** numeric, from its decimal text: `-12.340`, `1e-5`, `NaN` (NUL-terminated) */
+TPC_API void tpc_pg_row_numeric(tpc_pg_row_t *row, const char *decimal);
+/** text, varchar, char, json or jsonb: @p len bytes of UTF-8 (or the database encoding) */
+TPC_API void tpc_pg_row_text(tpc_pg_row_t *row, const char *s, size_t len);
+/** bytea */
+TPC_API void tpc_pg_row_bytea(tpc_pg_row_t *row, const void *bytes, size_t len);
+/** boolean */
+TPC_API void tpc_pg_row_bool(tpc_pg_row_t *row, bool v);
+/** timestamptz: microseconds since 1970-01-01 00:00:00 UTC */
+TPC_API void tpc_pg_row_timestamptz(tpc_pg_row_t *row, int64_t unix_us);
+/** jsonb or json: the JSON document's text */
+TPC_API void tpc_pg_row_jsonb(tpc_pg_row_t *row, const char *json, size_t len);
+/** @} */
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* TPC_PG_H */
