@@ -174,7 +174,8 @@ typedef struct tpc_txn_connector_ops {
 typedef struct tpc_txn_sink_s tpc_txn_sink_t;
 
 /**
- * @brief New sink over a connector.
+ * @brief New sink over a connector. Any thread; the sink is then configured on one thread.
+ * Connectors wrap this in their own constructor (tpc_file_sink_new(), ...).
  * @param ops borrowed; must outlive the sink (normally a static const table).
  * @param arg the connector's configuration, passed to ops->open for every subtask. The sink takes
  *            it over: ops->release(arg) runs in tpc_txn_sink_destroy() (also when this fails).
@@ -185,8 +186,9 @@ TPC_API tpc_error_t *tpc_txn_sink_new(const tpc_txn_connector_ops_t *ops, void *
                                       tpc_txn_sink_t **out);
 
 /**
- * @brief Set a configuration key, before tpc_txn_sink_add_to_job(). Keys the sink does not know
- * go to the connector's configure.
+ * @brief Set a configuration key, on the configuring thread, before tpc_txn_sink_add_to_job().
+ * Keys the sink does not know go to the connector's configure. @p key and @p value are copied or
+ * parsed, not kept.
  *
  * | key                            | default      | meaning                                       |
  * |--------------------------------|--------------|-----------------------------------------------|
@@ -215,7 +217,8 @@ TPC_API tpc_error_t *tpc_txn_sink_set(tpc_txn_sink_t *sink, const char *key, con
 TPC_API tpc_error_t *tpc_txn_sink_add_to_job(tpc_txn_sink_t *sink, tpc_job_t *job, const char *name,
                                              int parallelism, int *vertex_id);
 
-/** @returns the connector's @p arg given to tpc_txn_sink_new() (owned by the sink). */
+/** @returns the connector's @p arg given to tpc_txn_sink_new(), owned by the sink; for the
+ * connector's own setters, on the configuring thread. */
 TPC_API void *tpc_txn_sink_connector_arg(const tpc_txn_sink_t *sink);
 /** @returns the connector's ops table given to tpc_txn_sink_new(). */
 TPC_API const tpc_txn_connector_ops_t *tpc_txn_sink_connector_ops(const tpc_txn_sink_t *sink);
@@ -239,7 +242,8 @@ typedef struct {
 /** @brief Copy current statistics. Any thread. */
 TPC_API void tpc_txn_sink_get_stats(const tpc_txn_sink_t *sink, tpc_txn_sink_stats_t *out);
 
-/** @brief Free the sink and its connector arg. Only when no job using it runs. NULL is fine. */
+/** @brief Free the sink and its connector arg, on the configuring thread, once no job that holds
+ * it exists any more (after tpc_job_destroy()). NULL is fine. */
 TPC_API void tpc_txn_sink_destroy(tpc_txn_sink_t *sink);
 
 /** @} */
