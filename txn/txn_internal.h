@@ -130,6 +130,7 @@ struct tpc__txn_task {
 
     uint64_t last_checkpoint; /* highest checkpoint snapshotted or restored */
     bool finished;
+    bool failed; /* a call of this attempt returned an error */
     tpc_txn_buf_t buf;
 };
 

@@ -67,6 +67,15 @@ static tpc_error_t *commit_pending(tpc__txn_task_t *t, uint64_t up_to)
 
 /* ---- lifecycle --------------------------------------------------------------------------- */
 
+/* Remember that a call failed: the subtask will be restarted, so what close() leaves behind is
+ * recovered or replayed, not lost. */
+static tpc_error_t *noted(tpc__txn_task_t *t, tpc_error_t *err)
+{
+    if (err)
+        t->failed = true;
+    return err;
+}
+
 tpc_error_t *tpc__txn_task_open(tpc_txn_sink_t *sink, const tpc__txn_env_t *env,
                                 tpc__txn_task_t **out)
 {
@@ -179,8 +188,7 @@ static tpc_error_t *recover_one(tpc__txn_task_t *t, restored_t *r)
     return err;
 }
 
-tpc_error_t *tpc__txn_task_initialize(tpc__txn_task_t *t, const tpc__txn_bytes_t *entries,
-                                      size_t count)
+static tpc_error_t *initialize(tpc__txn_task_t *t, const tpc__txn_bytes_t *entries, size_t count)
 {
     tpc_error_t *err = NULL;
     restored_t *r = count ? calloc(count, sizeof *r) : NULL;
@@ -232,7 +240,13 @@ out:
     return err ? err : begin(t);
 }
 
-tpc_error_t *tpc__txn_task_write(tpc__txn_task_t *t, const tpc_record_t *records, size_t count)
+tpc_error_t *tpc__txn_task_initialize(tpc__txn_task_t *t, const tpc__txn_bytes_t *entries,
+                                      size_t count)
+{
+    return noted(t, initialize(t, entries, count));
+}
+
+static tpc_error_t *write_records(tpc__txn_task_t *t, const tpc_record_t *records, size_t count)
 {
     if (!t->current)
         return tpc_error_new(TPC_ERR_STATE, TPC_ERROR_FATAL,
@@ -246,6 +260,11 @@ tpc_error_t *tpc__txn_task_write(tpc__txn_task_t *t, const tpc_record_t *records
     }
     atomic_fetch_add(&t->stats->records, count);
     return NULL;
+}
+
+tpc_error_t *tpc__txn_task_write(tpc__txn_task_t *t, const tpc_record_t *records, size_t count)
+{
+    return noted(t, write_records(t, records, count));
 }
 
 static tpc_error_t *push_pending(tpc__txn_task_t *t, uint64_t checkpoint_id)
@@ -338,8 +357,8 @@ static tpc_error_t *write_state(tpc__txn_task_t *t, tpc__txn_state_add_fn add, v
     return add(w, t->buf.data, t->buf.len);
 }
 
-tpc_error_t *tpc__txn_task_snapshot(tpc__txn_task_t *t, uint64_t checkpoint_id,
-                                    tpc__txn_state_add_fn add, void *w)
+static tpc_error_t *snapshot(tpc__txn_task_t *t, uint64_t checkpoint_id, tpc__txn_state_add_fn add,
+                             void *w)
 {
     if (t->npending && checkpoint_id <= t->pending[t->npending - 1].checkpoint_id)
         return tpc_error_new(TPC_ERR_STATE, TPC_ERROR_FATAL,
@@ -360,12 +379,23 @@ tpc_error_t *tpc__txn_task_snapshot(tpc__txn_task_t *t, uint64_t checkpoint_id,
     return NULL;
 }
 
-tpc_error_t *tpc__txn_task_complete(tpc__txn_task_t *t, uint64_t checkpoint_id)
+tpc_error_t *tpc__txn_task_snapshot(tpc__txn_task_t *t, uint64_t checkpoint_id,
+                                    tpc__txn_state_add_fn add, void *w)
+{
+    return noted(t, snapshot(t, checkpoint_id, add, w));
+}
+
+static tpc_error_t *complete(tpc__txn_task_t *t, uint64_t checkpoint_id)
 {
     tpc_error_t *err = commit_pending(t, checkpoint_id);
     if (!err)
         warn_timeouts(t);
     return err;
+}
+
+tpc_error_t *tpc__txn_task_complete(tpc__txn_task_t *t, uint64_t checkpoint_id)
+{
+    return noted(t, complete(t, checkpoint_id));
 }
 
 tpc_error_t *tpc__txn_task_aborted(tpc__txn_task_t *t, uint64_t checkpoint_id)
@@ -378,7 +408,7 @@ tpc_error_t *tpc__txn_task_aborted(tpc__txn_task_t *t, uint64_t checkpoint_id)
     return NULL;
 }
 
-tpc_error_t *tpc__txn_task_finish(tpc__txn_task_t *t)
+static tpc_error_t *finish(tpc__txn_task_t *t)
 {
     t->finished = true;
     if (!t->current)
@@ -392,14 +422,19 @@ tpc_error_t *tpc__txn_task_finish(tpc__txn_task_t *t)
     return NULL;
 }
 
+tpc_error_t *tpc__txn_task_finish(tpc__txn_task_t *t)
+{
+    return noted(t, finish(t));
+}
+
 void tpc__txn_task_close(tpc__txn_task_t *t)
 {
     if (!t)
         return;
-    /* Closing after finish() without a cancel is the normal end: nothing will restore these
-     * transactions, so whatever is not committed by now is lost, and that must be loud. After a
-     * failure or cancel they are replayed (current) or recovered (pending) instead. */
-    bool normal_end = t->finished && !tpc__txn_canceled(t);
+    /* Closing after finish() with no failure or cancel is the normal end: nothing will restore
+     * these transactions, so whatever is not committed by now is lost, and that must be loud.
+     * After a failure or cancel they are replayed (current) or recovered (pending) instead. */
+    bool normal_end = t->finished && !t->failed && !tpc__txn_canceled(t);
     char name[256];
     if (t->current && tpc__txn_is_empty(t->ops, t->conn, t->current)) {
         atomic_fetch_add(&t->stats->empty_skipped, 1);

@@ -178,6 +178,20 @@ START_TEST(test_close_aborts_current_never_pending)
 }
 END_TEST
 
+/* A normal end that leaves records uncommitted (no checkpoint after finish()) is an error. */
+START_TEST(test_end_without_checkpoint_is_loud)
+{
+    start(0);
+    OK(tpc_test_txn_sub_write(&sub, 0, 10));
+    OK(tpc__txn_task_finish(sub.task));
+    tpc_test_txn_sub_close(&sub);
+    assert_trace("open lingering@0 begin:1@1 write:1 flush:1 abort:1 close");
+    ck_assert_msg(strstr(sub.log, "error: sink ends with transaction \"rec-1\" never "
+                                  "pre-committed") != NULL,
+                  "%s", sub.log);
+}
+END_TEST
+
 /* Restore: pending ones are committed oldest first, whatever order the state lists them in,
  * then the current one is aborted, then lingering ones, then a new transaction begins. */
 START_TEST(test_restore_order)
@@ -291,6 +305,7 @@ int main(void)
     tcase_add_test(tc, test_notification_commits_only_up_to_its_checkpoint);
     tcase_add_test(tc, test_checkpoint_aborted_after_finish);
     tcase_add_test(tc, test_close_aborts_current_never_pending);
+    tcase_add_test(tc, test_end_without_checkpoint_is_loud);
     tcase_add_test(tc, test_restore_order);
     tcase_add_test(tc, test_restore_again_is_idempotent);
     tcase_add_test(tc, test_at_least_once_commits_at_snapshot);
