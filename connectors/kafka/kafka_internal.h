@@ -1,0 +1,133 @@
+/*
+ * Private to connectors/kafka: the sink's configuration, a subtask's instance with its pool of
+ * transactional producers, and the transaction handle. Split over kafka_sink.c (configuration and
+ * the ops table), kafka_producer.c (one librdkafka producer and its callbacks), kafka_open.c (the
+ * checks at open), kafka_txn.c (writing, pre-committing and committing a transaction),
+ * kafka_pool.c (which transactional id may carry the next transaction) and kafka_recover.c
+ * (recovery commits and lingering transactions).
+ */
+#ifndef TPC_KAFKA_INTERNAL_H
+#define TPC_KAFKA_INTERNAL_H
+
+#include "kafka_wire.h"
+#include "tpc_kafka.h"
+
+#include <librdkafka/rdkafka.h>
+
+#define TPC__KAFKA_ID_MAX   200
+#define TPC__KAFKA_POOL_MAX 64
+
+typedef struct {
+    char **props; /* librdkafka name, value, name, value, ... */
+    size_t nprops;
+    char *topic;
+    char *id_prefix;
+    int pool_size;
+    int64_t txn_timeout_ms;
+    int64_t checkpoint_interval_ms;
+    int open_timeout_ms;
+    int recovery_timeout_ms;
+    tpc_kafka_mapper_t mapper;
+    void *mapper_opaque;
+} tpc__kafka_conf_t;
+
+/* @returns the value of librdkafka property @name as configured, or NULL. */
+const char *tpc__kafka_prop(const tpc__kafka_conf_t *conf, const char *name);
+
+/* What a transactional id of the pool is doing. */
+typedef enum {
+    TPC__KAFKA_SLOT_UNUSED = 0, /* no producer yet: one is initialised on first use */
+    TPC__KAFKA_SLOT_FREE,       /* producer initialised, no transaction */
+    TPC__KAFKA_SLOT_BUSY,       /* carries the current or a pending transaction */
+    TPC__KAFKA_SLOT_HELD,       /* its last transaction may still be listed in a checkpoint that
+                                   could be restored: free once release_after is complete */
+} tpc__kafka_slot_state_t;
+
+/* One librdkafka producer and what its callbacks (served on the subtask's thread by poll and
+ * flush) saw. */
+typedef struct {
+    rd_kafka_t *rk;
+    const tpc_txn_subtask_t *st;
+    char id[TPC__KAFKA_ID_MAX]; /* transactional id, "" for a plain producer */
+    int64_t pid;                /* from the statistics' "eos" object; -1 until seen */
+    int16_t epoch;
+    uint64_t delivered;
+    uint64_t failed;
+    char first_failure[256];
+} tpc__kafka_producer_t;
+
+typedef struct {
+    tpc__kafka_producer_t prod;
+    tpc__kafka_slot_state_t state;
+    uint64_t release_after; /* HELD: free once a checkpoint >= this one is known complete */
+} tpc__kafka_slot_t;
+
+typedef struct {
+    const tpc__kafka_conf_t *conf;
+    const tpc_txn_subtask_t *st;
+    bool transactional;
+    tpc__kafka_wire_conf_t wire;
+    tpc__kafka_producer_t plain; /* at-least-once and none */
+    tpc__kafka_slot_t slots[TPC__KAFKA_POOL_MAX];
+    uint64_t latest_begin; /* highest checkpoint id given to begin */
+} tpc__kafka_sub_t;
+
+typedef struct {
+    int slot; /* pool slot of this instance, -1 for a restored or plain handle */
+    char id[TPC__KAFKA_ID_MAX];
+    int64_t pid;
+    int16_t epoch;
+    uint64_t begin_ckpt;
+    uint64_t ckpt; /* pre-committed for this checkpoint, 0 before */
+    uint64_t records;
+} tpc__kafka_txn_t;
+
+extern const tpc_txn_connector_ops_t tpc__kafka_ops;
+
+/* kafka_producer.c */
+tpc_error_t *tpc__kafka_producer_start(tpc__kafka_producer_t *p, const tpc__kafka_conf_t *conf,
+                                       const tpc_txn_subtask_t *st, const char *txn_id,
+                                       bool idempotent);
+/* Destroy the producer, aborting its open transaction first when @abort_open. */
+void tpc__kafka_producer_stop(tpc__kafka_producer_t *p, bool abort_open);
+/* Flush and check that every delivery succeeded. */
+tpc_error_t *tpc__kafka_producer_flush(tpc__kafka_producer_t *p, int timeout_ms);
+/* Turn a librdkafka transaction error into a twopc error; takes @error. An error that requires
+ * aborting the transaction is data loss once it was pre-committed (@pre_committed). */
+tpc_error_t *tpc__kafka_txn_error(rd_kafka_error_t *error, const char *what, const char *id,
+                                  bool pre_committed);
+
+/* kafka_open.c */
+tpc_error_t *tpc__kafka_check_cluster(const tpc__kafka_conf_t *conf, const tpc_txn_subtask_t *st,
+                                      bool transactional);
+
+/* kafka_pool.c */
+void tpc__kafka_slot_id(const tpc__kafka_sub_t *c, int n, char *buf, size_t cap);
+/* A slot free to carry a new transaction, its producer initialised. */
+tpc_error_t *tpc__kafka_pool_acquire(tpc__kafka_sub_t *c, int *slot);
+/* Checkpoint @ckpt is known complete: free the slots held until it. */
+void tpc__kafka_pool_complete(tpc__kafka_sub_t *c, uint64_t ckpt);
+/* The slot's transaction was committed: hold it until a checkpoint that cannot list it. */
+void tpc__kafka_pool_hold(tpc__kafka_sub_t *c, int slot, uint64_t release_after);
+
+/* kafka_txn.c */
+tpc_error_t *tpc__kafka_open(void *arg, const tpc_txn_subtask_t *st, void **conn);
+void tpc__kafka_close(void *conn);
+tpc_error_t *tpc__kafka_begin(void *conn, uint64_t checkpoint_id, void **txn);
+tpc_error_t *tpc__kafka_write(void *conn, void *txn, const tpc_record_t *records, size_t count);
+tpc_error_t *tpc__kafka_flush(void *conn, void *txn);
+tpc_error_t *tpc__kafka_pre_commit(void *conn, void *txn, uint64_t checkpoint_id);
+tpc_error_t *tpc__kafka_commit(void *conn, void *txn);
+tpc_error_t *tpc__kafka_abort(void *conn, void *txn);
+bool tpc__kafka_is_empty(void *conn, const void *txn);
+void tpc__kafka_free_txn(void *conn, void *txn);
+void tpc__kafka_describe(void *conn, const void *txn, char *buf, size_t cap);
+tpc_error_t *tpc__kafka_serialize(void *conn, const void *txn, tpc_txn_buf_t *out);
+tpc_error_t *tpc__kafka_deserialize(void *conn, const void *bytes, size_t len, void **txn);
+
+/* kafka_recover.c */
+tpc_error_t *tpc__kafka_recover_and_commit(void *conn, void *txn);
+tpc_error_t *tpc__kafka_recover_and_abort(void *conn, void *txn);
+tpc_error_t *tpc__kafka_abort_lingering(void *conn, const tpc_txn_lingering_t *lingering);
+
+#endif /* TPC_KAFKA_INTERNAL_H */

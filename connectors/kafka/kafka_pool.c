@@ -1,0 +1,66 @@
+/*
+ * The pool of transactional ids of one subtask, `<prefix>-<subtask>-<n>` for n below
+ * transactional.id.pool-size, each with its own producer. A transaction takes a free id at its
+ * first record. After its commit the id is held: the checkpoints taken so far may list the
+ * transaction, and if one of them were restored, its recovery would send EndTxn(commit) for it
+ * again, which is only exact (success for an already committed transaction) while no newer
+ * transaction or producer epoch exists on the id. The id is free again once a checkpoint taken
+ * after the commit is known to be complete; from then on no restorable checkpoint lists the old
+ * transaction. A checkpoint is known complete here when a transaction pre-committed for it (or a
+ * later one) is committed. The proof is in docs/kafka.md.
+ */
+#include "kafka_internal.h"
+
+#include <stdio.h>
+
+void tpc__kafka_slot_id(const tpc__kafka_sub_t *c, int n, char *buf, size_t cap)
+{
+    snprintf(buf, cap, "%s-%d-%d", c->conf->id_prefix, c->st->subtask, n);
+}
+
+tpc_error_t *tpc__kafka_pool_acquire(tpc__kafka_sub_t *c, int *slot)
+{
+    int unused = -1;
+    for (int n = 0; n < c->conf->pool_size; n++) {
+        if (c->slots[n].state == TPC__KAFKA_SLOT_FREE) {
+            *slot = n;
+            return NULL;
+        }
+        if (c->slots[n].state == TPC__KAFKA_SLOT_UNUSED && unused < 0)
+            unused = n;
+    }
+    if (unused < 0) {
+        int held = 0;
+        for (int n = 0; n < c->conf->pool_size; n++)
+            held += c->slots[n].state == TPC__KAFKA_SLOT_HELD;
+        tpc_error_t *err = tpc_error_new(TPC_ERR_STATE, TPC_ERROR_FATAL,
+                                         "all %d transactional ids of subtask %d are in use "
+                                         "(%d held until a later checkpoint completes)",
+                                         c->conf->pool_size, c->st->subtask, held);
+        return tpc_error_hint(err, "raise transactional.id.pool-size above the number of "
+                                   "checkpoints that can be pending at once plus two");
+    }
+    char id[TPC__KAFKA_ID_MAX];
+    tpc__kafka_slot_id(c, unused, id, sizeof id);
+    tpc_error_t *err = tpc__kafka_producer_start(&c->slots[unused].prod, c->conf, c->st, id, true);
+    if (err)
+        return err;
+    c->slots[unused].state = TPC__KAFKA_SLOT_FREE;
+    *slot = unused;
+    return NULL;
+}
+
+void tpc__kafka_pool_complete(tpc__kafka_sub_t *c, uint64_t ckpt)
+{
+    for (int n = 0; n < c->conf->pool_size; n++) {
+        tpc__kafka_slot_t *s = &c->slots[n];
+        if (s->state == TPC__KAFKA_SLOT_HELD && s->release_after <= ckpt)
+            s->state = s->prod.rk ? TPC__KAFKA_SLOT_FREE : TPC__KAFKA_SLOT_UNUSED;
+    }
+}
+
+void tpc__kafka_pool_hold(tpc__kafka_sub_t *c, int slot, uint64_t release_after)
+{
+    c->slots[slot].state = TPC__KAFKA_SLOT_HELD;
+    c->slots[slot].release_after = release_after;
+}

@@ -1,0 +1,230 @@
+/*
+ * One librdkafka producer of the sink: its configuration (the user's kafka.* properties over the
+ * sink's defaults), its callbacks, starting it (init_transactions for a transactional one, which
+ * also aborts a transaction a crashed run left open on the id), flushing with a check of every
+ * delivery report, and stopping it. A transactional producer also publishes statistics, whose
+ * "eos" object gives the producer id and epoch the coordinator knows: they are stored with each
+ * pre-committed transaction so that a later process can commit it (kafka_recover.c).
+ * librdkafka serves the callbacks inside poll and flush, on the subtask's own thread.
+ */
+#include "kafka_internal.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define STATS_INTERVAL "100"
+
+static void on_delivery(rd_kafka_t *rk, const rd_kafka_message_t *msg, void *opaque)
+{
+    tpc__kafka_producer_t *p = opaque;
+    (void)rk;
+    if (!msg->err) {
+        p->delivered++;
+        return;
+    }
+    if (p->failed++ == 0)
+        snprintf(p->first_failure, sizeof p->first_failure, "%s (%s)", rd_kafka_err2str(msg->err),
+                 rd_kafka_err2name(msg->err));
+}
+
+static int64_t json_int(const char *from, const char *key, int64_t dflt)
+{
+    const char *at = strstr(from, key);
+    return at ? strtoll(at + strlen(key), NULL, 10) : dflt;
+}
+
+/* Is the string value of @key, after @from, @want? */
+static bool json_str_is(const char *from, const char *key, const char *want)
+{
+    const char *at = strstr(from, key);
+    if (!at)
+        return false;
+    at += strlen(key);
+    at += strspn(at, " \t\n");
+    return strncmp(at, want, strlen(want)) == 0;
+}
+
+static int on_stats(rd_kafka_t *rk, char *json, size_t len, void *opaque)
+{
+    tpc__kafka_producer_t *p = opaque;
+    (void)rk;
+    (void)len;
+    const char *eos = strstr(json, "\"eos\":");
+    if (eos && json_str_is(eos, "\"idemp_state\":", "\"Assigned\"")) {
+        p->pid = json_int(eos, "\"producer_id\":", -1);
+        p->epoch = (int16_t)json_int(eos, "\"producer_epoch\":", -1);
+    }
+    return 0; /* librdkafka frees json */
+}
+
+static void on_error(rd_kafka_t *rk, int err, const char *reason, void *opaque)
+{
+    tpc__kafka_producer_t *p = opaque;
+    (void)rk;
+    tpc_txn_log(p->st, TPC_LOG_WARN, "kafka producer \"%s\": %s: %s", p->id,
+                rd_kafka_err2name((rd_kafka_resp_err_t)err), reason);
+}
+
+tpc_error_t *tpc__kafka_txn_error(rd_kafka_error_t *error, const char *what, const char *id,
+                                  bool pre_committed)
+{
+    bool retriable = rd_kafka_error_is_retriable(error);
+    bool abortable = rd_kafka_error_txn_requires_abort(error);
+    tpc_err_t code = TPC_ERR_EXTERNAL;
+    if (abortable && pre_committed)
+        code = TPC_ERR_DATA_LOSS;
+    else if (rd_kafka_error_code(error) == RD_KAFKA_RESP_ERR__TIMED_OUT)
+        code = TPC_ERR_TIMEOUT;
+    tpc_error_t *err = tpc_error_new(code, retriable ? TPC_ERROR_RETRIABLE : TPC_ERROR_FATAL,
+                                     "%s%s of transactional id \"%s\" failed: %s (%s)",
+                                     code == TPC_ERR_DATA_LOSS ? "data loss: " : "", what, id,
+                                     rd_kafka_error_string(error), rd_kafka_error_name(error));
+    if (rd_kafka_error_code(error) == RD_KAFKA_RESP_ERR__FENCED ||
+        rd_kafka_error_code(error) == RD_KAFKA_RESP_ERR_PRODUCER_FENCED)
+        err = tpc_error_hint(err, "another producer uses the same transactional id: give every "
+                                  "running program its own transactional.id.prefix");
+    rd_kafka_error_destroy(error);
+    return err;
+}
+
+static tpc_error_t *set(rd_kafka_conf_t *rc, const char *name, const char *value)
+{
+    char errstr[256];
+    if (rd_kafka_conf_set(rc, name, value, errstr, sizeof errstr) == RD_KAFKA_CONF_OK)
+        return NULL;
+    if (strstr(name, "password") || strstr(name, "secret") || strstr(name, ".key"))
+        snprintf(errstr, sizeof errstr, "value rejected"); /* librdkafka's text may quote it */
+    return tpc_error_hint(tpc_error_new(TPC_ERR_CONFIG, TPC_ERROR_FATAL,
+                                        "invalid kafka property \"%s\": %s", name, errstr),
+                          "see librdkafka's CONFIGURATION.md for its properties");
+}
+
+static tpc_error_t *make_conf(tpc__kafka_producer_t *p, const tpc__kafka_conf_t *conf,
+                              bool idempotent, rd_kafka_conf_t **out)
+{
+    rd_kafka_conf_t *rc = rd_kafka_conf_new();
+    char timeout[32];
+    snprintf(timeout, sizeof timeout, "%" PRId64, conf->txn_timeout_ms);
+    tpc_error_t *err = set(rc, "partitioner", "murmur2_random");
+    if (!err && p->id[0])
+        err = set(rc, "transaction.timeout.ms", timeout);
+    if (!err && p->id[0])
+        err = set(rc, "statistics.interval.ms", STATS_INTERVAL);
+    for (size_t i = 0; !err && i < conf->nprops; i++)
+        err = set(rc, conf->props[2 * i], conf->props[2 * i + 1]);
+    if (!err && p->id[0])
+        err = set(rc, "transactional.id", p->id);
+    if (!err && idempotent)
+        err = set(rc, "enable.idempotence", "true");
+    if (err) {
+        rd_kafka_conf_destroy(rc);
+        return err;
+    }
+    rd_kafka_conf_set_opaque(rc, p);
+    rd_kafka_conf_set_dr_msg_cb(rc, on_delivery);
+    rd_kafka_conf_set_error_cb(rc, on_error);
+    if (p->id[0])
+        rd_kafka_conf_set_stats_cb(rc, on_stats);
+    *out = rc;
+    return NULL;
+}
+
+/* Ask the producer for the metadata of the sink's topic now: librdkafka 2.0.2 otherwise waits
+ * about a second for it before the first commit. */
+static tpc_error_t *fetch_metadata(tpc__kafka_producer_t *p, const tpc__kafka_conf_t *conf)
+{
+    if (!conf->topic)
+        return NULL;
+    rd_kafka_topic_t *rkt = rd_kafka_topic_new(p->rk, conf->topic, NULL);
+    const struct rd_kafka_metadata *md = NULL;
+    rd_kafka_resp_err_t e =
+        rkt ? rd_kafka_metadata(p->rk, 0, rkt, &md, conf->open_timeout_ms) : rd_kafka_last_error();
+    if (md)
+        rd_kafka_metadata_destroy(md);
+    if (rkt)
+        rd_kafka_topic_destroy(rkt);
+    if (e)
+        return tpc_error_new(TPC_ERR_CONNECT, TPC_ERROR_RETRIABLE,
+                             "could not fetch metadata of topic \"%s\": %s", conf->topic,
+                             rd_kafka_err2str(e));
+    return NULL;
+}
+
+tpc_error_t *tpc__kafka_producer_start(tpc__kafka_producer_t *p, const tpc__kafka_conf_t *conf,
+                                       const tpc_txn_subtask_t *st, const char *txn_id,
+                                       bool idempotent)
+{
+    memset(p, 0, sizeof *p);
+    p->st = st;
+    p->pid = -1;
+    p->epoch = -1;
+    snprintf(p->id, sizeof p->id, "%s", txn_id ? txn_id : "");
+    rd_kafka_conf_t *rc = NULL;
+    tpc_error_t *err = make_conf(p, conf, idempotent, &rc);
+    if (err)
+        return err;
+    char errstr[512];
+    p->rk = rd_kafka_new(RD_KAFKA_PRODUCER, rc, errstr, sizeof errstr);
+    if (!p->rk) {
+        rd_kafka_conf_destroy(rc);
+        return tpc_error_new(TPC_ERR_CONFIG, TPC_ERROR_FATAL, "could not create producer: %s",
+                             errstr);
+    }
+    if (p->id[0]) {
+        rd_kafka_error_t *e = rd_kafka_init_transactions(p->rk, conf->open_timeout_ms);
+        if (e) {
+            err = tpc__kafka_txn_error(e, "init_transactions", p->id, false);
+            if (tpc_error_code(err) == TPC_ERR_TIMEOUT)
+                err = tpc_error_hint(err, "check kafka.bootstrap.servers and that the brokers "
+                                          "run; raise open.timeout.ms for a slow cluster");
+        }
+        int64_t deadline = tpc__kafka_now_ms() + conf->open_timeout_ms;
+        while (!err && p->pid < 0 && tpc__kafka_now_ms() < deadline)
+            rd_kafka_poll(p->rk, 20);
+        if (!err && p->pid < 0)
+            err = tpc_error_new(TPC_ERR_TIMEOUT, TPC_ERROR_RETRIABLE,
+                                "producer \"%s\" reported no producer id within %d ms", p->id,
+                                conf->open_timeout_ms);
+    }
+    if (!err)
+        err = fetch_metadata(p, conf);
+    if (err) {
+        tpc__kafka_producer_stop(p, false);
+        return err;
+    }
+    return NULL;
+}
+
+void tpc__kafka_producer_stop(tpc__kafka_producer_t *p, bool abort_open)
+{
+    if (!p->rk)
+        return;
+    if (abort_open && p->id[0]) {
+        rd_kafka_error_t *e = rd_kafka_abort_transaction(p->rk, 5000);
+        if (e)
+            rd_kafka_error_destroy(e);
+    }
+    rd_kafka_destroy(p->rk);
+    p->rk = NULL;
+}
+
+tpc_error_t *tpc__kafka_producer_flush(tpc__kafka_producer_t *p, int timeout_ms)
+{
+    rd_kafka_resp_err_t e = rd_kafka_flush(p->rk, timeout_ms);
+    char fatal[256];
+    if (rd_kafka_fatal_error(p->rk, fatal, sizeof fatal))
+        return tpc_error_new(TPC_ERR_EXTERNAL, TPC_ERROR_FATAL, "producer \"%s\" failed: %s", p->id,
+                             fatal);
+    if (p->failed)
+        return tpc_error_new(TPC_ERR_EXTERNAL, TPC_ERROR_FATAL,
+                             "%" PRIu64 " records could not be delivered by producer \"%s\", "
+                             "the first: %s",
+                             p->failed, p->id, p->first_failure);
+    if (e)
+        return tpc_error_new(TPC_ERR_TIMEOUT, TPC_ERROR_FATAL,
+                             "producer \"%s\" could not deliver %d records within %d ms", p->id,
+                             rd_kafka_outq_len(p->rk), timeout_ms);
+    return NULL;
+}

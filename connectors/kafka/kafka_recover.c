@@ -1,0 +1,109 @@
+/*
+ * What happens at start before the first transaction: restored pending transactions are
+ * committed with EndTxn straight to the coordinator (kafka_end_txn.c) under the producer id and
+ * epoch stored at pre-commit, before any producer is initialised with their ids; then every other
+ * transactional id this subtask may own gets a producer whose initialisation aborts whatever
+ * transaction a crashed run left open on it. The ids of restored transactions are held back from
+ * that (initialising them would bump their epoch and make a repeated recovery commit, after a
+ * second crash, look like data loss) until a checkpoint that no longer lists them is complete.
+ * Also the public tpc_kafka_end_transaction().
+ */
+#include "kafka_internal.h"
+
+#include <inttypes.h>
+#include <string.h>
+
+static tpc_error_t *end_txn(const tpc__kafka_wire_conf_t *wire, const char *id, int64_t pid,
+                            int16_t epoch, bool commit, int timeout_ms)
+{
+    tpc__kafka_end_result_t result;
+    int code = 0;
+    tpc_error_t *err = tpc__kafka_end_txn(wire, id, pid, epoch, commit, timeout_ms, &result, &code);
+    if (err)
+        return err;
+    if (result == TPC__KAFKA_END_DONE)
+        return NULL;
+    if (!commit)
+        return result == TPC__KAFKA_END_BAD_STATE
+                   ? tpc_error_new(TPC_ERR_STATE, TPC_ERROR_FATAL,
+                                   "could not abort the transaction of \"%s\" (producer id %" PRId64
+                                   ", epoch %d): it is committed",
+                                   id, pid, (int)epoch)
+                   : NULL;
+    err = tpc_error_new(TPC_ERR_DATA_LOSS, TPC_ERROR_FATAL,
+                        "data loss: the transaction of \"%s\" (producer id %" PRId64
+                        ", epoch %d) cannot be committed: %s (%s)",
+                        id, pid, (int)epoch,
+                        result == TPC__KAFKA_END_UNKNOWN_ID
+                            ? "the coordinator no longer knows it"
+                            : "the coordinator aborted it, after its timeout or because another "
+                              "producer took over the transactional id",
+                        tpc__kafka_code_name(code));
+    return tpc_error_hint(err, "keep kafka.transaction.timeout.ms well above the checkpoint "
+                               "interval plus the restart time, and give every program its own "
+                               "transactional.id.prefix");
+}
+
+tpc_error_t *tpc_kafka_end_transaction(const char *bootstrap, const char *transactional_id,
+                                       int64_t producer_id, int16_t producer_epoch, bool commit,
+                                       int timeout_ms)
+{
+    if (!bootstrap || !transactional_id || !*transactional_id || timeout_ms < 0)
+        return tpc_error_new(TPC_ERR_INVALID_ARG, TPC_ERROR_FATAL,
+                             "ending a transaction needs bootstrap servers, a transactional id "
+                             "and a timeout");
+    tpc__kafka_wire_conf_t wire = {.bootstrap = bootstrap};
+    return end_txn(&wire, transactional_id, producer_id, producer_epoch, commit, timeout_ms);
+}
+
+tpc_error_t *tpc__kafka_recover_and_commit(void *conn, void *txn)
+{
+    tpc__kafka_sub_t *c = conn;
+    tpc__kafka_txn_t *t = txn;
+    if (!t->id[0])
+        return NULL; /* nothing was ever written into it */
+    tpc_error_t *err =
+        end_txn(&c->wire, t->id, t->pid, t->epoch, true, c->conf->recovery_timeout_ms);
+    if (!err)
+        tpc_txn_log(c->st, TPC_LOG_INFO,
+                    "committed transaction \"%s\" of checkpoint %" PRIu64 " during recovery", t->id,
+                    t->ckpt);
+    return err;
+}
+
+tpc_error_t *tpc__kafka_recover_and_abort(void *conn, void *txn)
+{
+    tpc__kafka_sub_t *c = conn;
+    tpc__kafka_txn_t *t = txn;
+    if (!t->id[0] || t->pid < 0)
+        return NULL; /* its id, if it got one, is aborted with the lingering ones */
+    return end_txn(&c->wire, t->id, t->pid, t->epoch, false, c->conf->recovery_timeout_ms);
+}
+
+tpc_error_t *tpc__kafka_abort_lingering(void *conn, const tpc_txn_lingering_t *lingering)
+{
+    tpc__kafka_sub_t *c = conn;
+    if (!c->transactional)
+        return NULL;
+    for (size_t i = 0; i < lingering->known_count; i++) {
+        const tpc__kafka_txn_t *t = lingering->known[i];
+        for (int n = 0; n < c->conf->pool_size && t->id[0]; n++) {
+            char id[TPC__KAFKA_ID_MAX];
+            tpc__kafka_slot_id(c, n, id, sizeof id);
+            if (strcmp(id, t->id) == 0)
+                tpc__kafka_pool_hold(c, n, lingering->restored_checkpoint + 1);
+        }
+    }
+    for (int n = 0; n < c->conf->pool_size; n++) {
+        tpc__kafka_slot_t *s = &c->slots[n];
+        if (s->state != TPC__KAFKA_SLOT_UNUSED)
+            continue;
+        char id[TPC__KAFKA_ID_MAX];
+        tpc__kafka_slot_id(c, n, id, sizeof id);
+        tpc_error_t *err = tpc__kafka_producer_start(&s->prod, c->conf, c->st, id, true);
+        if (err)
+            return err;
+        s->state = TPC__KAFKA_SLOT_FREE;
+    }
+    return NULL;
+}

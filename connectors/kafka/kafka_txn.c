@@ -1,0 +1,310 @@
+/*
+ * A Kafka transaction of the sink. begin costs nothing; the first record takes a transactional id
+ * from the pool (kafka_pool.c) and begins a librdkafka transaction on its producer. pre_commit
+ * flushes and waits for every delivery report (one failure fails the checkpoint) and stores the
+ * producer id and epoch with the handle; commit on notify uses the live producer, recovery uses
+ * EndTxn (kafka_recover.c). With the weaker guarantees one plain producer (idempotent for
+ * at-least-once) writes everything and pre_commit is its flush. Also the handle's bytes.
+ */
+#include "kafka_internal.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define HANDLE_VERSION 1
+
+static tpc_error_t *oom(void)
+{
+    return tpc_error_new(TPC_ERR_NOMEM, TPC_ERROR_FATAL, "out of memory");
+}
+
+tpc_error_t *tpc__kafka_open(void *arg, const tpc_txn_subtask_t *st, void **out)
+{
+    const tpc__kafka_conf_t *conf = arg;
+    bool transactional = st->guarantee == TPC_TXN_EXACTLY_ONCE;
+    if (transactional && !conf->id_prefix)
+        return tpc_error_hint(tpc_error_new(TPC_ERR_CONFIG, TPC_ERROR_FATAL,
+                                            "exactly-once kafka sink \"%s\" needs a "
+                                            "transactional id prefix",
+                                            st->sink_name),
+                              "set \"transactional.id.prefix\" to a name no other program "
+                              "uses, or choose guarantee at-least-once");
+    tpc_error_t *err = tpc__kafka_check_cluster(conf, st, transactional);
+    if (err)
+        return err;
+    tpc__kafka_sub_t *c = calloc(1, sizeof *c);
+    if (!c)
+        return oom();
+    c->conf = conf;
+    c->st = st;
+    c->transactional = transactional;
+    c->wire.bootstrap = tpc__kafka_prop(conf, "bootstrap.servers");
+    c->wire.security_protocol = tpc__kafka_prop(conf, "security.protocol");
+    if (!transactional) {
+        err = tpc__kafka_producer_start(&c->plain, conf, st, NULL,
+                                        st->guarantee == TPC_TXN_AT_LEAST_ONCE);
+        if (err) {
+            free(c);
+            return err;
+        }
+    }
+    *out = c;
+    return NULL;
+}
+
+void tpc__kafka_close(void *conn)
+{
+    tpc__kafka_sub_t *c = conn;
+    /* Pending transactions stay open on purpose: a restart commits them. */
+    for (int n = 0; n < c->conf->pool_size; n++)
+        tpc__kafka_producer_stop(&c->slots[n].prod, false);
+    tpc__kafka_producer_stop(&c->plain, false);
+    free(c);
+}
+
+tpc_error_t *tpc__kafka_begin(void *conn, uint64_t checkpoint_id, void **txn)
+{
+    tpc__kafka_sub_t *c = conn;
+    tpc__kafka_txn_t *t = calloc(1, sizeof *t);
+    if (!t)
+        return oom();
+    t->slot = -1;
+    t->pid = -1;
+    t->epoch = -1;
+    t->begin_ckpt = checkpoint_id;
+    if (checkpoint_id > c->latest_begin)
+        c->latest_begin = checkpoint_id;
+    *txn = t;
+    return NULL;
+}
+
+static tpc__kafka_producer_t *producer_of(tpc__kafka_sub_t *c, const tpc__kafka_txn_t *t)
+{
+    return c->transactional ? &c->slots[t->slot].prod : &c->plain;
+}
+
+/* The first record of a transaction: take an id and begin a transaction on its producer. */
+static tpc_error_t *start(tpc__kafka_sub_t *c, tpc__kafka_txn_t *t)
+{
+    int slot = -1;
+    tpc_error_t *err = tpc__kafka_pool_acquire(c, &slot);
+    if (err)
+        return err;
+    tpc__kafka_producer_t *p = &c->slots[slot].prod;
+    p->delivered = p->failed = 0;
+    p->first_failure[0] = '\0';
+    rd_kafka_error_t *e = rd_kafka_begin_transaction(p->rk);
+    if (e)
+        return tpc__kafka_txn_error(e, "begin_transaction", p->id, false);
+    c->slots[slot].state = TPC__KAFKA_SLOT_BUSY;
+    t->slot = slot;
+    snprintf(t->id, sizeof t->id, "%s", p->id);
+    return NULL;
+}
+
+static tpc_error_t *produce(tpc__kafka_sub_t *c, tpc__kafka_producer_t *p,
+                            const tpc_kafka_message_t *m)
+{
+    const char *topic = m->topic ? m->topic : c->conf->topic;
+    if (!topic)
+        return tpc_error_hint(tpc_error_new(TPC_ERR_CONFIG, TPC_ERROR_FATAL,
+                                            "a record of kafka sink \"%s\" has no topic",
+                                            c->st->sink_name),
+                              "set \"topic\", or name one in the mapper");
+    rd_kafka_headers_t *hdrs = NULL;
+    if (m->header_count) {
+        hdrs = rd_kafka_headers_new(m->header_count);
+        for (size_t i = 0; i < m->header_count; i++)
+            rd_kafka_header_add(hdrs, m->headers[i].name, -1, m->headers[i].value,
+                                (ssize_t)m->headers[i].value_len);
+    }
+    for (;;) {
+        rd_kafka_headers_t *copy = hdrs ? rd_kafka_headers_copy(hdrs) : NULL;
+        rd_kafka_resp_err_t e = rd_kafka_producev(
+            p->rk, RD_KAFKA_V_TOPIC(topic), RD_KAFKA_V_PARTITION(m->partition),
+            RD_KAFKA_V_KEY(m->key, m->key_len), RD_KAFKA_V_VALUE((void *)m->value, m->value_len),
+            RD_KAFKA_V_TIMESTAMP(m->timestamp), RD_KAFKA_V_HEADERS(copy),
+            RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY), RD_KAFKA_V_END);
+        if (e && copy)
+            rd_kafka_headers_destroy(copy);
+        if (e == RD_KAFKA_RESP_ERR__QUEUE_FULL && !tpc_txn_is_canceled(c->st)) {
+            rd_kafka_poll(p->rk, 10);
+            continue;
+        }
+        if (hdrs)
+            rd_kafka_headers_destroy(hdrs);
+        if (!e)
+            return NULL;
+        return tpc_error_new(TPC_ERR_EXTERNAL, TPC_ERROR_FATAL,
+                             "could not produce to topic \"%s\" with producer \"%s\": %s", topic,
+                             p->id, rd_kafka_err2str(e));
+    }
+}
+
+tpc_error_t *tpc__kafka_write(void *conn, void *txn, const tpc_record_t *records, size_t count)
+{
+    tpc__kafka_sub_t *c = conn;
+    tpc__kafka_txn_t *t = txn;
+    tpc_error_t *err = NULL;
+    if (count && c->transactional && t->slot < 0)
+        err = start(c, t);
+    tpc__kafka_producer_t *p = err ? NULL : producer_of(c, t);
+    for (size_t i = 0; i < count && !err; i++) {
+        tpc_kafka_message_t m = {
+            .partition = RD_KAFKA_PARTITION_UA,
+            .key = records[i].key,
+            .key_len = records[i].key_len,
+            .value = records[i].value,
+            .value_len = records[i].value_len,
+            .timestamp = records[i].timestamp,
+        };
+        if (c->conf->mapper)
+            err = c->conf->mapper(c->conf->mapper_opaque, &records[i], &m);
+        if (!err)
+            err = produce(c, p, &m);
+        if (!err)
+            t->records++;
+    }
+    if (p)
+        rd_kafka_poll(p->rk, 0); /* serve delivery reports */
+    return err;
+}
+
+tpc_error_t *tpc__kafka_flush(void *conn, void *txn)
+{
+    tpc__kafka_sub_t *c = conn;
+    tpc__kafka_txn_t *t = txn;
+    if (c->transactional && t->slot < 0)
+        return NULL;
+    return tpc__kafka_producer_flush(producer_of(c, t), (int)c->conf->txn_timeout_ms);
+}
+
+tpc_error_t *tpc__kafka_pre_commit(void *conn, void *txn, uint64_t checkpoint_id)
+{
+    tpc__kafka_sub_t *c = conn;
+    tpc__kafka_txn_t *t = txn;
+    tpc_error_t *err = tpc__kafka_flush(conn, txn);
+    if (err || !c->transactional)
+        return err;
+    tpc__kafka_producer_t *p = producer_of(c, t);
+    t->pid = p->pid;
+    t->epoch = p->epoch;
+    t->ckpt = checkpoint_id;
+    return NULL;
+}
+
+tpc_error_t *tpc__kafka_commit(void *conn, void *txn)
+{
+    tpc__kafka_sub_t *c = conn;
+    tpc__kafka_txn_t *t = txn;
+    if (!c->transactional)
+        return NULL;
+    if (t->slot < 0)
+        return NULL; /* committed by an earlier call */
+    tpc__kafka_producer_t *p = producer_of(c, t);
+    rd_kafka_error_t *e = rd_kafka_commit_transaction(p->rk, (int)c->conf->txn_timeout_ms);
+    if (e)
+        return tpc__kafka_txn_error(e, "commit_transaction", p->id, true);
+    tpc__kafka_pool_complete(c, t->ckpt);
+    tpc__kafka_pool_hold(c, t->slot, c->latest_begin);
+    t->slot = -1;
+    return NULL;
+}
+
+tpc_error_t *tpc__kafka_abort(void *conn, void *txn)
+{
+    tpc__kafka_sub_t *c = conn;
+    tpc__kafka_txn_t *t = txn;
+    if (!c->transactional || t->slot < 0)
+        return NULL;
+    tpc__kafka_producer_t *p = producer_of(c, t);
+    rd_kafka_error_t *e = rd_kafka_abort_transaction(p->rk, (int)c->conf->txn_timeout_ms);
+    if (e)
+        return tpc__kafka_txn_error(e, "abort_transaction", p->id, false);
+    c->slots[t->slot].state = TPC__KAFKA_SLOT_FREE;
+    t->slot = -1;
+    return NULL;
+}
+
+bool tpc__kafka_is_empty(void *conn, const void *txn)
+{
+    (void)conn;
+    return ((const tpc__kafka_txn_t *)txn)->records == 0;
+}
+
+void tpc__kafka_free_txn(void *conn, void *txn)
+{
+    (void)conn;
+    free(txn);
+}
+
+void tpc__kafka_describe(void *conn, const void *txn, char *buf, size_t cap)
+{
+    const tpc__kafka_txn_t *t = txn;
+    (void)conn;
+    if (t->id[0])
+        snprintf(buf, cap, "%s (producer id %" PRId64 ", epoch %d)", t->id, t->pid, (int)t->epoch);
+    else
+        snprintf(buf, cap, "(no transactional id yet, begun for checkpoint %" PRIu64 ")",
+                 t->begin_ckpt);
+}
+
+static void put_be(unsigned char *p, uint64_t v, int n)
+{
+    for (int i = 0; i < n; i++)
+        p[i] = (unsigned char)(v >> (8 * (n - 1 - i)));
+}
+
+static uint64_t get_be(const unsigned char *p, int n)
+{
+    uint64_t v = 0;
+    for (int i = 0; i < n; i++)
+        v = v << 8 | p[i];
+    return v;
+}
+
+/* Handle bytes: version(1) pid(8) epoch(2) ckpt(8) begin_ckpt(8) id_len(2) id. */
+#define HANDLE_FIXED 29
+
+tpc_error_t *tpc__kafka_serialize(void *conn, const void *txn, tpc_txn_buf_t *out)
+{
+    const tpc__kafka_txn_t *t = txn;
+    (void)conn;
+    unsigned char b[HANDLE_FIXED + TPC__KAFKA_ID_MAX];
+    size_t idlen = strlen(t->id);
+    b[0] = HANDLE_VERSION;
+    put_be(b + 1, (uint64_t)t->pid, 8);
+    put_be(b + 9, (uint16_t)t->epoch, 2);
+    put_be(b + 11, t->ckpt, 8);
+    put_be(b + 19, t->begin_ckpt, 8);
+    put_be(b + 27, idlen, 2);
+    memcpy(b + HANDLE_FIXED, t->id, idlen);
+    return tpc_txn_buf_append(out, b, HANDLE_FIXED + idlen);
+}
+
+tpc_error_t *tpc__kafka_deserialize(void *conn, const void *bytes, size_t len, void **txn)
+{
+    const unsigned char *b = bytes;
+    (void)conn;
+    size_t idlen = len >= HANDLE_FIXED ? (size_t)get_be(b + 27, 2) : 0;
+    if (len < HANDLE_FIXED || b[0] != HANDLE_VERSION || idlen >= TPC__KAFKA_ID_MAX ||
+        len != HANDLE_FIXED + idlen)
+        return tpc_error_new(TPC_ERR_CORRUPT, TPC_ERROR_FATAL,
+                             "kafka transaction handle of %zu bytes is not one this version "
+                             "reads",
+                             len);
+    tpc__kafka_txn_t *t = calloc(1, sizeof *t);
+    if (!t)
+        return oom();
+    t->slot = -1;
+    t->pid = (int64_t)get_be(b + 1, 8);
+    t->epoch = (int16_t)get_be(b + 9, 2);
+    t->ckpt = get_be(b + 11, 8);
+    t->begin_ckpt = get_be(b + 19, 8);
+    memcpy(t->id, b + HANDLE_FIXED, idlen);
+    t->records = t->id[0] ? 1 : 0;
+    *txn = t;
+    return NULL;
+}

@@ -1,0 +1,122 @@
+/**
+ * @file tpc_kafka.h
+ * @brief twopc Kafka connector: an exactly-once Kafka sink on the two-phase-commit framework, and
+ * a way to end the transaction of a crashed producer.
+ *
+ * The sink writes each subtask's records of one checkpoint into one Kafka transaction, flushes it
+ * at the checkpoint (every delivery report must be a success) and commits it once the checkpoint
+ * is complete. After a crash between a checkpoint's completion and the commit, the restored
+ * transaction is committed by sending EndTxn straight to the transaction coordinator with the
+ * stored transactional id, producer id and epoch, before any producer touches that id; librdkafka
+ * itself cannot, since initialising a producer with the id aborts the transaction. See
+ * docs/kafka.md for broker settings, transaction timeouts and how transactional ids are reused.
+ *
+ * Threads: configure on one thread before tpc_txn_sink_add_to_job(); the subtasks then run on
+ * their own threads (see tpc_txn.h). tpc_kafka_end_transaction() may be called from any thread.
+ */
+#ifndef TPC_KAFKA_H
+#define TPC_KAFKA_H
+
+#include "tpc_txn.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/**
+ * @brief Make a new Kafka sink.
+ *
+ * The result is a tpc_txn_sink_t: configure it with tpc_txn_sink_set(), add it to a job with
+ * tpc_txn_sink_add_to_job(), free it with tpc_txn_sink_destroy() after the job. Besides the sink
+ * keys of tpc_txn_sink_set() (`guarantee` among them) it knows
+ *
+ * | key                        | default | meaning                                               |
+ * |----------------------------|---------|-------------------------------------------------------|
+ * | kafka.<property>           |         | any librdkafka property, e.g. kafka.linger.ms,        |
+ * |                            |         | kafka.compression.type, kafka.transaction.timeout.ms  |
+ * |                            |         | (default 60000 here)                                  |
+ * | topic                      | (arg)   | topic of every record, unless the mapper names one    |
+ * | transactional.id.prefix    | (none)  | required for exactly-once: ids are                    |
+ * |                            |         | `<prefix>-<subtask>-<n>`, 0 <= n < pool size; unique  |
+ * |                            |         | per sink among all programs using the cluster         |
+ * | transactional.id.pool-size | 6       | transactional ids (and producers) per subtask, >= 3   |
+ * | checkpoint.interval.ms     | 0       | the job's checkpoint interval, to check the           |
+ * |                            |         | transaction timeout against it at open (0: no check)  |
+ * | open.timeout.ms            | 30000   | how long open may wait for the cluster                |
+ * | recovery.timeout.ms        | 60000   | how long a recovery commit may retry                  |
+ *
+ * Set the sink key `transaction.timeout.ms` to the same value as kafka.transaction.timeout.ms so
+ * that the framework can tell an expired transaction apart in its messages.
+ *
+ * @param bootstrap bootstrap servers ("host:port,..."), copied; the same as
+ * kafka.bootstrap.servers.
+ * @param topic the topic of every record, copied; may be NULL when a mapper names the topics.
+ * @param[out] out the new sink, owned by the caller.
+ * @returns NULL, or TPC_ERR_INVALID_ARG / TPC_ERR_NOMEM.
+ */
+TPC_API tpc_error_t *tpc_kafka_sink_new(const char *bootstrap, const char *topic,
+                                        tpc_txn_sink_t **out);
+
+/** A record header. Bytes are borrowed. */
+typedef struct {
+    const char *name;
+    const void *value;
+    size_t value_len;
+} tpc_kafka_header_t;
+
+/** What the sink produces for one record. Everything is borrowed and must stay valid until the
+ * mapper is called again on the same subtask, or the write call returns. */
+typedef struct {
+    const char *topic; /**< NULL: the sink's topic */
+    int32_t partition; /**< -1 (preset): the partitioner decides (murmur2_random by default) */
+    const void *key;
+    size_t key_len;
+    const void *value;
+    size_t value_len;
+    int64_t timestamp; /**< milliseconds since the epoch; 0: now */
+    const tpc_kafka_header_t *headers;
+    size_t header_count;
+} tpc_kafka_message_t;
+
+/**
+ * Turn a record into a Kafka message. @p out comes filled from the record (key, value,
+ * timestamp, no topic, partition -1, no headers); change what is needed. Called on the subtasks'
+ * threads, several at once: @p opaque must be safe to share.
+ * @returns NULL, or an error that fails the subtask.
+ */
+typedef tpc_error_t *(*tpc_kafka_mapper_t)(void *opaque, const tpc_record_t *record,
+                                           tpc_kafka_message_t *out);
+
+/**
+ * @brief Set how records become messages. Before tpc_txn_sink_add_to_job().
+ * @param opaque borrowed, must outlive the job.
+ * @returns NULL, or TPC_ERR_INVALID_ARG when @p sink is not a Kafka sink.
+ */
+TPC_API tpc_error_t *tpc_kafka_sink_set_mapper(tpc_txn_sink_t *sink, tpc_kafka_mapper_t mapper,
+                                               void *opaque);
+
+/**
+ * @brief End the open transaction of @p transactional_id, begun by a producer that is gone, by
+ * sending EndTxn to its transaction coordinator. For transactions left behind by a program that
+ * cannot restore its checkpoint; docs/kafka.md says how to find the ids, producer ids and epochs.
+ *
+ * Only plaintext connections are supported (TLS and SASL are refused with TPC_ERR_UNSUPPORTED).
+ *
+ * @param bootstrap "host:port,..." of the cluster.
+ * @param producer_id, producer_epoch those of the transaction as the coordinator knows it.
+ * @param commit true to commit, false to abort.
+ * @param timeout_ms how long to retry coordinator moves, loading and network errors.
+ * @returns NULL when the transaction now has the asked-for outcome, also when it already had it;
+ * TPC_ERR_DATA_LOSS when a commit was asked and the coordinator had aborted the transaction
+ * (timeout, fencing) or no longer knows it; TPC_ERR_STATE when an abort was asked of a committed
+ * transaction; TPC_ERR_TIMEOUT, TPC_ERR_CONNECT, TPC_ERR_EXTERNAL or TPC_ERR_UNSUPPORTED when the
+ * coordinator never gave a definite answer.
+ */
+TPC_API tpc_error_t *tpc_kafka_end_transaction(const char *bootstrap, const char *transactional_id,
+                                               int64_t producer_id, int16_t producer_epoch,
+                                               bool commit, int timeout_ms);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* TPC_KAFKA_H */

@@ -1,0 +1,221 @@
+/*
+ * Committing a Kafka transaction after its producer died, over the Kafka protocol
+ * (tpc_kafka_end_transaction: FindCoordinator + EndTxn), against the real broker. A child process
+ * (this binary run again with "--child") opens a transaction with librdkafka, produces and
+ * flushes, prints the transactional id's producer id and epoch from librdkafka's statistics, and
+ * is killed with SIGKILL before it commits. Then:
+ *   - committing makes exactly its records visible to a read_committed consumer, and committing
+ *     again succeeds (an already committed transaction is success);
+ *   - a transaction the broker aborted after its timeout is reported as data loss, and stays
+ *     invisible;
+ *   - a transaction fenced by a newer producer with the same id is reported as data loss;
+ *   - an unreachable cluster gives a clear error within the timeout.
+ */
+#include "check_kafka_common.h"
+#include "tpc_kafka.h"
+
+#include <signal.h>
+#include <stdlib.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#define RECORDS 100
+
+static const char *bootstrap;
+
+static void setup(void)
+{
+    bootstrap = tpc_test_env_require("TWOPC_TEST_KAFKA_BOOTSTRAP");
+    ck_assert_msg(bootstrap != NULL, "TWOPC_TEST_KAFKA_BOOTSTRAP is not set");
+}
+
+static long child_pid = -1;
+static int child_epoch = -1;
+
+static int child_stats(rd_kafka_t *rk, char *json, size_t len, void *opaque)
+{
+    (void)rk, (void)len, (void)opaque;
+    const char *eos = strstr(json, "\"eos\":");
+    const char *p = eos ? strstr(eos, "\"producer_id\":") : NULL;
+    const char *e = eos ? strstr(eos, "\"producer_epoch\":") : NULL;
+    const char *state = eos ? strstr(eos, "\"idemp_state\":") : NULL;
+    const char *assigned = state ? strstr(state, "Assigned") : NULL;
+    if (p && e && assigned && assigned - state < 24) {
+        child_pid = atol(p + strlen("\"producer_id\":"));
+        child_epoch = atoi(e + strlen("\"producer_epoch\":"));
+    }
+    return 0;
+}
+
+/* The producer that crashes: begin, produce, flush, report, wait to be killed. */
+static int child_main(const char *bs, const char *topic, const char *id, const char *timeout)
+{
+    char errstr[512];
+    alarm(40); /* never outlive the test */
+    rd_kafka_conf_t *conf = rd_kafka_conf_new();
+    rd_kafka_conf_set(conf, "bootstrap.servers", bs, errstr, sizeof errstr);
+    rd_kafka_conf_set(conf, "transactional.id", id, errstr, sizeof errstr);
+    rd_kafka_conf_set(conf, "transaction.timeout.ms", timeout, errstr, sizeof errstr);
+    rd_kafka_conf_set(conf, "statistics.interval.ms", "50", errstr, sizeof errstr);
+    rd_kafka_conf_set_stats_cb(conf, child_stats);
+    rd_kafka_t *rk = rd_kafka_new(RD_KAFKA_PRODUCER, conf, errstr, sizeof errstr);
+    if (!rk || rd_kafka_init_transactions(rk, KT_TIMEOUT_MS) || rd_kafka_begin_transaction(rk))
+        return 2;
+    for (int i = 0; i < RECORDS; i++) {
+        char value[32];
+        int n = snprintf(value, sizeof value, "crash-%d", i);
+        if (rd_kafka_producev(rk, RD_KAFKA_V_TOPIC(topic), RD_KAFKA_V_VALUE(value, (size_t)n),
+                              RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY), RD_KAFKA_V_END))
+            return 3;
+    }
+    if (rd_kafka_flush(rk, KT_TIMEOUT_MS))
+        return 4;
+    child_pid = -1;
+    while (child_pid < 0)
+        rd_kafka_poll(rk, 20);
+    printf("%ld %d\n", child_pid, child_epoch);
+    fflush(stdout);
+    for (;;)
+        pause();
+}
+
+/* Run the child, read its producer id and epoch, kill -9 it. */
+static void crash_producer(const char *topic, const char *id, const char *timeout, int64_t *pid,
+                           int16_t *epoch)
+{
+    char self[4096];
+    ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+    ck_assert_int_gt(n, 0);
+    self[n] = '\0';
+    int fds[2];
+    ck_assert_int_eq(pipe(fds), 0);
+    pid_t child = fork();
+    if (child == 0) {
+        dup2(fds[1], 1);
+        close(fds[0]);
+        execl(self, self, "--child", bootstrap, topic, id, timeout, (char *)NULL);
+        _exit(127);
+    }
+    close(fds[1]);
+    FILE *f = fdopen(fds[0], "r");
+    long p = -1;
+    int e = -1;
+    int got = fscanf(f, "%ld %d", &p, &e);
+    fclose(f);
+    kill(child, SIGKILL);
+    int status = 0;
+    waitpid(child, &status, 0);
+    ck_assert_msg(got == 2, "the producer process reported no producer id (status %d)", status);
+    *pid = p;
+    *epoch = (int16_t)e;
+}
+
+static void name_pair(char *topic, char *id, size_t cap)
+{
+    tpc_test_unique_name(topic, cap, "twopc-endtxn", '-');
+    tpc_test_unique_name(id, cap, "twopc-endtxn-id", '-');
+}
+
+START_TEST(test_commit_after_crash_is_exact_and_idempotent)
+{
+    char topic[128], id[128];
+    name_pair(topic, id, sizeof topic);
+    kt_create_topic(bootstrap, topic, 1);
+    int64_t pid;
+    int16_t epoch;
+    crash_producer(topic, id, "60000", &pid, &epoch);
+    ck_assert_int_eq(kt_read_topic(bootstrap, topic, "read_committed", NULL, NULL), 0);
+
+    tpc_error_t *err = tpc_kafka_end_transaction(bootstrap, id, pid, epoch, true, 20000);
+    ck_assert_msg(err == NULL, "commit: %s", tpc_error_message(err));
+    ck_assert_int_eq(kt_read_topic(bootstrap, topic, "read_committed", NULL, NULL), RECORDS);
+
+    err = tpc_kafka_end_transaction(bootstrap, id, pid, epoch, true, 20000);
+    ck_assert_msg(err == NULL, "second commit: %s", tpc_error_message(err));
+    ck_assert_int_eq(kt_read_topic(bootstrap, topic, "read_committed", NULL, NULL), RECORDS);
+
+    err = tpc_kafka_end_transaction(bootstrap, id, pid, epoch, false, 20000);
+    ck_assert_msg(err && tpc_error_code(err) == TPC_ERR_STATE,
+                  "abort of a committed transaction must fail with TPC_ERR_STATE");
+    tpc_error_destroy(err);
+}
+END_TEST
+
+START_TEST(test_timed_out_transaction_is_data_loss)
+{
+    char topic[128], id[128];
+    name_pair(topic, id, sizeof topic);
+    kt_create_topic(bootstrap, topic, 1);
+    int64_t pid;
+    int16_t epoch;
+    crash_producer(topic, id, "1000", &pid, &epoch);
+    sleep(3); /* the broker aborts it within timeout + its 1 s check interval */
+    tpc_error_t *err = tpc_kafka_end_transaction(bootstrap, id, pid, epoch, true, 20000);
+    ck_assert_msg(err && tpc_error_code(err) == TPC_ERR_DATA_LOSS, "expected data loss, got %s",
+                  err ? tpc_error_message(err) : "success");
+    ck_assert_msg(strstr(tpc_error_message(err), id) != NULL, "message names no id: %s",
+                  tpc_error_message(err));
+    tpc_error_destroy(err);
+    ck_assert_int_eq(kt_read_topic(bootstrap, topic, "read_committed", NULL, NULL), 0);
+    /* Aborting what is already aborted is success. */
+    err = tpc_kafka_end_transaction(bootstrap, id, pid, epoch, false, 20000);
+    ck_assert_msg(err == NULL, "abort: %s", tpc_error_message(err));
+}
+END_TEST
+
+START_TEST(test_fenced_transaction_is_data_loss)
+{
+    char topic[128], id[128], errstr[512];
+    name_pair(topic, id, sizeof topic);
+    kt_create_topic(bootstrap, topic, 1);
+    int64_t pid;
+    int16_t epoch;
+    crash_producer(topic, id, "60000", &pid, &epoch);
+    rd_kafka_conf_t *conf = rd_kafka_conf_new();
+    kt_set(conf, "bootstrap.servers", bootstrap);
+    kt_set(conf, "transactional.id", id);
+    rd_kafka_t *rk = rd_kafka_new(RD_KAFKA_PRODUCER, conf, errstr, sizeof errstr);
+    ck_assert_ptr_nonnull(rk);
+    ck_assert_ptr_null(rd_kafka_init_transactions(rk, KT_TIMEOUT_MS));
+    rd_kafka_destroy(rk);
+    tpc_error_t *err = tpc_kafka_end_transaction(bootstrap, id, pid, epoch, true, 20000);
+    ck_assert_msg(err && tpc_error_code(err) == TPC_ERR_DATA_LOSS, "expected data loss, got %s",
+                  err ? tpc_error_message(err) : "success");
+    tpc_error_destroy(err);
+    ck_assert_int_eq(kt_read_topic(bootstrap, topic, "read_committed", NULL, NULL), 0);
+}
+END_TEST
+
+START_TEST(test_unreachable_cluster_fails_within_timeout)
+{
+    time_t t0 = time(NULL);
+    tpc_error_t *err = tpc_kafka_end_transaction("127.0.0.1:1", "twopc-nowhere", 1, 0, true, 1000);
+    ck_assert_ptr_nonnull(err);
+    ck_assert_msg(tpc_error_code(err) == TPC_ERR_CONNECT || tpc_error_code(err) == TPC_ERR_TIMEOUT,
+                  "unexpected error: %s", tpc_error_message(err));
+    ck_assert_msg(strstr(tpc_error_message(err), "127.0.0.1:1") != NULL, "%s",
+                  tpc_error_message(err));
+    tpc_error_destroy(err);
+    ck_assert_int_le(time(NULL) - t0, 3);
+}
+END_TEST
+
+int main(int argc, char **argv)
+{
+    if (argc == 6 && strcmp(argv[1], "--child") == 0)
+        return child_main(argv[2], argv[3], argv[4], argv[5]);
+    Suite *s = suite_create("kafka_commit_after_crash");
+    TCase *tc = tcase_create("end_txn");
+    tcase_add_checked_fixture(tc, setup, NULL);
+    tcase_set_timeout(tc, 60);
+    tcase_add_test(tc, test_commit_after_crash_is_exact_and_idempotent);
+    tcase_add_test(tc, test_timed_out_transaction_is_data_loss);
+    tcase_add_test(tc, test_fenced_transaction_is_data_loss);
+    tcase_add_test(tc, test_unreachable_cluster_fails_within_timeout);
+    suite_add_tcase(s, tc);
+    SRunner *sr = srunner_create(s);
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
