@@ -188,7 +188,7 @@ tpc_error_t *tpc__kafka_producer_start(tpc__kafka_producer_t *p, const tpc__kafk
                                 "producer \"%s\" reported no producer id within %d ms", p->id,
                                 conf->open_timeout_ms);
     }
-    if (!err)
+    if (!err && (p->id[0] || idempotent)) /* not for kafka_open.c's probe */
         err = fetch_metadata(p, conf);
     if (err) {
         tpc__kafka_producer_stop(p, false);
