@@ -31,6 +31,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 bool tpc__pg_parse_gid(const char *gid, const char *prefix, int *subtask, int *parallelism,
                        uint64_t *ckpt)
@@ -70,6 +71,13 @@ static PGresult *finish_prepared(tpc__pg_conn_t *c, const char *verb, const char
     snprintf(sql, sizeof sql, "%s %s", verb, lit);
     PQfreemem(lit);
     return PQexec(c->control, sql);
+}
+
+/* 55000 from COMMIT / ROLLBACK PREPARED: another backend holds the transaction right now, such as
+ * the backend of a killed program that is still finishing its PREPARE. It passes. */
+static bool busy(const PGresult *res)
+{
+    return tpc__pg_sqlstate_is(res, "55000") || tpc__pg_sqlstate_is(res, "55006");
 }
 
 static void committed(tpc__pg_conn_t *c, tpc__pg_txn_t *t)
@@ -168,7 +176,7 @@ tpc_error_t *tpc__pg_commit(void *conn, void *txn)
         PQclear(res);
         return resolve_missing(c, t);
     }
-    if (tpc__pg_sqlstate_is(res, "55006")) { /* another session is finishing it right now */
+    if (busy(res)) {
         PQclear(res);
         return tpc_error_new(TPC_ERR_COMMIT, TPC_ERROR_RETRIABLE,
                              "prepared transaction \"%s\" is busy in another session", t->gid);
@@ -190,7 +198,7 @@ static tpc_error_t *rollback_gid(tpc__pg_conn_t *c, const char *gid, bool *done)
         PQclear(res);
         return NULL;
     }
-    if (tpc__pg_sqlstate_is(res, "55006")) {
+    if (busy(res)) {
         PQclear(res);
         return tpc_error_new(TPC_ERR_EXTERNAL, TPC_ERROR_RETRIABLE,
                              "prepared transaction \"%s\" is busy in another session", gid);
@@ -260,7 +268,15 @@ tpc_error_t *tpc__pg_abort_lingering(void *conn, const tpc_txn_lingering_t *l)
             continue;
         if (b > l->restored_checkpoint || (p == st->parallelism && s == st->subtask)) {
             bool done;
-            err = rollback_gid(c, gid, &done);
+            /* Busy: the backend of a killed run may still be finishing its PREPARE. */
+            for (int tries = 0;; tries++) {
+                err = rollback_gid(c, gid, &done);
+                if (!err || !tpc_error_is_retriable(err) || tries == 200 || tpc_txn_is_canceled(st))
+                    break;
+                tpc_error_destroy(err);
+                struct timespec pause = {0, 25 * 1000 * 1000};
+                nanosleep(&pause, NULL);
+            }
             rolled += done;
         } else {
             kept++;

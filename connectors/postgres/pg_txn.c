@@ -290,13 +290,18 @@ tpc_error_t *tpc__pg_pre_commit(void *conn, void *txn, uint64_t checkpoint_id)
              c->marker_q);
     if (!err)
         err = tpc__pg_exec(c->data, sql, 4, params, "insert the marker row", NULL);
-    /* Markers nobody can ask for any more go in the same transaction (see pg_commit.c). */
+    /* Markers nobody can ask for any more go in the same transaction (see pg_commit.c). Only
+     * those above the last sweep: the rows of earlier sweeps are locked by transactions that
+     * may still be prepared, and waiting for their commit here would wait for this thread. */
     if (!err && c->marker_floor > c->marker_swept) {
-        const char *del[] = {c->prefix, sub, floor};
+        char swept[24];
+        snprintf(swept, sizeof swept, "%" PRIu64, c->marker_swept);
+        const char *del[] = {c->prefix, sub, swept, floor};
         snprintf(sql, sizeof sql,
-                 "DELETE FROM %s WHERE sink = $1 AND subtask = $2 AND checkpoint <= $3",
+                 "DELETE FROM %s WHERE sink = $1 AND subtask = $2 AND checkpoint > $3 AND "
+                 "checkpoint <= $4",
                  c->marker_q);
-        err = tpc__pg_exec(c->data, sql, 3, del, "delete old marker rows", NULL);
+        err = tpc__pg_exec(c->data, sql, 4, del, "delete old marker rows", NULL);
         if (!err)
             c->marker_swept = c->marker_floor;
     }
@@ -337,10 +342,16 @@ tpc_error_t *tpc__pg_abort(void *conn, void *txn)
     if (!c->in_txn)
         return NULL;
     c->in_txn = false;
-    /* On a lost connection the server has dropped the transaction already. */
     if (PQstatus(c->data) != CONNECTION_OK)
         return NULL;
-    return tpc__pg_exec(c->data, "ROLLBACK", 0, NULL, "roll back the transaction", NULL);
+    tpc_error_t *err =
+        tpc__pg_exec(c->data, "ROLLBACK", 0, NULL, "roll back the transaction", NULL);
+    /* On a lost connection the server has dropped the transaction already. */
+    if (err && PQstatus(c->data) != CONNECTION_OK) {
+        tpc_error_destroy(err);
+        err = NULL;
+    }
+    return err;
 }
 
 bool tpc__pg_is_empty(void *conn, const void *txn)
