@@ -423,6 +423,12 @@ uint64_t tpc_ctx_restored_checkpoint(const tpc_ctx_t *ctx)
     return ctx->task->attempt->restored_id;
 }
 
+bool tpc_ctx_checkpointing(const tpc_ctx_t *ctx)
+{
+    const tpc__conf_t *conf = &ctx->task->attempt->job->conf;
+    return conf->dir && conf->after_finish;
+}
+
 bool tpc_ctx_is_canceled(const tpc_ctx_t *ctx)
 {
     return canceled(ctx->task);

@@ -129,6 +129,12 @@ TPC_API int tpc_ctx_parallelism(const tpc_ctx_t *ctx);
 TPC_API int tpc_ctx_attempt(const tpc_ctx_t *ctx);
 /** @returns the id of the checkpoint this attempt restored from, 0 when it started fresh. */
 TPC_API uint64_t tpc_ctx_restored_checkpoint(const tpc_ctx_t *ctx);
+/**
+ * @returns true when this job takes checkpoints that survive the process (checkpoint.dir is set)
+ * and keeps taking them after tasks finish (checkpoint.after-finish is true), so every subtask gets
+ * a notify for a checkpoint taken after its finish(). An exactly-once sink needs both.
+ */
+TPC_API bool tpc_ctx_checkpointing(const tpc_ctx_t *ctx);
 /** @returns true once the job is being canceled; long-running callbacks should return soon. */
 TPC_API bool tpc_ctx_is_canceled(const tpc_ctx_t *ctx);
 
@@ -209,7 +215,9 @@ typedef struct tpc_operator_ops {
     tpc_error_t *(*snapshot_state)(void *self, tpc_ctx_t *ctx, uint64_t checkpoint_id,
                                    tpc_state_writer_t *w);
     /** Checkpoint @p checkpoint_id is durable. Also for ids this subtask never snapshotted
-     * (subsumed); ids <= the restored checkpoint are never delivered. */
+     * (subsumed); ids <= the restored checkpoint are never delivered. Ids increase and are unique
+     * among completed checkpoints; a new process may reuse the id of a checkpoint that never
+     * completed before the crash, so names built from ids must be cleaned up at restore. */
     tpc_error_t *(*notify_checkpoint_complete)(void *self, tpc_ctx_t *ctx, uint64_t checkpoint_id);
     /** Checkpoint @p checkpoint_id was aborted. Optional. */
     tpc_error_t *(*notify_checkpoint_aborted)(void *self, tpc_ctx_t *ctx, uint64_t checkpoint_id);

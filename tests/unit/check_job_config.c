@@ -121,6 +121,47 @@ START_TEST(test_unwritable_checkpoint_dir)
 }
 END_TEST
 
+static tpc_error_t *probe_open(tpc_ctx_t *ctx, void *arg, void **self)
+{
+    *(int *)arg = tpc_ctx_checkpointing(ctx) ? 1 : 0;
+    *self = arg;
+    return NULL;
+}
+
+static tpc_error_t *probe_poll(void *self, tpc_ctx_t *ctx, tpc_poll_result_t *result)
+{
+    (void)self;
+    (void)ctx;
+    *result = TPC_POLL_END;
+    return NULL;
+}
+
+static const tpc_operator_ops_t probe_ops = {
+    .version = TPC_OPERATOR_OPS_VERSION, .open = probe_open, .poll = probe_poll};
+
+/* Sinks can tell at open whether they will ever hear of a checkpoint after their finish(). */
+START_TEST(test_ctx_checkpointing)
+{
+    char *dir = tpc_test_tmpdir("probe");
+    const char *settings[3][2] = {{NULL, NULL}, {"checkpoint.after-finish", "false"}, {NULL, NULL}};
+    int expected[3] = {0, 0, 1};
+    for (int i = 0; i < 3; i++) {
+        tpc_job_t *job = tpc_job_new("probe");
+        int seen = -1;
+        ck_assert_ptr_null(tpc_job_add_vertex(job, "probe", 1, &probe_ops, &seen, NULL));
+        if (i > 0)
+            ck_assert_ptr_null(tpc_job_set(job, "checkpoint.dir", dir));
+        if (settings[i][0])
+            ck_assert_ptr_null(tpc_job_set(job, settings[i][0], settings[i][1]));
+        ck_assert_ptr_null(tpc_job_run(job, NULL));
+        ck_assert_int_eq(seen, expected[i]);
+        tpc_job_destroy(job);
+    }
+    tpc_test_rmdir(dir);
+    free(dir);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("job_config");
@@ -130,6 +171,7 @@ int main(void)
     tcase_add_test(tc, test_error_table);
     tcase_add_test(tc, test_savepoint_needs_checkpoints);
     tcase_add_test(tc, test_unwritable_checkpoint_dir);
+    tcase_add_test(tc, test_ctx_checkpointing);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);
