@@ -7,7 +7,7 @@
 #   make WERROR=1             warnings are errors (default when CI=true)
 #   make install PREFIX=/usr/local DESTDIR=
 #   make services-up / services-down          local PostgreSQL + Kafka for trying twopc
-#   make bench-runtime / bench-file           benchmark programs
+#   make bench-runtime / bench-file / bench-kafka   benchmark programs
 #   make format / format-check / deps
 
 SHELL      := /bin/bash
@@ -77,7 +77,7 @@ SHARED := $(BUILD)/libtwopc.so.$(VERSION)
 
 .PHONY: all lib deps deps-build test test-unit test-integration tests-build examples \
         install format format-check services-up services-down clean \
-        bench-runtime bench-file
+        bench-runtime bench-file bench-kafka
 .DEFAULT_GOAL := all
 
 all: deps-build lib examples
@@ -143,6 +143,8 @@ bench-runtime: deps-build $(BUILD)/bench/bench_runtime
 	@$(BUILD)/bench/bench_runtime
 bench-file: deps-build $(BUILD)/bench/bench_file
 	@$(BUILD)/bench/bench_file
+bench-kafka: deps $(BUILD)/bench/bench_kafka
+	@tests/services/with-services.sh $(BUILD)/bench/bench_kafka
 
 install: lib
 	install -d $(DESTDIR)$(PREFIX)/lib $(DESTDIR)$(PREFIX)/include/twopc $(DESTDIR)$(PREFIX)/lib/pkgconfig
