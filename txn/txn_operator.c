@@ -25,6 +25,17 @@ static bool ctx_canceled(void *opaque)
 
 static tpc_error_t *op_open(tpc_ctx_t *ctx, void *arg, void **self)
 {
+    const tpc_txn_sink_t *sink = arg;
+    /* Without checkpoints after finish() the last transaction could never be committed: refuse
+     * before any record is written rather than lose it at the end. */
+    if (sink->conf.guarantee == TPC_TXN_EXACTLY_ONCE && !tpc_ctx_checkpointing(ctx))
+        return tpc_error_hint(
+            tpc_error_new(TPC_ERR_CONFIG, 0,
+                          "sink \"%s\" is exactly-once but job \"%s\" does not checkpoint "
+                          "after tasks finish",
+                          tpc_ctx_vertex_name(ctx), tpc_ctx_job_name(ctx)),
+            "set \"checkpoint.dir\" and keep \"checkpoint.after-finish\" true, or set the "
+            "sink's \"guarantee\" to at-least-once or none");
     sink_op_t *s = calloc(1, sizeof *s);
     if (!s)
         return tpc_error_new(TPC_ERR_NOMEM, TPC_ERROR_FATAL, "out of memory");
