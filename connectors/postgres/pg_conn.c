@@ -211,6 +211,10 @@ static int find_col(PGresult *res, const char *name, size_t len)
 static tpc_error_t *missing_column(tpc__pg_conn_t *c, PGresult *res, const char *key,
                                    const char *name, size_t len)
 {
+    while (len && *name == ' ')
+        name++, len--;
+    while (len && name[len - 1] == ' ')
+        len--;
     char have[512] = "";
     size_t n = 0;
     for (int i = 0; i < PQntuples(res) && n < sizeof have; i++)
@@ -267,6 +271,7 @@ static tpc_error_t *check_columns(tpc__pg_conn_t *c, PGresult *res, const int *i
         cols[i].name = strdup(PQgetvalue(res, idx[i], 0));
         cols[i].type = (Oid)strtoul(PQgetvalue(res, idx[i], 1), NULL, 10);
         cols[i].type_name = strdup(PQgetvalue(res, idx[i], 2));
+        cols[i].attnum = atoi(PQgetvalue(res, idx[i], 6));
         if (!cols[i].name || !cols[i].type_name)
             return tpc_error_new(TPC_ERR_NOMEM, TPC_ERROR_FATAL, "out of memory");
         if (!supported_type(cols[i].type))
@@ -294,6 +299,47 @@ static tpc_error_t *check_columns(tpc__pg_conn_t *c, PGresult *res, const int *i
     return NULL;
 }
 
+/* ON CONFLICT needs a unique index on exactly the key columns; the server would say so only at the
+ * first upsert, so look now. */
+static tpc_error_t *check_unique_index(tpc__pg_conn_t *c)
+{
+    const char *params[] = {c->table_q};
+    PGresult *res = NULL;
+    tpc_error_t *err = tpc__pg_exec(c->control,
+                                    "SELECT indkey::text FROM pg_index WHERE indrelid = "
+                                    "$1::regclass AND indisunique AND indpred IS NULL AND "
+                                    "indexprs IS NULL",
+                                    1, params, "look up unique indexes", &res);
+    if (err)
+        return err;
+    int nkeys = 0;
+    for (int i = 0; i < c->ncols; i++)
+        nkeys += c->cols[i].key;
+    bool found = false;
+    for (int r = 0; r < PQntuples(res) && !found; r++) {
+        int n = 0, match = 0;
+        for (char *p = PQgetvalue(res, r, 0), *end; *p; p = end) {
+            int attnum = (int)strtol(p, &end, 10);
+            if (end == p)
+                break;
+            n++;
+            for (int i = 0; i < c->ncols; i++)
+                match += c->cols[i].key && c->cols[i].attnum == attnum;
+        }
+        found = n == nkeys && match == nkeys;
+    }
+    PQclear(res);
+    if (found)
+        return NULL;
+    err = tpc_error_new(TPC_ERR_CONFIG, TPC_ERROR_FATAL,
+                        "table \"%s\" has no unique index on exactly the key columns \"%s\"",
+                        c->conf->table, c->conf->key_columns);
+    return tpc_error_hint(err,
+                          "upsert needs ON CONFLICT (%s): add a primary key or unique index "
+                          "on those columns, or correct pg.key-columns",
+                          c->conf->key_columns);
+}
+
 tpc_error_t *tpc__pg_load_columns(tpc__pg_conn_t *c)
 {
     const tpc__pg_conf_t *conf = c->conf;
@@ -312,7 +358,7 @@ tpc_error_t *tpc__pg_load_columns(tpc__pg_conn_t *c)
         c->control,
         "SELECT a.attname, coalesce(nullif(t.typbasetype, 0), a.atttypid), "
         "format_type(a.atttypid, a.atttypmod), has_table_privilege(a.attrelid, 'INSERT'), "
-        "has_table_privilege(a.attrelid, 'UPDATE'), current_user "
+        "has_table_privilege(a.attrelid, 'UPDATE'), current_user, a.attnum "
         "FROM pg_attribute a JOIN pg_type t ON t.oid = a.atttypid "
         "WHERE a.attrelid = $1::regclass AND a.attnum > 0 AND NOT a.attisdropped "
         "AND a.attgenerated = '' ORDER BY a.attnum",
@@ -376,7 +422,7 @@ tpc_error_t *tpc__pg_load_columns(tpc__pg_conn_t *c)
     free(idx);
     free(keys);
     PQclear(res);
-    return err;
+    return !err && upsert ? check_unique_index(c) : err;
 }
 
 tpc_error_t *tpc__pg_ensure_marker_table(tpc__pg_conn_t *c)

@@ -38,6 +38,7 @@ typedef struct {
     char *name;
     Oid type; /* base type for domains */
     char *type_name;
+    int attnum;
     bool key; /* upsert conflict column */
 } tpc__pg_col_t;
 

@@ -1,0 +1,422 @@
+/*
+ * What the PostgreSQL sink writes and what it refuses, on a real server: every supported type
+ * through binary COPY read back with SQL, insert mode in batches, upsert mode (the latest record
+ * of a key wins, also within one statement and across a checkpoint still prepared), and the
+ * errors at configuration and at open — unknown keys and bad values, a missing table or column,
+ * columns the default mapping cannot fill, an unreachable server (without its password in the
+ * message), missing privileges, an upsert without a unique index, and a server with
+ * max_prepared_transactions = 0 (a second throwaway server started with tests/services/pg.sh).
+ */
+#include "tpc_pg.h"
+#include "tpc_test_env.h"
+#include "tpc_test_ops.h"
+#include "tpc_test_pg.h"
+#include "tpc_test_txn_drive.h"
+
+#include <check.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define OK(call)                                                                                   \
+    do {                                                                                           \
+        tpc_error_t *err_ = (call);                                                                \
+        ck_assert_msg(err_ == NULL, "%s: %s", #call, tpc_error_message(err_));                     \
+    } while (0)
+
+static PGconn *pg;
+static char table[96], prefix[96], marker[96];
+static tpc_test_txn_sub_t sub;
+
+static void setup(void)
+{
+    pg = tpc_test_pg_connect();
+    ck_assert_msg(pg != NULL, "no test server: TWOPC_TEST_PG_CONNINFO");
+    tpc_test_unique_name(table, sizeof table, "pgmodes", '_');
+    tpc_test_unique_name(prefix, sizeof prefix, "pgmodes", '-');
+    tpc_test_unique_name(marker, sizeof marker, "pgmodes_markers", '_');
+}
+
+static void teardown(void)
+{
+    tpc_test_pg_rollback_prefix(pg, prefix);
+    tpc_test_pg_exec(pg, "DROP TABLE IF EXISTS %s", table);
+    tpc_test_pg_exec(pg, "DROP TABLE IF EXISTS %s", marker);
+    PQfinish(pg);
+}
+
+static tpc_txn_sink_t *new_sink(const char *conninfo)
+{
+    tpc_txn_sink_t *s = NULL;
+    OK(tpc_pg_sink_new(&s));
+    OK(tpc_txn_sink_set(s, "pg.conninfo",
+                        conninfo ? conninfo : tpc_test_env("TWOPC_TEST_PG_CONNINFO")));
+    OK(tpc_txn_sink_set(s, "pg.table", table));
+    OK(tpc_txn_sink_set(s, "pg.gid-prefix", prefix));
+    OK(tpc_txn_sink_set(s, "pg.marker-table", marker));
+    return s;
+}
+
+static void write_range(uint64_t first, uint64_t n)
+{
+    for (uint64_t i = 0; i < n; i += 64)
+        OK(tpc_test_txn_sub_write(&sub, first + i, n - i < 64 ? n - i : 64));
+}
+
+static void run_checkpoint(uint64_t id)
+{
+    OK(tpc_test_txn_sub_snapshot(&sub, id, NULL));
+    OK(tpc__txn_task_complete(sub.task, id));
+}
+
+static uint64_t key_of(const tpc_record_t *r)
+{
+    uint64_t v = 0;
+    for (size_t i = 0; i < r->key_len; i++)
+        v = v << 8 | ((const unsigned char *)r->key)[i];
+    return v;
+}
+
+/* Row i: a NULL in every column when i is 1; numeric from the list; fixed values otherwise. */
+static const char *const numerics[] = {
+    "-12.340", "0",      "1e-5",  "123456789012345678901234567890.12345",
+    "NaN",     "0.0001", "10000", "-0.5e3"};
+static const char *const numerics_out[] = {
+    "-12.340", NULL,     "0.00001", "123456789012345678901234567890.12345",
+    "NaN",     "0.0001", "10000",   "-500"};
+
+static tpc_error_t *all_types(void *opaque, const tpc_record_t *r, tpc_pg_row_t *row)
+{
+    (void)opaque;
+    uint64_t i = key_of(r);
+    tpc_pg_row_int8(row, (int64_t)i);
+    if (i == 1) {
+        for (int c = 0; c < 12; c++)
+            tpc_pg_row_null(row);
+        return NULL;
+    }
+    tpc_pg_row_int2(row, -32768);
+    tpc_pg_row_int4(row, 2147483647);
+    tpc_pg_row_float4(row, 1.5f);
+    tpc_pg_row_float8(row, -2.25e10);
+    tpc_pg_row_numeric(row, numerics[i % 8]);
+    tpc_pg_row_text(row, "h\xc3\xa9llo w\xc3\xb6rld", 13);
+    tpc_pg_row_text(row, "abc", 3);
+    tpc_pg_row_bytea(row, "\x00\xff\x10", 3);
+    tpc_pg_row_bool(row, i % 2 == 0);
+    tpc_pg_row_timestamptz(row, 1614834367123456LL);
+    tpc_pg_row_jsonb(row, "{\"a\": [1, 2]}", 13);
+    tpc_pg_row_jsonb(row, "{\"b\":true}", 10);
+    return NULL;
+}
+
+START_TEST(test_copy_every_type)
+{
+    ck_assert(tpc_test_pg_exec(pg,
+                               "CREATE TABLE %s (i int8, a int2, b int4, c float4, d float8, "
+                               "e numeric, f text, g varchar(20), h bytea, j bool, k timestamptz, "
+                               "l jsonb, m json)",
+                               table));
+    tpc_txn_sink_t *sink = new_sink(NULL);
+    OK(tpc_pg_sink_set_encoder(sink, all_types, NULL));
+    OK(tpc_test_txn_sub_open(&sub, sink, 0, 1, 0));
+    OK(tpc__txn_task_initialize(sub.task, NULL, 0));
+    write_range(0, 8);
+    run_checkpoint(1);
+    tpc_test_txn_sub_close(&sub);
+    tpc_txn_sink_destroy(sink);
+    ck_assert(tpc_test_pg_exec(pg, "SET TimeZone = 'UTC'"));
+    char sql[512];
+    snprintf(sql, sizeof sql,
+             "SELECT a::text, b::text, c::text, d::text, e::text, f, g, h::text, j::text, "
+             "k::text, l::text, m::text, (a IS NULL AND m IS NULL AND e IS NULL)::text "
+             "FROM %s ORDER BY i",
+             table);
+    PGresult *res = PQexec(pg, sql);
+    ck_assert_int_eq(PQresultStatus(res), PGRES_TUPLES_OK);
+    ck_assert_int_eq(PQntuples(res), 8);
+    for (int i = 0; i < 8; i++) {
+        if (i == 1) {
+            ck_assert_str_eq(PQgetvalue(res, i, 12), "true");
+            continue;
+        }
+        const char *want[] = {"-32768",
+                              "2147483647",
+                              "1.5",
+                              "-22500000000",
+                              numerics_out[i],
+                              "h\xc3\xa9llo w\xc3\xb6rld",
+                              "abc",
+                              "\\x00ff10",
+                              i % 2 == 0 ? "true" : "false",
+                              "2021-03-04 05:06:07.123456+00",
+                              "{\"a\": [1, 2]}",
+                              "{\"b\":true}"};
+        for (int c = 0; c < 12; c++)
+            ck_assert_msg(strcmp(PQgetvalue(res, i, c), want[c]) == 0,
+                          "row %d column %d: \"%s\", expected \"%s\"", i, c, PQgetvalue(res, i, c),
+                          want[c]);
+    }
+    PQclear(res);
+}
+END_TEST
+
+static tpc_error_t *wrong_type(void *opaque, const tpc_record_t *r, tpc_pg_row_t *row)
+{
+    (void)opaque;
+    (void)r;
+    tpc_pg_row_int4(row, 1); /* the column is bigint */
+    return NULL;
+}
+
+START_TEST(test_value_of_wrong_type_is_named)
+{
+    ck_assert(tpc_test_pg_exec(pg, "CREATE TABLE %s (big int8)", table));
+    tpc_txn_sink_t *sink = new_sink(NULL);
+    OK(tpc_pg_sink_set_encoder(sink, wrong_type, NULL));
+    OK(tpc_test_txn_sub_open(&sub, sink, 0, 1, 0));
+    OK(tpc__txn_task_initialize(sub.task, NULL, 0));
+    tpc_error_t *err = tpc_test_txn_sub_write(&sub, 0, 1);
+    ck_assert_ptr_nonnull(err);
+    ck_assert_msg(strstr(tpc_error_message(err), "column \"big\" has type bigint, not integer"),
+                  "%s", tpc_error_message(err));
+    tpc_error_destroy(err);
+    tpc_test_txn_sub_close(&sub);
+    tpc_txn_sink_destroy(sink);
+}
+END_TEST
+
+START_TEST(test_insert_mode_in_batches)
+{
+    ck_assert(tpc_test_pg_exec(pg, "CREATE TABLE %s (k bytea, v bytea)", table));
+    tpc_txn_sink_t *sink = new_sink(NULL);
+    OK(tpc_txn_sink_set(sink, "pg.mode", "insert"));
+    OK(tpc_txn_sink_set(sink, "pg.batch-size", "7"));
+    OK(tpc_test_txn_sub_open(&sub, sink, 0, 1, 0));
+    OK(tpc__txn_task_initialize(sub.task, NULL, 0));
+    write_range(0, 100);
+    OK(tpc_test_txn_sub_snapshot(&sub, 1, NULL));
+    ck_assert_int_eq(tpc_test_pg_long(pg, "SELECT count(*) FROM %s", table), 0);
+    OK(tpc__txn_task_complete(sub.task, 1));
+    tpc_test_txn_sub_close(&sub);
+    tpc_txn_sink_destroy(sink);
+    ck_assert_int_eq(tpc_test_pg_long(pg, "SELECT count(DISTINCT k) FROM %s WHERE k = v", table),
+                     100);
+    ck_assert_int_eq(tpc_test_pg_long(pg, "SELECT count(*) FROM %s", table), 100);
+}
+END_TEST
+
+/* Key = sequence number modulo 10 (one byte), value = the sequence number. */
+static tpc_error_t *mod10(void *opaque, const tpc_record_t *r, tpc_pg_row_t *row)
+{
+    (void)opaque;
+    uint64_t i = key_of(r);
+    unsigned char k = (unsigned char)(i % 10);
+    tpc_pg_row_bytea(row, &k, 1);
+    tpc_pg_row_int8(row, (int64_t)i);
+    return NULL;
+}
+
+START_TEST(test_upsert_latest_wins)
+{
+    ck_assert(tpc_test_pg_exec(pg, "CREATE TABLE %s (k bytea PRIMARY KEY, v int8)", table));
+    tpc_txn_sink_t *sink = new_sink(NULL);
+    OK(tpc_txn_sink_set(sink, "pg.mode", "upsert"));
+    OK(tpc_txn_sink_set(sink, "pg.key-columns", "k"));
+    OK(tpc_txn_sink_set(sink, "pg.batch-size", "8"));
+    OK(tpc_pg_sink_set_encoder(sink, mod10, NULL));
+    OK(tpc_test_txn_sub_open(&sub, sink, 0, 1, 0));
+    OK(tpc__txn_task_initialize(sub.task, NULL, 0));
+    write_range(0, 100); /* each key ten times, several times in one statement */
+    OK(tpc_test_txn_sub_snapshot(&sub, 1, NULL));
+    write_range(100, 25); /* keys the prepared transaction holds: must not wait for it */
+    OK(tpc__txn_task_complete(sub.task, 1));
+    ck_assert_int_eq(tpc_test_pg_long(pg, "SELECT sum(v) FROM %s", table), 945); /* 90..99 */
+    run_checkpoint(2);
+    tpc_test_txn_sub_close(&sub);
+    tpc_txn_sink_destroy(sink);
+    ck_assert_int_eq(tpc_test_pg_long(pg, "SELECT count(*) FROM %s", table), 10);
+    ck_assert_int_eq(tpc_test_pg_long(pg, "SELECT sum(v) FROM %s", table), 1195); /* 115..124 */
+}
+END_TEST
+
+static void expect_set_error(const char *key, const char *value, const char *part)
+{
+    tpc_txn_sink_t *sink = NULL;
+    OK(tpc_pg_sink_new(&sink));
+    tpc_error_t *err = tpc_txn_sink_set(sink, key, value);
+    ck_assert_msg(err != NULL, "%s=%s accepted", key, value);
+    ck_assert_int_eq(tpc_error_code(err), TPC_ERR_CONFIG);
+    ck_assert_msg(strstr(tpc_error_message(err), part), "%s", tpc_error_message(err));
+    tpc_error_destroy(err);
+    tpc_txn_sink_destroy(sink);
+}
+
+START_TEST(test_configuration_errors)
+{
+    expect_set_error("pg.nonsense", "1", "\"pg.nonsense\"");
+    expect_set_error("pg.mode", "merge", "\"merge\" for \"pg.mode\"");
+    expect_set_error("pg.batch-size", "0", "\"pg.batch-size\"");
+    expect_set_error("pg.gid-prefix", "a:b", "\"pg.gid-prefix\"");
+    expect_set_error("pg.conninfo", "nonsense", "pg.conninfo");
+    expect_set_error("pg.connect.deadline.ms", "-1", "pg.connect.deadline.ms");
+}
+END_TEST
+
+/* Open a subtask of @sink and return the error (the test asserts it is there). */
+static tpc_error_t *open_error(tpc_txn_sink_t *sink)
+{
+    tpc_error_t *err = tpc_test_txn_sub_open(&sub, sink, 0, 1, 0);
+    if (!err)
+        tpc_test_txn_sub_close(&sub);
+    tpc_txn_sink_destroy(sink);
+    ck_assert_msg(err != NULL, "open succeeded");
+    ck_assert_ptr_nonnull(tpc_error_hint_text(err));
+    return err;
+}
+
+static void expect_open_error(tpc_txn_sink_t *sink, tpc_err_t code, const char *part)
+{
+    tpc_error_t *err = open_error(sink);
+    ck_assert_msg(tpc_error_code(err) == code && strstr(tpc_error_message(err), part), "%s: %s",
+                  tpc_err_name(tpc_error_code(err)), tpc_error_message(err));
+    tpc_error_destroy(err);
+}
+
+START_TEST(test_open_errors)
+{
+    expect_open_error(new_sink(NULL), TPC_ERR_CONFIG, "does not exist");
+    ck_assert(tpc_test_pg_exec(pg, "CREATE TABLE %s (k int4, v bytea, w text)", table));
+    expect_open_error(new_sink(NULL), TPC_ERR_CONFIG, "default mapping needs two columns");
+    tpc_txn_sink_t *s = new_sink(NULL);
+    OK(tpc_txn_sink_set(s, "pg.columns", "v, nope"));
+    expect_open_error(s, TPC_ERR_CONFIG, "column \"nope\"");
+    s = new_sink(NULL);
+    OK(tpc_txn_sink_set(s, "pg.columns", "v,w"));
+    OK(tpc_txn_sink_set(s, "pg.mode", "upsert"));
+    OK(tpc_txn_sink_set(s, "pg.key-columns", "v"));
+    expect_open_error(s, TPC_ERR_CONFIG, "no unique index");
+
+    s = new_sink("host=127.0.0.1 port=1 dbname=nowhere user=nobody password=sekrit");
+    OK(tpc_txn_sink_set(s, "pg.connect.deadline.ms", "0"));
+    tpc_error_t *err = open_error(s);
+    ck_assert_int_eq(tpc_error_code(err), TPC_ERR_CONNECT);
+    ck_assert_msg(strstr(tpc_error_message(err), "port=1") &&
+                      !strstr(tpc_error_message(err), "sekrit"),
+                  "%s", tpc_error_message(err));
+    tpc_error_destroy(err);
+
+    /* A role that may log in but not write to the table, then not create the marker table. */
+    char role[96], conninfo[512];
+    tpc_test_unique_name(role, sizeof role, "pgmodes_role", '_');
+    ck_assert(tpc_test_pg_exec(pg, "CREATE ROLE %s LOGIN", role));
+    snprintf(conninfo, sizeof conninfo, "%s user=%s", tpc_test_env("TWOPC_TEST_PG_CONNINFO"), role);
+    s = new_sink(conninfo);
+    OK(tpc_txn_sink_set(s, "pg.columns", "v,w"));
+    expect_open_error(s, TPC_ERR_CONFIG, "permission denied for table");
+    ck_assert(tpc_test_pg_exec(pg, "GRANT INSERT ON %s TO %s", table, role));
+    ck_assert(tpc_test_pg_exec(pg, "REVOKE CREATE ON SCHEMA public FROM PUBLIC"));
+    s = new_sink(conninfo);
+    OK(tpc_txn_sink_set(s, "pg.columns", "v,w"));
+    err = open_error(s);
+    ck_assert_msg(strstr(tpc_error_message(err), "marker table") &&
+                      strstr(tpc_error_hint_text(err), "CREATE TABLE"),
+                  "%s", tpc_error_message(err));
+    tpc_error_destroy(err);
+    tpc_test_pg_exec(pg, "DROP OWNED BY %s", role);
+    tpc_test_pg_exec(pg, "DROP ROLE %s", role);
+}
+END_TEST
+
+static int shell(const char *fmt, const char *arg)
+{
+    char cmd[4400];
+    snprintf(cmd, sizeof cmd, fmt, arg);
+    return system(cmd);
+}
+
+START_TEST(test_max_prepared_transactions_zero)
+{
+    if (access("tests/services/pg.sh", X_OK) != 0) {
+        fprintf(stderr, "check_pg_modes: tests/services/pg.sh not found from here, so the "
+                        "max_prepared_transactions = 0 test is skipped\n");
+        return;
+    }
+    char *base = tpc_test_tmpdir("pg-noprep");
+    char dir[4200], env[4300], conninfo[512] = "";
+    snprintf(dir, sizeof dir, "%s/pg", base);
+    /* Under root the server runs as another user, who must reach the folder: a folder it cannot
+     * reach becomes a link that pg.sh cannot start a second time. */
+    chmod(base, 0755);
+    snprintf(env, sizeof env, "%s/env", dir);
+    bool up = shell("tests/services/pg.sh start %s >/dev/null 2>&1", dir) == 0;
+    FILE *f = up ? fopen(env, "r") : NULL;
+    char line[600];
+    if (f && fgets(line, sizeof line, f)) {
+        char *q = strchr(line, '\''), *e = q ? strrchr(q + 1, '\'') : NULL;
+        if (q && e)
+            snprintf(conninfo, sizeof conninfo, "%.*s", (int)(e - q - 1), q + 1);
+    }
+    if (f)
+        fclose(f);
+    PGconn *other = conninfo[0] ? PQconnectdb(conninfo) : NULL;
+    bool ok = other && PQstatus(other) == CONNECTION_OK &&
+              tpc_test_pg_exec(other, "ALTER SYSTEM SET max_prepared_transactions = 0");
+    PQfinish(other);
+    ok = ok && shell("tests/services/pg.sh stop %s >/dev/null 2>&1", dir) == 0 &&
+         shell("tests/services/pg.sh start %s >/dev/null 2>&1", dir) == 0;
+    if (ok) {
+        f = fopen(env, "r");
+        if (f && fgets(line, sizeof line, f)) {
+            char *q = strchr(line, '\''), *e = q ? strrchr(q + 1, '\'') : NULL;
+            if (q && e)
+                snprintf(conninfo, sizeof conninfo, "%.*s", (int)(e - q - 1), q + 1);
+        }
+        if (f)
+            fclose(f);
+        tpc_error_t *err = open_error(new_sink(conninfo));
+        ck_assert_msg(strstr(tpc_error_message(err), "max_prepared_transactions = 0") &&
+                          strstr(tpc_error_hint_text(err), "max_prepared_transactions"),
+                      "%s", tpc_error_message(err));
+        tpc_error_destroy(err);
+    } else {
+        fprintf(stderr, "check_pg_modes: could not start a second PostgreSQL server, so the "
+                        "max_prepared_transactions = 0 test is skipped\n");
+    }
+    shell("tests/services/pg.sh destroy %s >/dev/null 2>&1", dir);
+    tpc_test_rmdir(base);
+    free(base);
+}
+END_TEST
+
+static Suite *suite(void)
+{
+    Suite *s = suite_create("pg_modes");
+    TCase *tc = tcase_create("modes");
+    tcase_set_timeout(tc, 30);
+    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_add_test(tc, test_copy_every_type);
+    tcase_add_test(tc, test_value_of_wrong_type_is_named);
+    tcase_add_test(tc, test_insert_mode_in_batches);
+    tcase_add_test(tc, test_upsert_latest_wins);
+    tcase_add_test(tc, test_configuration_errors);
+    tcase_add_test(tc, test_open_errors);
+    suite_add_tcase(s, tc);
+    TCase *srv = tcase_create("server");
+    tcase_set_timeout(srv, 90);
+    tcase_add_checked_fixture(srv, setup, teardown);
+    tcase_add_test(srv, test_max_prepared_transactions_zero);
+    suite_add_tcase(s, srv);
+    return s;
+}
+
+int main(void)
+{
+    SRunner *sr = srunner_create(suite());
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
