@@ -7,7 +7,7 @@
 #   make WERROR=1             warnings are errors (default when CI=true)
 #   make install PREFIX=/usr/local DESTDIR=
 #   make services-up / services-down          local PostgreSQL + Kafka for trying twopc
-#   make bench-runtime / bench-file / bench-kafka   benchmark programs
+#   make bench-runtime / bench-file / bench-kafka / bench-pg   benchmark programs
 #   make format / format-check / deps
 
 SHELL      := /bin/bash
@@ -77,7 +77,7 @@ SHARED := $(BUILD)/libtwopc.so.$(VERSION)
 
 .PHONY: all lib deps deps-build test test-unit test-integration tests-build examples \
         install format format-check services-up services-down clean \
-        bench-runtime bench-file bench-kafka
+        bench-runtime bench-file bench-kafka bench-pg
 .DEFAULT_GOAL := all
 
 all: deps-build lib examples
@@ -143,6 +143,10 @@ bench-runtime: deps-build $(BUILD)/bench/bench_runtime
 	@$(BUILD)/bench/bench_runtime
 bench-file: deps-build $(BUILD)/bench/bench_file
 	@$(BUILD)/bench/bench_file
+# Needs PostgreSQL only: a dummy Kafka address keeps with-services.sh from starting a broker.
+bench-pg: deps $(BUILD)/bench/bench_pg
+	@TWOPC_TEST_KAFKA_BOOTSTRAP=$${TWOPC_TEST_KAFKA_BOOTSTRAP:-unused} \
+	    tests/services/with-services.sh $(BUILD)/bench/bench_pg
 bench-kafka: deps $(BUILD)/bench/bench_kafka
 	@tests/services/with-services.sh $(BUILD)/bench/bench_kafka
 

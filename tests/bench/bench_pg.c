@@ -1,0 +1,249 @@
+/*
+ * PostgreSQL sink throughput against a plain libpq loop, in the same run on the same server.
+ *
+ *   sink: sequence source -> exactly-once pg sink in copy mode, checkpoints every second (each
+ *         one a marker row and PREPARE TRANSACTION, then COMMIT PREPARED once it is complete)
+ *   raw:  one loop encoding the same rows into binary COPY, sent in buffers of the sink's size,
+ *         with PREPARE TRANSACTION + COMMIT PREPARED (from a second connection) once a second
+ *
+ * Rows are (bigint, 100-byte text). Commit latency is that of each COMMIT PREPARED of the sink,
+ * measured by wrapping the sink's commit. Prints
+ *   bench pg <metric> <value> <unit>
+ * Environment: TWOPC_TEST_PG_CONNINFO (the server), TWOPC_BENCH_ROWS (default 1000000).
+ */
+#include "tpc_pg.h"
+#include "tpc_test_env.h"
+#include "tpc_test_ops.h"
+#include "tpc_test_pg.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#define TEXT_BYTES  100
+#define COPY_BUFFER (256u << 10)
+#define MAX_COMMITS 4096
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+static void die(const char *what, tpc_error_t *err)
+{
+    fprintf(stderr, "bench_pg: %s: %s\n", what, err ? tpc_error_message(err) : "failed");
+    exit(1);
+}
+
+/* The text column: the row number in decimal, padded with letters to TEXT_BYTES. */
+static void text_of(uint64_t seq, char *out)
+{
+    memset(out, 'x', TEXT_BYTES);
+    char num[24];
+    int n = snprintf(num, sizeof num, "%llu", (unsigned long long)seq);
+    memcpy(out, num, (size_t)n);
+}
+
+static tpc_error_t *encode(void *opaque, const tpc_record_t *r, tpc_pg_row_t *row)
+{
+    (void)opaque;
+    int subtask;
+    uint64_t seq;
+    tpc_test_seq_decode(r->key, r->key_len, &subtask, &seq);
+    char text[TEXT_BYTES];
+    text_of(seq, text);
+    tpc_pg_row_int8(row, (int64_t)seq);
+    tpc_pg_row_text(row, text, TEXT_BYTES);
+    return NULL;
+}
+
+/* The sink's commit, timed: the wrapper ops table differs from the sink's only there. */
+static tpc_txn_connector_ops_t timed_ops;
+static const tpc_txn_connector_ops_t *pg_ops;
+static double commit_ms[MAX_COMMITS];
+static int commits;
+
+static tpc_error_t *timed_commit(void *conn, void *txn)
+{
+    double t0 = now_s();
+    tpc_error_t *err = pg_ops->commit(conn, txn);
+    if (!err && commits < MAX_COMMITS)
+        commit_ms[commits++] = (now_s() - t0) * 1000.0;
+    return err;
+}
+
+static double run_sink(const char *conninfo, const char *table, uint64_t rows)
+{
+    char *ckpt = tpc_test_tmpdir("bench-pg-ckpt");
+    char prefix[96];
+    tpc_test_unique_name(prefix, sizeof prefix, "bench-pg", '-');
+    tpc_test_seq_conf_t src = {.count_default = rows, .per_poll = 256};
+    tpc_txn_sink_t *conf_sink = NULL, *sink = NULL;
+    tpc_job_t *job = tpc_job_new("bench-pg");
+    int s, k;
+    tpc_error_t *err = tpc_pg_sink_new(&conf_sink);
+    const char *kv[][2] = {
+        {"pg.conninfo", conninfo}, {"pg.table", table}, {"pg.gid-prefix", prefix}};
+    for (size_t i = 0; i < 3 && !err; i++)
+        err = tpc_txn_sink_set(conf_sink, kv[i][0], kv[i][1]);
+    if (!err)
+        err = tpc_pg_sink_set_encoder(conf_sink, encode, NULL);
+    if (!err) {
+        /* conf_sink keeps owning the configuration; the timed sink borrows it. */
+        pg_ops = tpc_txn_sink_connector_ops(conf_sink);
+        timed_ops = *pg_ops;
+        timed_ops.commit = timed_commit;
+        timed_ops.recover_and_commit = timed_commit;
+        timed_ops.configure = NULL;
+        timed_ops.release = NULL;
+        err = tpc_txn_sink_new(&timed_ops, tpc_txn_sink_connector_arg(conf_sink), &sink);
+    }
+    if (!err)
+        err = tpc_job_set(job, "checkpoint.dir", ckpt);
+    if (!err)
+        err = tpc_job_set(job, "checkpoint.interval.ms", "1000");
+    if (!err)
+        err = tpc_job_add_vertex(job, "generator", 1, &tpc_test_seq_source_ops, &src, &s);
+    if (!err)
+        err = tpc_txn_sink_add_to_job(sink, job, "rows", 1, &k);
+    if (!err)
+        err = tpc_job_connect(job, s, k, TPC_EDGE_FORWARD);
+    if (err)
+        die("job setup", err);
+    double t0 = now_s();
+    err = tpc_job_run(job, NULL);
+    double secs = now_s() - t0;
+    if (err)
+        die("job", err);
+    tpc_txn_sink_stats_t st;
+    tpc_txn_sink_get_stats(sink, &st);
+    if (st.records != rows || st.pending)
+        die("sink statistics do not add up", NULL);
+    tpc_job_destroy(job);
+    tpc_txn_sink_destroy(sink);
+    tpc_txn_sink_destroy(conf_sink);
+    tpc_test_rmdir(ckpt);
+    free(ckpt);
+    return secs;
+}
+
+static void put_be(unsigned char *p, uint64_t v, int bytes)
+{
+    for (int i = bytes - 1; i >= 0; i--, v >>= 8)
+        p[i] = (unsigned char)v;
+}
+
+static void expect(PGconn *pg, PGresult *res, ExecStatusType want, const char *what)
+{
+    if (PQresultStatus(res) != want) {
+        fprintf(stderr, "bench_pg: %s: %s", what, PQerrorMessage(pg));
+        exit(1);
+    }
+    PQclear(res);
+}
+
+static void start_txn(PGconn *data, const char *copy)
+{
+    expect(data, PQexec(data, "BEGIN"), PGRES_COMMAND_OK, "BEGIN");
+    expect(data, PQexec(data, copy), PGRES_COPY_IN, "COPY");
+    static const unsigned char header[19] = {'P', 'G', 'C', 'O', 'P', 'Y', '\n', 0xff, '\r', '\n'};
+    PQputCopyData(data, (const char *)header, sizeof header);
+}
+
+static void end_txn(PGconn *data, PGconn *control, int n)
+{
+    static const unsigned char trailer[2] = {0xff, 0xff};
+    PQputCopyData(data, (const char *)trailer, 2);
+    PQputCopyEnd(data, NULL);
+    expect(data, PQgetResult(data), PGRES_COMMAND_OK, "end COPY");
+    PQclear(PQgetResult(data));
+    char sql[128];
+    snprintf(sql, sizeof sql, "PREPARE TRANSACTION 'bench-pg-raw-%d-%d'", (int)getpid(), n);
+    expect(data, PQexec(data, sql), PGRES_COMMAND_OK, "PREPARE TRANSACTION");
+    snprintf(sql, sizeof sql, "COMMIT PREPARED 'bench-pg-raw-%d-%d'", (int)getpid(), n);
+    expect(control, PQexec(control, sql), PGRES_COMMAND_OK, "COMMIT PREPARED");
+}
+
+static double run_raw(const char *table, uint64_t rows)
+{
+    PGconn *data = tpc_test_pg_connect(), *control = tpc_test_pg_connect();
+    unsigned char *buf = malloc(COPY_BUFFER + 256);
+    if (!data || !control || !buf)
+        die("raw connections", NULL);
+    char copy[256];
+    snprintf(copy, sizeof copy, "COPY %s FROM STDIN (FORMAT binary)", table);
+    double t0 = now_s(), next = t0 + 1.0;
+    size_t len = 0;
+    int txns = 0;
+    start_txn(data, copy);
+    for (uint64_t i = 0; i < rows; i++) {
+        unsigned char *p = buf + len;
+        put_be(p, 2, 2);
+        put_be(p + 2, 8, 4);
+        put_be(p + 6, i, 8);
+        put_be(p + 14, TEXT_BYTES, 4);
+        text_of(i, (char *)p + 18);
+        len += 18 + TEXT_BYTES;
+        if (len >= COPY_BUFFER) {
+            PQputCopyData(data, (const char *)buf, (int)len);
+            len = 0;
+            if (now_s() >= next) {
+                end_txn(data, control, txns++);
+                start_txn(data, copy);
+                next += 1.0;
+            }
+        }
+    }
+    PQputCopyData(data, (const char *)buf, (int)len);
+    end_txn(data, control, txns++);
+    double secs = now_s() - t0;
+    free(buf);
+    PQfinish(data);
+    PQfinish(control);
+    return secs;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+int main(void)
+{
+    const char *conninfo = tpc_test_env_require("TWOPC_TEST_PG_CONNINFO");
+    if (!conninfo)
+        return 1;
+    const char *env = getenv("TWOPC_BENCH_ROWS");
+    uint64_t rows = env ? strtoull(env, NULL, 10) : 0;
+    if (!rows)
+        rows = 1000000;
+    PGconn *pg = tpc_test_pg_connect();
+    char sink_table[96], raw_table[96];
+    tpc_test_unique_name(sink_table, sizeof sink_table, "bench_pg_sink", '_');
+    tpc_test_unique_name(raw_table, sizeof raw_table, "bench_pg_raw", '_');
+    if (!pg || !tpc_test_pg_exec(pg, "CREATE TABLE %s (id bigint, payload text)", sink_table) ||
+        !tpc_test_pg_exec(pg, "CREATE TABLE %s (id bigint, payload text)", raw_table))
+        die("tables", NULL);
+    double raw = run_raw(raw_table, rows);
+    double sink = run_sink(conninfo, sink_table, rows);
+    long long got = tpc_test_pg_long(pg, "SELECT count(*) FROM %s", sink_table);
+    tpc_test_pg_exec(pg, "DROP TABLE %s", sink_table);
+    tpc_test_pg_exec(pg, "DROP TABLE %s", raw_table);
+    PQfinish(pg);
+    if (got != (long long)rows)
+        die("the sink's table does not hold every row", NULL);
+    qsort(commit_ms, (size_t)commits, sizeof *commit_ms, cmp_double);
+    double p50 = commits ? commit_ms[commits / 2] : 0;
+    double p99 = commits ? commit_ms[(commits * 99) / 100 < commits ? (commits * 99) / 100 : 0] : 0;
+    printf("bench pg sink_rows_per_s %.0f rows/s\n", (double)rows / sink);
+    printf("bench pg raw_rows_per_s %.0f rows/s\n", (double)rows / raw);
+    printf("bench pg ratio %.3f ratio\n", raw / sink);
+    printf("bench pg commit_p50_ms %.2f ms\n", p50);
+    printf("bench pg commit_p99_ms %.2f ms\n", p99);
+    return 0;
+}
