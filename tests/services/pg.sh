@@ -50,6 +50,8 @@ pg_ensure_os_user() {
 # private home folder, say), DIR becomes a link to a private folder under /tmp.
 pg_prepare_dir() {
     local dir=$1 real
+    # Already moved to a place the cluster user can reach (a second start on the same folder).
+    [ -L "$dir" ] && return 0
     mkdir -p "$dir"
     [ "$(id -u)" -eq 0 ] || return 0
     chown "$PG_OS_USER:" "$dir"
