@@ -88,7 +88,8 @@ static tpc_error_t *check_metadata(rd_kafka_t *rk, const tpc__kafka_conf_t *conf
     } else if (rkt && md->topic_cnt == 1 && md->topics[0].err) {
         err = tpc_error_new(TPC_ERR_CONFIG, TPC_ERROR_FATAL, "kafka topic \"%s\" is not usable: %s",
                             conf->topic, rd_kafka_err2str(md->topics[0].err));
-        err = tpc_error_hint(err, "create the topic, or let the brokers create topics");
+        err = tpc_error_hint(err, "create the topic before the job starts (for example with "
+                                  "kafka-topics.sh --create); the sink does not create topics");
     } else {
         *broker_id = md->broker_cnt ? md->brokers[0].id : -1;
     }
