@@ -1,0 +1,585 @@
+/*
+ * An exactly-once pipeline into PostgreSQL and Kafka at once:
+ *
+ *   source ──forward──> transform ──hash(key)──> PostgreSQL sink (table, PREPARE / COMMIT PREPARED)
+ *                                  └─hash(key)──> Kafka sink (output topic, one transaction per
+ *                                                 checkpoint per subtask)
+ *
+ * The source makes records 0, 1, 2, ... (record i has key "key-<i mod keys>" and value "<i>", see
+ * exactly_once_records.h); subtask s of P makes the records i with i mod P = s and keeps how far it
+ * got as list state, so that after a crash the job replays exactly what the last completed
+ * checkpoint did not cover. The transform turns value "<i>" into "<i>:<hex of mix(i)>". Both sinks
+ * commit a checkpoint's records only once that checkpoint is durable: whatever kills and restarts
+ * happen, each record ends up once in the table and once in the topic (for read_committed readers),
+ * and the records of one key reach the topic in order (one key: one source subtask, one sink
+ * subtask, one partition). verify_output checks exactly that.
+ *
+ * Kill it with kill -9 at any moment and start it again with the same options: it resumes from its
+ * checkpoint directory. A bounded run ends after the final checkpoint with everything committed;
+ * running it again after that adds nothing. While it runs, a progress line on stderr shows records
+ * per second, checkpoints, commits and pending transactions.
+ *
+ *   exactly_once_pipeline [options]
+ *     --bootstrap HOST:PORT  Kafka brokers (default: $TWOPC_KAFKA_BOOTSTRAP)
+ *     --pg CONNINFO          PostgreSQL connection (default: $TWOPC_PG_CONNINFO)
+ *     --name NAME            job name; output topic NAME-out, table NAME_out (default twopc-demo)
+ *     --topic T / --table T  other output names
+ *     --checkpoint-dir DIR   where checkpoints live (default NAME.checkpoints)
+ *     --parallelism P        subtasks per vertex (default 2, at most 8)
+ *     --interval MS          checkpoint interval (default 500)
+ *     --records N            records to make (default 100000); --unbounded: never stop
+ *     --keys K               distinct keys (default 840; a multiple of P)
+ *     --rate R               records per second, all subtasks together (default 0: unlimited)
+ *     --progress MODE        tty (rewrite one line), lines (a line a second), off
+ *                            (default: tty on a terminal, lines otherwise)
+ *
+ * Exit status: 0 when the job finished (or was stopped with SIGINT / SIGTERM after a savepoint),
+ * 3 when the library reported lost data, 1 on any other error, 2 on bad options.
+ */
+#include "exactly_once_records.h"
+
+#include <tpc_kafka.h>
+#include <tpc_pg.h>
+
+#include <getopt.h>
+#include <libpq-fe.h>
+#include <librdkafka/rdkafka.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+typedef struct {
+    const char *bootstrap, *pg, *name, *topic, *table, *ckpt_dir, *progress;
+    char topic_buf[256], table_buf[256], ckpt_buf[512];
+    int parallelism, interval_ms;
+    uint64_t records;
+    uint32_t keys;
+    bool unbounded;
+    double rate;
+} options_t;
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+/* ---- source: records i = subtask, subtask + P, subtask + 2P, ... ---------------------------- */
+
+typedef struct {
+    const options_t *opt;
+    uint64_t sub, par, next; /* next record is sub + par * next */
+    double started, rate;    /* pacing, per subtask, since this attempt started */
+    uint64_t emitted;
+} source_t;
+
+typedef struct {
+    uint64_t sub, par, next;
+} source_state_t;
+
+static tpc_error_t *source_open(tpc_ctx_t *ctx, void *arg, void **self)
+{
+    source_t *s = calloc(1, sizeof *s);
+    if (!s)
+        return tpc_error_new(TPC_ERR_NOMEM, 0, "out of memory");
+    s->opt = arg;
+    s->sub = (uint64_t)tpc_ctx_subtask(ctx);
+    s->par = (uint64_t)tpc_ctx_parallelism(ctx);
+    s->rate = s->opt->rate / (double)s->par;
+    s->started = now_s();
+    *self = s;
+    return NULL;
+}
+
+static tpc_error_t *source_restore(void *self, tpc_ctx_t *ctx, const tpc_state_reader_t *state)
+{
+    (void)ctx;
+    source_t *s = self;
+    for (size_t i = 0; i < tpc_state_count(state, TPC_STATE_LIST); i++) {
+        const void *bytes;
+        size_t len;
+        source_state_t st;
+        tpc_state_get(state, TPC_STATE_LIST, i, &bytes, &len);
+        if (len != sizeof st)
+            return tpc_error_new(TPC_ERR_CORRUPT, 0, "source state of %zu bytes", len);
+        memcpy(&st, bytes, sizeof st);
+        if (st.par != s->par || st.sub != s->sub)
+            return tpc_error_hint(tpc_error_new(TPC_ERR_CONFIG, 0,
+                                                "checkpoint was taken with parallelism %llu",
+                                                (unsigned long long)st.par),
+                                  "run with --parallelism %llu or a new checkpoint directory",
+                                  (unsigned long long)st.par);
+        s->next = st.next;
+    }
+    return NULL;
+}
+
+static tpc_error_t *source_poll(void *self, tpc_ctx_t *ctx, tpc_poll_result_t *result)
+{
+    source_t *s = self;
+    uint64_t budget = 256;
+    if (s->rate > 0) {
+        double allowed = (now_s() - s->started) * s->rate - (double)s->emitted;
+        if (allowed < 1) {
+            *result = TPC_POLL_IDLE;
+            return NULL;
+        }
+        if (allowed < (double)budget)
+            budget = (uint64_t)allowed;
+    }
+    for (; budget > 0; budget--) {
+        uint64_t i = s->sub + s->par * s->next;
+        if (!s->opt->unbounded && i >= s->opt->records)
+            break;
+        char key[EO_KEY_MAX], value[EO_VALUE_MAX];
+        tpc_record_t rec = {.key = key,
+                            .key_len = (size_t)eo_key(i, s->opt->keys, key),
+                            .value = value,
+                            .value_len = (size_t)eo_input_value(i, value)};
+        if (tpc_emit(ctx, &rec) != TPC_OK)
+            break;
+        s->next++;
+        s->emitted++;
+    }
+    bool done = !s->opt->unbounded && s->sub + s->par * s->next >= s->opt->records;
+    *result = done ? TPC_POLL_END : TPC_POLL_MORE;
+    return NULL;
+}
+
+static tpc_error_t *source_snapshot(void *self, tpc_ctx_t *ctx, uint64_t id, tpc_state_writer_t *w)
+{
+    (void)ctx, (void)id;
+    source_t *s = self;
+    source_state_t st = {.sub = s->sub, .par = s->par, .next = s->next};
+    return tpc_state_add(w, TPC_STATE_LIST, &st, sizeof st);
+}
+
+static void source_close(void *self, tpc_ctx_t *ctx)
+{
+    (void)ctx, free(self);
+}
+
+static const tpc_operator_ops_t source_ops = {
+    .version = TPC_OPERATOR_OPS_VERSION,
+    .open = source_open,
+    .initialize_state = source_restore,
+    .poll = source_poll,
+    .snapshot_state = source_snapshot,
+    .close = source_close,
+};
+
+/* ---- transform: value "<i>" -> "<i>:<hex of mix(i)>", key unchanged; no state -------------- */
+
+static tpc_error_t *transform_open(tpc_ctx_t *ctx, void *arg, void **self)
+{
+    (void)ctx, (void)arg;
+    *self = NULL;
+    return NULL;
+}
+
+static tpc_error_t *transform_process(void *self, tpc_ctx_t *ctx, const tpc_batch_t *batch)
+{
+    (void)self;
+    for (size_t n = 0; n < tpc_batch_count(batch); n++) {
+        tpc_record_t in;
+        tpc_batch_get(batch, n, &in);
+        uint64_t i;
+        if (!eo_parse_number(in.value, in.value_len, &i))
+            return tpc_error_new(TPC_ERR_CORRUPT, 0, "input value is not a record number");
+        char value[EO_VALUE_MAX];
+        tpc_record_t out = in;
+        out.value = value;
+        out.value_len = (size_t)eo_output_value(i, value);
+        if (tpc_emit(ctx, &out) != TPC_OK)
+            break; /* canceled */
+    }
+    return NULL;
+}
+
+static const tpc_operator_ops_t transform_ops = {
+    .version = TPC_OPERATOR_OPS_VERSION,
+    .open = transform_open,
+    .process = transform_process,
+};
+
+/* ---- PostgreSQL rows: (id bigint, k text, v text) ------------------------------------------- */
+
+static tpc_error_t *encode_row(void *opaque, const tpc_record_t *rec, tpc_pg_row_t *row)
+{
+    (void)opaque;
+    uint64_t i;
+    if (!eo_parse_number(rec->value, rec->value_len, &i))
+        return tpc_error_new(TPC_ERR_CORRUPT, 0, "output value is not a record number");
+    tpc_pg_row_int8(row, (int64_t)i);
+    tpc_pg_row_text(row, rec->key, rec->key_len);
+    tpc_pg_row_text(row, rec->value, rec->value_len);
+    return NULL;
+}
+
+static bool create_table(const options_t *opt)
+{
+    PGconn *pg = PQconnectdb(opt->pg);
+    bool ok = PQstatus(pg) == CONNECTION_OK;
+    if (ok) {
+        char *ident = PQescapeIdentifier(pg, opt->table, strlen(opt->table));
+        char sql[1024];
+        snprintf(sql, sizeof sql,
+                 "CREATE TABLE IF NOT EXISTS %s (id bigint NOT NULL, k text NOT NULL, "
+                 "v text NOT NULL)",
+                 ident ? ident : "\"\"");
+        PQfreemem(ident);
+        PGresult *res = PQexec(pg, sql);
+        ok = PQresultStatus(res) == PGRES_COMMAND_OK;
+        PQclear(res);
+    }
+    if (!ok)
+        fprintf(stderr, "exactly_once_pipeline: could not create table \"%s\": %s", opt->table,
+                PQerrorMessage(pg));
+    PQfinish(pg);
+    return ok;
+}
+
+/* ---- Kafka output topic with P partitions (the default of 1 would serialise the sink) ---------
+ */
+
+static bool create_topic(const options_t *opt)
+{
+    char errstr[512];
+    rd_kafka_conf_t *conf = rd_kafka_conf_new();
+    rd_kafka_conf_set(conf, "bootstrap.servers", opt->bootstrap, errstr, sizeof errstr);
+    rd_kafka_t *rk = rd_kafka_new(RD_KAFKA_PRODUCER, conf, errstr, sizeof errstr);
+    if (!rk) {
+        fprintf(stderr, "exactly_once_pipeline: %s\n", errstr);
+        return false;
+    }
+    rd_kafka_NewTopic_t *nt =
+        rd_kafka_NewTopic_new(opt->topic, opt->parallelism, 1, errstr, sizeof errstr);
+    rd_kafka_queue_t *queue = rd_kafka_queue_new(rk);
+    rd_kafka_AdminOptions_t *ao = rd_kafka_AdminOptions_new(rk, RD_KAFKA_ADMIN_OP_CREATETOPICS);
+    rd_kafka_AdminOptions_set_request_timeout(ao, 30000, errstr, sizeof errstr);
+    rd_kafka_CreateTopics(rk, &nt, 1, ao, queue);
+    rd_kafka_event_t *ev = rd_kafka_queue_poll(queue, 35000);
+    rd_kafka_resp_err_t err = RD_KAFKA_RESP_ERR__TIMED_OUT;
+    if (ev) {
+        size_t n = 0;
+        const rd_kafka_topic_result_t **res =
+            rd_kafka_CreateTopics_result_topics(rd_kafka_event_CreateTopics_result(ev), &n);
+        err = rd_kafka_event_error(ev);
+        if (!err && n == 1)
+            err = rd_kafka_topic_result_error(res[0]);
+        rd_kafka_event_destroy(ev);
+    }
+    if (err && err != RD_KAFKA_RESP_ERR_TOPIC_ALREADY_EXISTS)
+        fprintf(stderr, "exactly_once_pipeline: could not create topic \"%s\": %s\n", opt->topic,
+                rd_kafka_err2str(err));
+    rd_kafka_AdminOptions_destroy(ao);
+    rd_kafka_queue_destroy(queue);
+    rd_kafka_NewTopic_destroy(nt);
+    rd_kafka_destroy(rk);
+    return !err || err == RD_KAFKA_RESP_ERR_TOPIC_ALREADY_EXISTS;
+}
+
+/* ---- progress line and log lines on stderr -------------------------------------------------- */
+
+typedef struct {
+    tpc_job_t *job;
+    tpc_txn_sink_t *pg, *kafka;
+    bool tty, lines;
+    atomic_bool done;
+    pthread_mutex_t mu; /* one writer of stderr at a time */
+} progress_t;
+
+static volatile sig_atomic_t stop_signal;
+
+static void on_signal(int sig)
+{
+    stop_signal = sig;
+}
+
+static void log_line(void *opaque, tpc_log_level_t level, const char *message)
+{
+    progress_t *p = opaque;
+    static const char *names[] = {"error", "warning", "info", "debug"};
+    pthread_mutex_lock(&p->mu);
+    fprintf(stderr, "%s%s: %s\n", p->tty ? "\r\033[K" : "", names[level], message);
+    pthread_mutex_unlock(&p->mu);
+}
+
+static void print_progress(progress_t *p, double elapsed, uint64_t records, double rate)
+{
+    tpc_job_stats_t js;
+    tpc_txn_sink_stats_t ps, ks;
+    tpc_job_get_stats(p->job, &js);
+    tpc_txn_sink_get_stats(p->pg, &ps);
+    tpc_txn_sink_get_stats(p->kafka, &ks);
+    pthread_mutex_lock(&p->mu);
+    fprintf(stderr,
+            "%s%6.1fs  records %8llu  %7.0f rec/s  checkpoints %4llu  commits pg %4llu kafka %4llu"
+            "  pending pg %llu kafka %llu  restarts %llu%s",
+            p->tty ? "\r\033[K" : "", elapsed, (unsigned long long)records, rate,
+            (unsigned long long)js.checkpoints_completed,
+            (unsigned long long)(ps.commits + ps.recovered_commits),
+            (unsigned long long)(ks.commits + ks.recovered_commits), (unsigned long long)ps.pending,
+            (unsigned long long)ks.pending, (unsigned long long)js.restarts, p->tty ? "" : "\n");
+    pthread_mutex_unlock(&p->mu);
+}
+
+static uint64_t source_records(tpc_job_t *job)
+{
+    tpc_job_stats_t js;
+    tpc_job_get_stats(job, &js);
+    return js.vertex_count > 0 ? js.vertices[0].records_out : 0;
+}
+
+static void *progress_main(void *arg)
+{
+    progress_t *p = arg;
+    double start = now_s(), last = start, last_print = start;
+    uint64_t last_records = 0;
+    while (!atomic_load(&p->done)) {
+        usleep(100000);
+        if (stop_signal) {
+            stop_signal = 0;
+            log_line(p, TPC_LOG_WARN, "stopping with a savepoint");
+            tpc_error_destroy(tpc_job_stop_with_savepoint(p->job, false, NULL));
+        }
+        double now = now_s();
+        if (!(p->tty || p->lines) || now - last_print < (p->tty ? 0.5 : 1.0))
+            continue;
+        uint64_t records = source_records(p->job);
+        double rate = (double)(records - last_records) / (now - last);
+        print_progress(p, now - start, records, rate);
+        last = last_print = now;
+        last_records = records;
+    }
+    if (p->tty || p->lines) {
+        print_progress(p, now_s() - start, source_records(p->job), 0);
+        if (p->tty)
+            fputc('\n', stderr);
+    }
+    return NULL;
+}
+
+/* ---- the job -------------------------------------------------------------------------------- */
+
+static tpc_error_t *build_job(const options_t *opt, tpc_job_t *job, tpc_txn_sink_t **pg_sink,
+                              tpc_txn_sink_t **kafka_sink)
+{
+    char interval[32], prefix[300];
+    int src, xf, to_pg, to_kafka;
+    snprintf(interval, sizeof interval, "%d", opt->interval_ms);
+    tpc_error_t *err = tpc_job_set(job, "checkpoint.dir", opt->ckpt_dir);
+    if (!err)
+        err = tpc_job_set(job, "checkpoint.interval.ms", interval);
+    if (!err)
+        err = tpc_job_set(job, "restart.attempts", "20");
+    if (!err)
+        err = tpc_job_set(job, "restart.delay.ms", "500");
+    if (!err)
+        err = tpc_job_add_vertex(job, "source", opt->parallelism, &source_ops, (void *)opt, &src);
+    if (!err)
+        err = tpc_job_add_vertex(job, "transform", opt->parallelism, &transform_ops, NULL, &xf);
+    if (!err)
+        err = tpc_job_connect(job, src, xf, TPC_EDGE_FORWARD);
+
+    /* PostgreSQL: binary COPY into (id, k, v); gids start with the table's name. */
+    if (!err)
+        err = tpc_pg_sink_new(pg_sink);
+    const char *pg_kv[][2] = {{"pg.conninfo", opt->pg},
+                              {"pg.table", opt->table},
+                              {"pg.columns", "id,k,v"},
+                              {"pg.gid-prefix", opt->table},
+                              {"pg.mode", "copy"},
+                              {"commit.retry.deadline.ms", "120000"},
+                              {"pg.connect.deadline.ms", "60000"}};
+    for (size_t i = 0; !err && i < sizeof pg_kv / sizeof pg_kv[0]; i++)
+        err = tpc_txn_sink_set(*pg_sink, pg_kv[i][0], pg_kv[i][1]);
+    if (!err)
+        err = tpc_pg_sink_set_encoder(*pg_sink, encode_row, NULL);
+    if (!err)
+        err = tpc_txn_sink_add_to_job(*pg_sink, job, "postgres", opt->parallelism, &to_pg);
+    if (!err)
+        err = tpc_job_connect(job, xf, to_pg, TPC_EDGE_HASH);
+
+    /* Kafka: transactional ids "<topic>-<subtask>-<n>", stable across restarts of this job. */
+    snprintf(prefix, sizeof prefix, "%s", opt->topic);
+    if (!err)
+        err = tpc_kafka_sink_new(opt->bootstrap, opt->topic, kafka_sink);
+    const char *kafka_kv[][2] = {{"transactional.id.prefix", prefix},
+                                 {"kafka.transaction.timeout.ms", "60000"},
+                                 {"transaction.timeout.ms", "60000"},
+                                 {"checkpoint.interval.ms", interval},
+                                 {"kafka.linger.ms", "5"},
+                                 {"open.timeout.ms", "60000"},
+                                 {"recovery.timeout.ms", "120000"},
+                                 {"commit.retry.deadline.ms", "120000"}};
+    for (size_t i = 0; !err && i < sizeof kafka_kv / sizeof kafka_kv[0]; i++)
+        err = tpc_txn_sink_set(*kafka_sink, kafka_kv[i][0], kafka_kv[i][1]);
+    if (!err)
+        err = tpc_txn_sink_add_to_job(*kafka_sink, job, "kafka", opt->parallelism, &to_kafka);
+    if (!err)
+        err = tpc_job_connect(job, xf, to_kafka, TPC_EDGE_HASH);
+    return err;
+}
+
+static int usage(const char *msg)
+{
+    fprintf(stderr,
+            "exactly_once_pipeline: %s\n"
+            "usage: exactly_once_pipeline [--bootstrap HOST:PORT] [--pg CONNINFO] [--name NAME]\n"
+            "         [--topic T] [--table T] [--checkpoint-dir DIR] [--parallelism P]\n"
+            "         [--interval MS] [--records N | --unbounded] [--keys K] [--rate R]\n"
+            "         [--progress tty|lines|off]\n",
+            msg);
+    return 2;
+}
+
+static int parse_options(int argc, char **argv, options_t *opt)
+{
+    static const struct option longopts[] = {
+        {"bootstrap", required_argument, 0, 'b'},   {"pg", required_argument, 0, 'g'},
+        {"name", required_argument, 0, 'n'},        {"topic", required_argument, 0, 't'},
+        {"table", required_argument, 0, 'T'},       {"checkpoint-dir", required_argument, 0, 'c'},
+        {"parallelism", required_argument, 0, 'p'}, {"interval", required_argument, 0, 'i'},
+        {"records", required_argument, 0, 'r'},     {"unbounded", no_argument, 0, 'u'},
+        {"keys", required_argument, 0, 'k'},        {"rate", required_argument, 0, 'R'},
+        {"progress", required_argument, 0, 'P'},    {0, 0, 0, 0}};
+    *opt = (options_t){.bootstrap = getenv("TWOPC_KAFKA_BOOTSTRAP"),
+                       .pg = getenv("TWOPC_PG_CONNINFO"),
+                       .name = "twopc-demo",
+                       .parallelism = 2,
+                       .interval_ms = 500,
+                       .records = 100000,
+                       .keys = EO_DEFAULT_KEYS,
+                       .progress = isatty(STDERR_FILENO) ? "tty" : "lines"};
+    int c;
+    while ((c = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
+        switch (c) {
+        case 'b':
+            opt->bootstrap = optarg;
+            break;
+        case 'g':
+            opt->pg = optarg;
+            break;
+        case 'n':
+            opt->name = optarg;
+            break;
+        case 't':
+            opt->topic = optarg;
+            break;
+        case 'T':
+            opt->table = optarg;
+            break;
+        case 'c':
+            opt->ckpt_dir = optarg;
+            break;
+        case 'p':
+            opt->parallelism = atoi(optarg);
+            break;
+        case 'i':
+            opt->interval_ms = atoi(optarg);
+            break;
+        case 'r':
+            opt->records = strtoull(optarg, NULL, 10);
+            break;
+        case 'u':
+            opt->unbounded = true;
+            break;
+        case 'k':
+            opt->keys = (uint32_t)strtoul(optarg, NULL, 10);
+            break;
+        case 'R':
+            opt->rate = atof(optarg);
+            break;
+        case 'P':
+            opt->progress = optarg;
+            break;
+        default:
+            return usage("unknown option");
+        }
+    }
+    if (optind != argc)
+        return usage("unexpected argument");
+    if (!opt->bootstrap || !opt->pg)
+        return usage("name the servers with --bootstrap and --pg (or TWOPC_KAFKA_BOOTSTRAP and "
+                     "TWOPC_PG_CONNINFO)");
+    if (opt->parallelism < 1 || opt->parallelism > 8 || opt->interval_ms < 10)
+        return usage("--parallelism must be 1 to 8, --interval at least 10");
+    if (opt->keys == 0 || opt->keys % (uint32_t)opt->parallelism)
+        return usage("--keys must be a multiple of --parallelism (one key, one source subtask)");
+    if (strcmp(opt->progress, "tty") && strcmp(opt->progress, "lines") &&
+        strcmp(opt->progress, "off"))
+        return usage("--progress is tty, lines or off");
+    if (!opt->topic)
+        opt->topic = opt->topic_buf,
+        snprintf(opt->topic_buf, sizeof opt->topic_buf, "%s-out", opt->name);
+    if (!opt->table) {
+        snprintf(opt->table_buf, sizeof opt->table_buf, "%s_out", opt->name);
+        for (char *p = opt->table_buf; *p; p++)
+            if (*p == '-' || *p == '.')
+                *p = '_';
+        opt->table = opt->table_buf;
+    }
+    if (!opt->ckpt_dir)
+        opt->ckpt_dir = opt->ckpt_buf,
+        snprintf(opt->ckpt_buf, sizeof opt->ckpt_buf, "%s.checkpoints", opt->name);
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    options_t opt;
+    int rc = parse_options(argc, argv, &opt);
+    if (rc)
+        return rc;
+    if (!create_table(&opt) || !create_topic(&opt))
+        return 1;
+
+    tpc_job_t *job = tpc_job_new(opt.name);
+    tpc_txn_sink_t *pg_sink = NULL, *kafka_sink = NULL;
+    tpc_error_t *err = build_job(&opt, job, &pg_sink, &kafka_sink);
+    progress_t p = {.job = job,
+                    .pg = pg_sink,
+                    .kafka = kafka_sink,
+                    .tty = !strcmp(opt.progress, "tty"),
+                    .lines = !strcmp(opt.progress, "lines")};
+    pthread_mutex_init(&p.mu, NULL);
+    tpc_job_set_logger(job, log_line, &p, TPC_LOG_WARN);
+    fprintf(stderr,
+            "exactly_once_pipeline: %s%llu records, parallelism %d, checkpoint every %d ms"
+            "\ntopic: %s\ntable: %s\n",
+            opt.unbounded ? "unbounded from " : "", (unsigned long long)opt.records,
+            opt.parallelism, opt.interval_ms, opt.topic, opt.table);
+
+    tpc_job_result_t result = TPC_JOB_FINISHED;
+    if (!err) {
+        signal(SIGINT, on_signal);
+        signal(SIGTERM, on_signal);
+        pthread_t thread;
+        pthread_create(&thread, NULL, progress_main, &p);
+        err = tpc_job_run(job, &result);
+        atomic_store(&p.done, true);
+        pthread_join(thread, NULL);
+    }
+    if (err) {
+        const char *hint = tpc_error_hint_text(err);
+        fprintf(stderr, "exactly_once_pipeline: %s: %s%s%s\n", tpc_err_name(tpc_error_code(err)),
+                tpc_error_message(err), hint ? "\nhint: " : "", hint ? hint : "");
+        rc = tpc_error_code(err) == TPC_ERR_DATA_LOSS ? 3 : 1;
+    } else {
+        fprintf(stderr, "exactly_once_pipeline: %s\n",
+                result == TPC_JOB_FINISHED ? "finished, everything committed"
+                                           : "stopped with a savepoint");
+    }
+    tpc_job_destroy(job);
+    tpc_txn_sink_destroy(pg_sink);
+    tpc_txn_sink_destroy(kafka_sink);
+    tpc_error_destroy(err);
+    pthread_mutex_destroy(&p.mu);
+    return rc;
+}
