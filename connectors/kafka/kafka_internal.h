@@ -4,7 +4,9 @@
  * the ops table), kafka_producer.c (one librdkafka producer and its callbacks), kafka_open.c (the
  * checks at open), kafka_txn.c (writing, pre-committing and committing a transaction),
  * kafka_pool.c (which transactional id may carry the next transaction) and kafka_recover.c
- * (recovery commits and lingering transactions).
+ * (recovery commits and lingering transactions). The source is apart: its configuration in
+ * kafka_source.c, its checkpoint entries in kafka_source_state.c, a subtask's reading in
+ * kafka_source_task.c.
  */
 #ifndef TPC_KAFKA_INTERNAL_H
 #define TPC_KAFKA_INTERNAL_H
@@ -129,5 +131,36 @@ tpc_error_t *tpc__kafka_deserialize(void *conn, const void *bytes, size_t len, v
 tpc_error_t *tpc__kafka_recover_and_commit(void *conn, void *txn);
 tpc_error_t *tpc__kafka_recover_and_abort(void *conn, void *txn);
 tpc_error_t *tpc__kafka_abort_lingering(void *conn, const tpc_txn_lingering_t *lingering);
+
+/* The source's configuration (tpc_kafka_source_t), read-only once added to a job. */
+struct tpc_kafka_source_s {
+    char **props; /* librdkafka name, value, name, value, ... */
+    size_t nprops;
+    char *topic;
+    bool bounded;
+    bool start_latest;
+    int max_batch;
+    int poll_timeout_ms;
+    int open_timeout_ms;
+};
+
+/* One partition a source subtask owns. */
+typedef struct {
+    int32_t partition;
+    int64_t next; /* the offset of the next record to emit */
+    int64_t end;  /* bounded: records from this offset on are not emitted; -1: unbounded */
+    bool done;
+} tpc__kafka_source_part_t;
+
+/* The largest checkpoint entry of one partition. */
+#define TPC__KAFKA_SOURCE_ENTRY_MAX 512
+
+extern const tpc_operator_ops_t tpc__kafka_source_ops;
+
+/* kafka_source_state.c */
+size_t tpc__kafka_source_encode(const char *topic, const tpc__kafka_source_part_t *part,
+                                unsigned char *buf);
+tpc_error_t *tpc__kafka_source_decode(const void *bytes, size_t len, const char *topic,
+                                      tpc__kafka_source_part_t *out);
 
 #endif /* TPC_KAFKA_INTERNAL_H */

@@ -1,7 +1,7 @@
 /**
  * @file tpc_kafka.h
- * @brief twopc Kafka connector: an exactly-once Kafka sink on the two-phase-commit framework, and
- * a way to end the transaction of a crashed producer.
+ * @brief twopc Kafka connector: an exactly-once Kafka sink on the two-phase-commit framework, a
+ * way to end the transaction of a crashed producer, and a replayable Kafka source.
  *
  * The sink writes each subtask's records of one checkpoint into one Kafka transaction, flushes it
  * at the checkpoint (every delivery report must be a success) and commits it once the checkpoint
@@ -115,6 +115,73 @@ TPC_API tpc_error_t *tpc_kafka_sink_set_mapper(tpc_txn_sink_t *sink, tpc_kafka_m
 TPC_API tpc_error_t *tpc_kafka_end_transaction(const char *bootstrap, const char *transactional_id,
                                                int64_t producer_id, int16_t producer_epoch,
                                                bool commit, int timeout_ms);
+
+/* ------------------------------------------------------------------------------------------ */
+/** @name Kafka source
+ * A replayable source: each subtask reads the partitions it owns with
+ * `isolation.level=read_committed` (so records of aborted or still open transactions are never
+ * seen) and keeps, in its checkpoint state, the next offset to read of every partition. A restore
+ * resumes right after the last record the restored checkpoint includes, so a job whose sinks are
+ * exactly-once sees every committed input record exactly once. Partitions are assigned by the
+ * source itself (no consumer group rebalancing): on a fresh start, partition p belongs to subtask
+ * p % parallelism.
+ *
+ * Records carry the message's key, value and timestamp (milliseconds since the epoch; 0 when the
+ * message has none). Headers are not passed on.
+ *
+ * Threads: configure on one thread before tpc_kafka_source_add_to_job(); the subtasks then read
+ * the configuration from their own threads, so it must not change, and must outlive the job.
+ * @{ */
+
+/** A Kafka source's configuration. Opaque. */
+typedef struct tpc_kafka_source_s tpc_kafka_source_t;
+
+/**
+ * @brief Make a new Kafka source reading @p topic.
+ * @param bootstrap bootstrap servers ("host:port,..."), copied; the same as
+ * kafka.bootstrap.servers.
+ * @param topic the topic to read, copied.
+ * @param[out] out the new source, owned by the caller (tpc_kafka_source_destroy() after the job).
+ * @returns NULL, or TPC_ERR_INVALID_ARG / TPC_ERR_NOMEM.
+ */
+TPC_API tpc_error_t *tpc_kafka_source_new(const char *bootstrap, const char *topic,
+                                          tpc_kafka_source_t **out);
+
+/**
+ * @brief Set a configuration key, on the configuring thread, before tpc_kafka_source_add_to_job().
+ * @p key and @p value are copied or parsed, not kept.
+ *
+ * | key              | default  | meaning                                                   |
+ * |------------------|----------|-----------------------------------------------------------|
+ * | kafka.<property> |          | any librdkafka consumer property (security, fetch sizes,  |
+ * |                  |          | ...); isolation.level, enable.auto.commit and             |
+ * |                  |          | enable.partition.eof are the source's and are refused     |
+ * | bounded          | false    | true: read up to the end offsets taken at the first fresh |
+ * |                  |          | start, then finish                                        |
+ * | start            | earliest | earliest or latest: where a fresh start begins            |
+ * | max.batch        | 500      | records emitted per poll at most                          |
+ * | poll.timeout.ms  | 20       | how long one poll waits for records (0 to 50)             |
+ * | open.timeout.ms  | 30000    | how long open may wait for the cluster                    |
+ *
+ * @returns NULL; TPC_ERR_CONFIG for a bad value; TPC_ERR_NOT_FOUND for an unknown key.
+ */
+TPC_API tpc_error_t *tpc_kafka_source_set(tpc_kafka_source_t *src, const char *key,
+                                          const char *value);
+
+/**
+ * @brief Add the source to @p job as a vertex named @p name with @p parallelism subtasks.
+ * The source is borrowed: it must outlive the job and stay unchanged while it runs. The vertex
+ * name identifies the source's state on restore; keep it stable.
+ * @param[out] vertex_id the new vertex's id, for tpc_job_connect().
+ * @returns NULL, or the error of tpc_job_add_vertex().
+ */
+TPC_API tpc_error_t *tpc_kafka_source_add_to_job(tpc_kafka_source_t *src, tpc_job_t *job,
+                                                 const char *name, int parallelism, int *vertex_id);
+
+/** @brief Free a source whose jobs are done (job thread). NULL is fine. */
+TPC_API void tpc_kafka_source_destroy(tpc_kafka_source_t *src);
+
+/** @} */
 
 #ifdef __cplusplus
 }

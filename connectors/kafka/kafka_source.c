@@ -1,0 +1,163 @@
+/*
+ * The Kafka source as a user makes it: its keys (kafka.* properties pass to librdkafka, except the
+ * few the source's guarantees rest on), and adding it to a job as a source vertex whose subtasks
+ * run kafka_source_task.c.
+ */
+#include "kafka_internal.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define PREFIX "kafka."
+
+/* librdkafka properties the source sets itself: changing them would break exactly-once replay
+ * (isolation, offsets kept in checkpoints) or the detection of a partition's end. */
+static const char *const reserved[] = {"isolation.level", "enable.auto.commit",
+                                       "enable.auto.offset.store", "enable.partition.eof"};
+
+static tpc_error_t *oom(void)
+{
+    return tpc_error_new(TPC_ERR_NOMEM, TPC_ERROR_FATAL, "out of memory");
+}
+
+static tpc_error_t *bad_value(const char *key, const char *value, const char *hint)
+{
+    return tpc_error_hint(tpc_error_new(TPC_ERR_CONFIG, TPC_ERROR_FATAL,
+                                        "invalid value \"%s\" for \"%s\"", value, key),
+                          "%s", hint);
+}
+
+static tpc_error_t *add_prop(tpc_kafka_source_t *src, const char *name, const char *value)
+{
+    char **props = realloc(src->props, (src->nprops + 1) * 2 * sizeof *props);
+    if (!props)
+        return oom();
+    src->props = props;
+    props[2 * src->nprops] = strdup(name);
+    props[2 * src->nprops + 1] = strdup(value);
+    src->nprops++;
+    if (!props[2 * src->nprops - 2] || !props[2 * src->nprops - 1])
+        return oom();
+    return NULL;
+}
+
+static tpc_error_t *set_int(int *dst, int min, int max, const char *key, const char *value)
+{
+    char *end = NULL;
+    errno = 0;
+    long v = strtol(value, &end, 10);
+    if (errno || end == value || *end || v < min || v > max) {
+        tpc_error_t *err = tpc_error_new(TPC_ERR_CONFIG, TPC_ERROR_FATAL,
+                                         "invalid value \"%s\" for \"%s\"", value, key);
+        return tpc_error_hint(err, "give a whole number from %d to %d", min, max);
+    }
+    *dst = (int)v;
+    return NULL;
+}
+
+static tpc_error_t *set_bool(bool *dst, const char *key, const char *value)
+{
+    if (strcmp(value, "true") == 0 || strcmp(value, "false") == 0) {
+        *dst = value[0] == 't';
+        return NULL;
+    }
+    return bad_value(key, value, "use true or false");
+}
+
+tpc_error_t *tpc_kafka_source_set(tpc_kafka_source_t *src, const char *key, const char *value)
+{
+    if (!src || !key || !value)
+        return tpc_error_new(TPC_ERR_INVALID_ARG, TPC_ERROR_FATAL,
+                             "kafka source key needs a source, a key and a value");
+    if (strncmp(key, PREFIX, strlen(PREFIX)) == 0 && key[strlen(PREFIX)]) {
+        const char *name = key + strlen(PREFIX);
+        for (size_t i = 0; i < sizeof reserved / sizeof reserved[0]; i++)
+            if (strcmp(name, reserved[i]) == 0)
+                return tpc_error_hint(tpc_error_new(TPC_ERR_CONFIG, TPC_ERROR_FATAL,
+                                                    "\"%s\" cannot be set on a kafka source", key),
+                                      "the source reads read_committed and keeps its offsets in "
+                                      "checkpoints");
+        /* Check the property now, so that a typo fails here rather than in the job. */
+        char errstr[256];
+        rd_kafka_conf_t *scratch = rd_kafka_conf_new();
+        rd_kafka_conf_res_t res = rd_kafka_conf_set(scratch, name, value, errstr, sizeof errstr);
+        rd_kafka_conf_destroy(scratch);
+        if (res != RD_KAFKA_CONF_OK) {
+            if (strstr(name, "password") || strstr(name, "secret") || strstr(name, ".key"))
+                snprintf(errstr, sizeof errstr, "value rejected"); /* the text may quote it */
+            return tpc_error_hint(tpc_error_new(TPC_ERR_CONFIG, TPC_ERROR_FATAL,
+                                                "invalid kafka property \"%s\": %s", name, errstr),
+                                  "see librdkafka's CONFIGURATION.md for its consumer properties");
+        }
+        return add_prop(src, name, value);
+    }
+    if (strcmp(key, "bounded") == 0)
+        return set_bool(&src->bounded, key, value);
+    if (strcmp(key, "start") == 0) {
+        if (strcmp(value, "earliest") && strcmp(value, "latest"))
+            return bad_value(key, value, "use earliest or latest");
+        src->start_latest = value[0] == 'l';
+        return NULL;
+    }
+    if (strcmp(key, "max.batch") == 0)
+        return set_int(&src->max_batch, 1, 1000000, key, value);
+    if (strcmp(key, "poll.timeout.ms") == 0)
+        return set_int(&src->poll_timeout_ms, 0, 50, key, value);
+    if (strcmp(key, "open.timeout.ms") == 0)
+        return set_int(&src->open_timeout_ms, 100, INT32_MAX, key, value);
+    tpc_error_t *err =
+        tpc_error_new(TPC_ERR_NOT_FOUND, TPC_ERROR_FATAL, "unknown kafka source key \"%s\"", key);
+    if (strcmp(key, "group.id") == 0 || strcmp(key, "topic") == 0)
+        err = tpc_error_hint(err, "%s",
+                             key[0] == 'g' ? "the source assigns partitions itself; to name "
+                                             "its consumer group anyway, set \"kafka.group.id\""
+                                           : "give the topic to tpc_kafka_source_new()");
+    else
+        err = tpc_error_hint(err, "librdkafka properties take the prefix \"kafka.\"");
+    return err;
+}
+
+tpc_error_t *tpc_kafka_source_new(const char *bootstrap, const char *topic,
+                                  tpc_kafka_source_t **out)
+{
+    if (out)
+        *out = NULL;
+    if (!bootstrap || !*bootstrap || !topic || !*topic || !out)
+        return tpc_error_new(TPC_ERR_INVALID_ARG, TPC_ERROR_FATAL,
+                             "kafka source needs bootstrap servers, a topic and an out pointer");
+    tpc_kafka_source_t *src = calloc(1, sizeof *src);
+    if (!src)
+        return oom();
+    src->max_batch = 500;
+    src->poll_timeout_ms = 20;
+    src->open_timeout_ms = 30000;
+    src->topic = strdup(topic);
+    tpc_error_t *err = src->topic ? add_prop(src, "bootstrap.servers", bootstrap) : oom();
+    if (err) {
+        tpc_kafka_source_destroy(src);
+        return err;
+    }
+    *out = src;
+    return NULL;
+}
+
+tpc_error_t *tpc_kafka_source_add_to_job(tpc_kafka_source_t *src, tpc_job_t *job, const char *name,
+                                         int parallelism, int *vertex_id)
+{
+    if (!src)
+        return tpc_error_new(TPC_ERR_INVALID_ARG, TPC_ERROR_FATAL, "no kafka source given");
+    return tpc_job_add_vertex(job, name, parallelism, &tpc__kafka_source_ops, src, vertex_id);
+}
+
+void tpc_kafka_source_destroy(tpc_kafka_source_t *src)
+{
+    if (!src)
+        return;
+    for (size_t i = 0; i < 2 * src->nprops; i++)
+        free(src->props[i]);
+    free(src->props);
+    free(src->topic);
+    free(src);
+}

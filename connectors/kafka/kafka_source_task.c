@@ -1,0 +1,419 @@
+/*
+ * One subtask of the Kafka source: a read_committed librdkafka consumer with a manual assignment
+ * of the partitions the subtask owns, and for each of them the offset of the next record to emit.
+ * That offset is what checkpoints store, so a restore resumes right after the last record a
+ * checkpoint includes. Polls wait at most poll.timeout.ms, so that barriers are never held up.
+ *
+ * Bounded mode stops each partition at the end offset taken at the first fresh start: the last
+ * stable offset, which is what a read_committed watermark query answers. Every offset below it
+ * belongs to a decided transaction, so the records below it are the same in every run. Counting
+ * records cannot tell when a partition is done, because transaction markers and aborted records
+ * occupy offsets too; the consumer's end-of-partition events, whose offset is the position after
+ * everything skipped, and any record at or past the end offset can.
+ */
+#include "kafka_internal.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+typedef struct {
+    const tpc_kafka_source_t *conf;
+    rd_kafka_t *rk;
+    int partition_count;
+    int *index; /* partition -> position in parts, -1 when not owned */
+    tpc__kafka_source_part_t *parts;
+    size_t nparts;
+    size_t ndone;
+    uint64_t warnings;
+} source_t;
+
+static int64_t now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static tpc_error_t *oom(void)
+{
+    return tpc_error_new(TPC_ERR_NOMEM, TPC_ERROR_FATAL, "out of memory");
+}
+
+static tpc_error_t *conf_set(rd_kafka_conf_t *rc, const char *name, const char *value)
+{
+    char errstr[256];
+    if (rd_kafka_conf_set(rc, name, value, errstr, sizeof errstr) == RD_KAFKA_CONF_OK)
+        return NULL;
+    if (strstr(name, "password") || strstr(name, "secret") || strstr(name, ".key"))
+        snprintf(errstr, sizeof errstr, "value rejected"); /* librdkafka's text may quote it */
+    return tpc_error_hint(tpc_error_new(TPC_ERR_CONFIG, TPC_ERROR_FATAL,
+                                        "invalid kafka property \"%s\": %s", name, errstr),
+                          "see librdkafka's CONFIGURATION.md for its consumer properties");
+}
+
+static const char *prop(const tpc_kafka_source_t *conf, const char *name)
+{
+    for (size_t i = conf->nprops; i-- > 0;)
+        if (strcmp(conf->props[2 * i], name) == 0)
+            return conf->props[2 * i + 1];
+    return NULL;
+}
+
+/* The consumer: the user's properties over the source's defaults, then what exactly-once replay
+ * needs. A group id is required by librdkafka's assign(); no group is joined. */
+static tpc_error_t *make_consumer(source_t *s, tpc_ctx_t *ctx)
+{
+    char group[512], errstr[512];
+    snprintf(group, sizeof group, "twopc-%s-%s", tpc_ctx_job_name(ctx), tpc_ctx_vertex_name(ctx));
+    rd_kafka_conf_t *rc = rd_kafka_conf_new();
+    tpc_error_t *err = conf_set(rc, "group.id", group);
+    if (!err)
+        err = conf_set(rc, "auto.offset.reset", "error");
+    for (size_t i = 0; !err && i < s->conf->nprops; i++)
+        err = conf_set(rc, s->conf->props[2 * i], s->conf->props[2 * i + 1]);
+    if (!err)
+        err = conf_set(rc, "isolation.level", "read_committed");
+    if (!err)
+        err = conf_set(rc, "enable.auto.commit", "false");
+    if (!err)
+        err = conf_set(rc, "enable.auto.offset.store", "false");
+    if (!err)
+        err = conf_set(rc, "enable.partition.eof", "true");
+    if (err) {
+        rd_kafka_conf_destroy(rc);
+        return err;
+    }
+    s->rk = rd_kafka_new(RD_KAFKA_CONSUMER, rc, errstr, sizeof errstr);
+    if (!s->rk) {
+        rd_kafka_conf_destroy(rc);
+        return tpc_error_new(TPC_ERR_CONFIG, TPC_ERROR_FATAL, "could not create kafka consumer: %s",
+                             errstr);
+    }
+    rd_kafka_poll_set_consumer(s->rk);
+    return NULL;
+}
+
+/* The topic's partition count, which also shows that the cluster answers. */
+static tpc_error_t *read_metadata(source_t *s)
+{
+    const char *topic = s->conf->topic;
+    rd_kafka_topic_t *rkt = rd_kafka_topic_new(s->rk, topic, NULL);
+    const struct rd_kafka_metadata *md = NULL;
+    rd_kafka_resp_err_t e = rd_kafka_metadata(s->rk, 0, rkt, &md, s->conf->open_timeout_ms);
+    /* A topic created a moment ago may have no leader yet. */
+    int64_t deadline = now_ms() + s->conf->open_timeout_ms;
+    while (!e && md->topic_cnt == 1 &&
+           md->topics[0].err == RD_KAFKA_RESP_ERR_LEADER_NOT_AVAILABLE && now_ms() < deadline) {
+        rd_kafka_metadata_destroy(md);
+        md = NULL;
+        struct timespec pause = {0, 100 * 1000 * 1000};
+        nanosleep(&pause, NULL);
+        e = rd_kafka_metadata(s->rk, 0, rkt, &md, s->conf->open_timeout_ms);
+    }
+    tpc_error_t *err = NULL;
+    if (e) {
+        err = tpc_error_new(TPC_ERR_CONNECT, TPC_ERROR_RETRIABLE,
+                            "could not reach kafka at \"%s\" within %d ms: %s",
+                            prop(s->conf, "bootstrap.servers"), s->conf->open_timeout_ms,
+                            rd_kafka_err2str(e));
+        err = tpc_error_hint(err, "check the bootstrap servers and that the brokers run; raise "
+                                  "open.timeout.ms for a slow cluster");
+    } else if (md->topic_cnt != 1 || md->topics[0].err || md->topics[0].partition_cnt <= 0) {
+        rd_kafka_resp_err_t te = md->topic_cnt == 1 ? md->topics[0].err : RD_KAFKA_RESP_ERR__FAIL;
+        err = tpc_error_new(te == RD_KAFKA_RESP_ERR_UNKNOWN_TOPIC_OR_PART ? TPC_ERR_NOT_FOUND
+                                                                          : TPC_ERR_EXTERNAL,
+                            TPC_ERROR_FATAL, "could not read kafka topic \"%s\": %s", topic,
+                            rd_kafka_err2str(te ? te : RD_KAFKA_RESP_ERR__UNKNOWN_PARTITION));
+        err = tpc_error_hint(err, "create the topic before the job starts (the source never "
+                                  "creates it), check its name, and that the principal may "
+                                  "describe and read it");
+    } else {
+        s->partition_count = md->topics[0].partition_cnt;
+    }
+    if (md)
+        rd_kafka_metadata_destroy(md);
+    rd_kafka_topic_destroy(rkt);
+    return err;
+}
+
+static void source_close(void *self, tpc_ctx_t *ctx)
+{
+    source_t *s = self;
+    (void)ctx;
+    if (!s)
+        return;
+    if (s->rk) {
+        rd_kafka_consumer_close(s->rk);
+        rd_kafka_destroy(s->rk);
+    }
+    free(s->index);
+    free(s->parts);
+    free(s);
+}
+
+static tpc_error_t *source_open(tpc_ctx_t *ctx, void *arg, void **self)
+{
+    source_t *s = calloc(1, sizeof *s);
+    if (!s)
+        return oom();
+    s->conf = arg;
+    *self = s;
+    tpc_error_t *err = make_consumer(s, ctx);
+    if (!err)
+        err = read_metadata(s);
+    if (!err && !(s->index = malloc((size_t)s->partition_count * sizeof *s->index)))
+        err = oom();
+    for (int p = 0; !err && p < s->partition_count; p++)
+        s->index[p] = -1;
+    if (err) {
+        source_close(s, ctx); /* the runtime closes only what opened */
+        *self = NULL;
+    }
+    return err;
+}
+
+/* First and end offset of a partition as a read_committed consumer sees them (the end is the
+ * last stable offset). */
+static tpc_error_t *watermarks(source_t *s, int32_t partition, int64_t *low, int64_t *high)
+{
+    rd_kafka_resp_err_t e = rd_kafka_query_watermark_offsets(s->rk, s->conf->topic, partition, low,
+                                                             high, s->conf->open_timeout_ms);
+    if (!e)
+        return NULL;
+    return tpc_error_new(e == RD_KAFKA_RESP_ERR__TIMED_OUT ? TPC_ERR_TIMEOUT : TPC_ERR_EXTERNAL,
+                         TPC_ERROR_RETRIABLE,
+                         "could not read the offsets of kafka topic \"%s\" partition %d: %s",
+                         s->conf->topic, (int)partition, rd_kafka_err2str(e));
+}
+
+static tpc_error_t *own(source_t *s, const tpc__kafka_source_part_t *part)
+{
+    if (part->partition >= s->partition_count)
+        return tpc_error_hint(
+            tpc_error_new(TPC_ERR_STATE, TPC_ERROR_FATAL,
+                          "restored kafka source state names partition %d of topic \"%s\", "
+                          "which has %d partitions",
+                          (int)part->partition, s->conf->topic, s->partition_count),
+            "the topic was deleted and created again: start the job with restore.mode=fresh");
+    if (s->index[part->partition] >= 0)
+        return tpc_error_new(TPC_ERR_STATE, TPC_ERROR_FATAL,
+                             "restored kafka source state lists partition %d twice",
+                             (int)part->partition);
+    s->index[part->partition] = (int)s->nparts;
+    s->parts[s->nparts++] = *part;
+    return NULL;
+}
+
+static void mark_done_if_past_end(source_t *s, tpc__kafka_source_part_t *part)
+{
+    if (part->done || part->end < 0 || part->next < part->end)
+        return;
+    part->done = true;
+    s->ndone++;
+    rd_kafka_topic_partition_list_t *list = rd_kafka_topic_partition_list_new(1);
+    rd_kafka_topic_partition_list_add(list, s->conf->topic, part->partition);
+    rd_kafka_pause_partitions(s->rk, list); /* stop fetching what will not be emitted */
+    rd_kafka_topic_partition_list_destroy(list);
+}
+
+/* The partitions a fresh start owns, from where start says, and their end offsets. */
+static tpc_error_t *fresh_parts(source_t *s, tpc_ctx_t *ctx)
+{
+    int n = tpc_ctx_parallelism(ctx);
+    tpc_error_t *err = NULL;
+    for (int p = tpc_ctx_subtask(ctx); !err && p < s->partition_count; p += n) {
+        int64_t low = 0, high = 0;
+        err = watermarks(s, p, &low, &high);
+        tpc__kafka_source_part_t part = {.partition = p,
+                                         .next = s->conf->start_latest ? high : low,
+                                         .end = s->conf->bounded ? high : -1};
+        if (!err)
+            err = own(s, &part);
+    }
+    return err;
+}
+
+static tpc_error_t *restored_parts(source_t *s, const tpc_state_reader_t *restored)
+{
+    tpc_error_t *err = NULL;
+    size_t n = tpc_state_count(restored, TPC_STATE_LIST);
+    for (size_t i = 0; !err && i < n; i++) {
+        const void *bytes;
+        size_t len;
+        tpc_state_get(restored, TPC_STATE_LIST, i, &bytes, &len);
+        tpc__kafka_source_part_t part;
+        err = tpc__kafka_source_decode(bytes, len, s->conf->topic, &part);
+        if (!err && !s->conf->bounded) {
+            part.end = -1;
+        } else if (!err && part.end < 0) {
+            /* Bounded now, unbounded in the checkpoint: the end is taken now. */
+            int64_t low = 0;
+            err = watermarks(s, part.partition, &low, &part.end);
+        }
+        if (!err)
+            err = own(s, &part);
+    }
+    return err;
+}
+
+static tpc_error_t *source_initialize(void *self, tpc_ctx_t *ctx,
+                                      const tpc_state_reader_t *restored)
+{
+    source_t *s = self;
+    size_t cap = (size_t)s->partition_count;
+    if (restored && tpc_state_count(restored, TPC_STATE_LIST) > cap)
+        cap = tpc_state_count(restored, TPC_STATE_LIST);
+    s->parts = calloc(cap ? cap : 1, sizeof *s->parts);
+    if (!s->parts)
+        return oom();
+    tpc_error_t *err = restored ? restored_parts(s, restored) : fresh_parts(s, ctx);
+    if (err)
+        return err;
+    rd_kafka_topic_partition_list_t *list = rd_kafka_topic_partition_list_new((int)s->nparts);
+    for (size_t i = 0; i < s->nparts; i++) {
+        tpc__kafka_source_part_t *part = &s->parts[i];
+        rd_kafka_topic_partition_list_add(list, s->conf->topic, part->partition)->offset =
+            part->next;
+    }
+    rd_kafka_resp_err_t e = rd_kafka_assign(s->rk, list);
+    rd_kafka_topic_partition_list_destroy(list);
+    if (e)
+        return tpc_error_new(TPC_ERR_EXTERNAL, TPC_ERROR_FATAL,
+                             "could not assign partitions of kafka topic \"%s\": %s",
+                             s->conf->topic, rd_kafka_err2str(e));
+    for (size_t i = 0; i < s->nparts; i++)
+        mark_done_if_past_end(s, &s->parts[i]);
+    tpc_log(ctx, TPC_LOG_INFO, "kafka source reads %zu of %d partitions of \"%s\"%s", s->nparts,
+            s->partition_count, s->conf->topic, restored ? " from the restored offsets" : "");
+    return NULL;
+}
+
+/* A consumer error: the ones that mean records cannot be read fail the subtask, the others are
+ * librdkafka reporting what it retries by itself. */
+static tpc_error_t *consumer_error(source_t *s, tpc_ctx_t *ctx, const rd_kafka_message_t *msg)
+{
+    switch (msg->err) {
+    case RD_KAFKA_RESP_ERR__AUTO_OFFSET_RESET:
+    case RD_KAFKA_RESP_ERR_OFFSET_OUT_OF_RANGE:
+        return tpc_error_hint(
+            tpc_error_new(TPC_ERR_DATA_LOSS, TPC_ERROR_FATAL,
+                          "data loss: kafka topic \"%s\" partition %d no longer has the records "
+                          "from offset %lld on: %s",
+                          s->conf->topic, (int)msg->partition, (long long)msg->offset,
+                          rd_kafka_message_errstr(msg)),
+            "the topic's retention deleted records the job had not read; keep records longer "
+            "than the job may be down, or set kafka.auto.offset.reset to accept the loss");
+    case RD_KAFKA_RESP_ERR_UNKNOWN_TOPIC_OR_PART:
+    case RD_KAFKA_RESP_ERR__UNKNOWN_TOPIC:
+    case RD_KAFKA_RESP_ERR__UNKNOWN_PARTITION:
+    case RD_KAFKA_RESP_ERR_TOPIC_AUTHORIZATION_FAILED:
+    case RD_KAFKA_RESP_ERR_GROUP_AUTHORIZATION_FAILED:
+        return tpc_error_new(TPC_ERR_EXTERNAL, TPC_ERROR_FATAL,
+                             "could not read kafka topic \"%s\": %s", s->conf->topic,
+                             rd_kafka_message_errstr(msg));
+    default:
+        if (s->warnings++ % 100 == 0)
+            tpc_log(ctx, TPC_LOG_WARN, "kafka source: %s (%s)", rd_kafka_message_errstr(msg),
+                    rd_kafka_err2name(msg->err));
+        return NULL;
+    }
+}
+
+/* Handle one message. Sets *emitted when it went downstream. */
+static tpc_error_t *take(source_t *s, tpc_ctx_t *ctx, const rd_kafka_message_t *msg, bool *emitted,
+                         bool *canceled)
+{
+    *emitted = false;
+    if (msg->err && msg->err != RD_KAFKA_RESP_ERR__PARTITION_EOF)
+        return consumer_error(s, ctx, msg);
+    if (msg->partition < 0 || msg->partition >= s->partition_count || s->index[msg->partition] < 0)
+        return NULL; /* not assigned to this subtask: cannot happen with assign() */
+    tpc__kafka_source_part_t *part = &s->parts[s->index[msg->partition]];
+    if (part->done || msg->offset < part->next)
+        return NULL; /* fetched before the partition was paused */
+    if (msg->err || (part->end >= 0 && msg->offset >= part->end)) {
+        /* End of the partition for now: its offset is the position after every record, marker
+         * and aborted record already skipped. A record past the end proves the same. */
+        if (msg->offset > part->next)
+            part->next = msg->err ? msg->offset : part->end;
+        mark_done_if_past_end(s, part);
+        return NULL;
+    }
+    rd_kafka_timestamp_type_t type;
+    int64_t ts = rd_kafka_message_timestamp(msg, &type);
+    tpc_record_t rec = {.key = msg->key,
+                        .key_len = msg->key_len,
+                        .value = msg->payload,
+                        .value_len = msg->len,
+                        .timestamp = ts < 0 ? 0 : ts};
+    tpc_err_t rc = tpc_emit(ctx, &rec);
+    if (rc == TPC_ERR_CANCELED) {
+        *canceled = true;
+        return NULL;
+    }
+    if (rc != TPC_OK)
+        return tpc_error_new(rc, TPC_ERROR_FATAL, "kafka source could not emit a record: %s",
+                             tpc_strerror(rc));
+    part->next = msg->offset + 1;
+    *emitted = true;
+    mark_done_if_past_end(s, part);
+    return NULL;
+}
+
+static tpc_error_t *source_poll(void *self, tpc_ctx_t *ctx, tpc_poll_result_t *result)
+{
+    source_t *s = self;
+    if (s->conf->bounded && s->ndone == s->nparts) {
+        *result = TPC_POLL_END;
+        return NULL;
+    }
+    int emitted = 0;
+    bool canceled = false;
+    tpc_error_t *err = NULL;
+    for (int i = 0; !err && !canceled && i < s->conf->max_batch; i++) {
+        rd_kafka_message_t *msg =
+            rd_kafka_consumer_poll(s->rk, i == 0 ? s->conf->poll_timeout_ms : 0);
+        if (!msg)
+            break;
+        bool one = false;
+        err = take(s, ctx, msg, &one, &canceled);
+        emitted += one;
+        rd_kafka_message_destroy(msg);
+    }
+    *result = emitted ? TPC_POLL_MORE : TPC_POLL_IDLE;
+    if (s->conf->bounded && s->ndone == s->nparts)
+        *result = TPC_POLL_MORE; /* the next poll ends, after these records went out */
+    return err;
+}
+
+static tpc_error_t *source_snapshot(void *self, tpc_ctx_t *ctx, uint64_t checkpoint_id,
+                                    tpc_state_writer_t *w)
+{
+    source_t *s = self;
+    (void)ctx, (void)checkpoint_id;
+    unsigned char buf[TPC__KAFKA_SOURCE_ENTRY_MAX];
+    tpc_error_t *err = NULL;
+    for (size_t i = 0; !err && i < s->nparts; i++) {
+        size_t len = tpc__kafka_source_encode(s->conf->topic, &s->parts[i], buf);
+        err = tpc_state_add(w, TPC_STATE_LIST, buf, len);
+    }
+    return err;
+}
+
+static tpc_error_t *source_notify(void *self, tpc_ctx_t *ctx, uint64_t checkpoint_id)
+{
+    (void)self, (void)ctx, (void)checkpoint_id;
+    return NULL;
+}
+
+const tpc_operator_ops_t tpc__kafka_source_ops = {
+    .version = TPC_OPERATOR_OPS_VERSION,
+    .open = source_open,
+    .initialize_state = source_initialize,
+    .poll = source_poll,
+    .snapshot_state = source_snapshot,
+    .notify_checkpoint_complete = source_notify,
+    .close = source_close,
+};

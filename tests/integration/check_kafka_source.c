@@ -1,0 +1,320 @@
+/*
+ * The Kafka source against the real broker. Input topics are written the way real producers of
+ * exactly-once pipelines write them, in transactions, some of them aborted, so that transaction
+ * markers and aborted records occupy offsets between the committed ones. Shown here:
+ *   - a bounded job emits exactly the committed records, each once, every key in order, and ends
+ *     at the end offsets taken at its start even while a transaction is still open;
+ *   - after a stop with a savepoint, a new run resumes exactly at the offsets the savepoint
+ *     holds: the records before it and the records of the new run are the input, each once;
+ *   - unknown topics, unreachable clusters and bad keys fail with a clear message.
+ * Crashes are in check_kafka_source_crash.c.
+ */
+#include "check_kafka_common.h"
+#include "check_kafka_source_fill.h"
+#include "tpc_kafka.h"
+#include "tpc_test_ops.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+static const char *bootstrap;
+
+static void setup(void)
+{
+    bootstrap = tpc_test_env_require("TWOPC_TEST_KAFKA_BOOTSTRAP");
+    ck_assert_msg(bootstrap != NULL, "TWOPC_TEST_KAFKA_BOOTSTRAP is not set");
+}
+
+static void set_ok(tpc_error_t *err)
+{
+    ck_assert_msg(err == NULL, "%s", tpc_error_message(err));
+}
+
+/* A sink that keeps the values it receives in arrival order, and how many it had at its last
+ * snapshot. Shared by all its subtasks. */
+static struct {
+    pthread_mutex_t lock;
+    uint64_t *values;
+    size_t count, cap;
+    size_t at_snapshot;
+    int snapshots;
+    unsigned batch_sleep_us;
+} got = {.lock = PTHREAD_MUTEX_INITIALIZER};
+
+static tpc_error_t *collect_open(tpc_ctx_t *ctx, void *arg, void **self)
+{
+    (void)ctx, (void)arg;
+    *self = NULL;
+    return NULL;
+}
+
+static tpc_error_t *collect_process(void *self, tpc_ctx_t *ctx, const tpc_batch_t *batch)
+{
+    (void)self, (void)ctx;
+    pthread_mutex_lock(&got.lock);
+    for (size_t i = 0; i < tpc_batch_count(batch); i++) {
+        tpc_record_t r;
+        tpc_batch_get(batch, i, &r);
+        if (got.count == got.cap) {
+            got.cap = got.cap ? 2 * got.cap : 1024;
+            got.values = realloc(got.values, got.cap * sizeof *got.values);
+        }
+        got.values[got.count++] = kf_value_of(r.value, r.value_len);
+    }
+    pthread_mutex_unlock(&got.lock);
+    if (got.batch_sleep_us)
+        usleep(got.batch_sleep_us);
+    return NULL;
+}
+
+static tpc_error_t *collect_snapshot(void *self, tpc_ctx_t *ctx, uint64_t id, tpc_state_writer_t *w)
+{
+    (void)self, (void)ctx, (void)id, (void)w;
+    pthread_mutex_lock(&got.lock);
+    got.at_snapshot = got.count;
+    got.snapshots++;
+    pthread_mutex_unlock(&got.lock);
+    return NULL;
+}
+
+static tpc_error_t *collect_notify(void *self, tpc_ctx_t *ctx, uint64_t id)
+{
+    (void)self, (void)ctx, (void)id;
+    return NULL;
+}
+
+static const tpc_operator_ops_t collect_ops = {
+    .version = TPC_OPERATOR_OPS_VERSION,
+    .open = collect_open,
+    .process = collect_process,
+    .snapshot_state = collect_snapshot,
+    .notify_checkpoint_complete = collect_notify,
+};
+
+static size_t got_count(void)
+{
+    pthread_mutex_lock(&got.lock);
+    size_t n = got.count;
+    pthread_mutex_unlock(&got.lock);
+    return n;
+}
+
+static void got_reset(void)
+{
+    pthread_mutex_lock(&got.lock);
+    got.count = 0;
+    got.at_snapshot = 0;
+    got.snapshots = 0;
+    pthread_mutex_unlock(&got.lock);
+}
+
+typedef struct {
+    tpc_job_t *job;
+    tpc_kafka_source_t *src;
+    char *ckpt;
+} job_t;
+
+/* source (bounded) -> collecting sink, both with @parallelism subtasks */
+static void build(job_t *j, const char *topic, int parallelism, const char *interval,
+                  const char *ckpt)
+{
+    int s, k;
+    j->ckpt = ckpt ? NULL : tpc_test_tmpdir("kafka-source");
+    j->job = tpc_job_new("kafka-source");
+    set_ok(tpc_job_set(j->job, "checkpoint.dir", ckpt ? ckpt : j->ckpt));
+    set_ok(tpc_job_set(j->job, "checkpoint.interval.ms", interval));
+    set_ok(tpc_job_set(j->job, "restart.attempts", "0"));
+    set_ok(tpc_kafka_source_new(bootstrap, topic, &j->src));
+    set_ok(tpc_kafka_source_set(j->src, "bounded", "true"));
+    set_ok(tpc_kafka_source_set(j->src, "max.batch", "20"));
+    set_ok(tpc_kafka_source_add_to_job(j->src, j->job, "source", parallelism, &s));
+    set_ok(tpc_job_add_vertex(j->job, "collect", parallelism, &collect_ops, NULL, &k));
+    set_ok(tpc_job_connect(j->job, s, k, TPC_EDGE_FORWARD));
+}
+
+static void destroy(job_t *j)
+{
+    tpc_job_destroy(j->job);
+    tpc_kafka_source_destroy(j->src);
+    if (j->ckpt) {
+        tpc_test_rmdir(j->ckpt);
+        free(j->ckpt);
+    }
+}
+
+static void run_to_end(job_t *j)
+{
+    tpc_job_result_t result = TPC_JOB_CANCELED;
+    set_ok(tpc_job_run(j->job, &result));
+    ck_assert_int_eq(result, TPC_JOB_FINISHED);
+}
+
+START_TEST(test_bounded_reads_exactly_the_committed_records)
+{
+    char topic[128];
+    tpc_test_unique_name(topic, sizeof topic, "twopc-src", '-');
+    kt_create_topic(bootstrap, topic, 3);
+    uint64_t committed = kf_fill(bootstrap, topic, 24, 50, 3);
+    /* A transaction still open at the start: the end offsets stop before it, so neither its
+     * records nor those committed after the start are read. */
+    rd_kafka_t *open_txn = kf_begin_open_txn(bootstrap, topic, 40);
+    got_reset();
+    job_t j;
+    build(&j, topic, 2, "100", NULL);
+    run_to_end(&j);
+    kf_check_t c = kf_check(got.values, got.count, committed);
+    ck_assert_msg(c.dups == 0 && c.missing == 0 && c.foreign == 0 && c.disorder == 0,
+                  "%zu records: %ld duplicates, %ld missing, %ld foreign, %ld out of key order",
+                  got.count, c.dups, c.missing, c.foreign, c.disorder);
+    kf_end_open_txn(open_txn, true);
+    destroy(&j);
+}
+END_TEST
+
+static void *stop_midway(void *arg)
+{
+    job_t *j = arg;
+    while (got_count() < 300)
+        usleep(1000);
+    char *path = NULL;
+    tpc_error_t *err = tpc_job_stop_with_savepoint(j->job, false, &path);
+    free(path);
+    return err;
+}
+
+START_TEST(test_resumes_at_the_checkpointed_offsets)
+{
+    char topic[128];
+    tpc_test_unique_name(topic, sizeof topic, "twopc-src", '-');
+    kt_create_topic(bootstrap, topic, 3);
+    uint64_t committed = kf_fill(bootstrap, topic, 20, 100, 4);
+    got_reset();
+    got.batch_sleep_us = 5000;
+    job_t j;
+    build(&j, topic, 1, "0", NULL);
+    pthread_t stopper;
+    pthread_create(&stopper, NULL, stop_midway, &j);
+    tpc_job_result_t result = TPC_JOB_FINISHED;
+    set_ok(tpc_job_run(j.job, &result));
+    void *stop_err = NULL;
+    pthread_join(stopper, &stop_err);
+    set_ok(stop_err);
+    ck_assert_int_eq(result, TPC_JOB_STOPPED);
+    ck_assert_int_eq(got.snapshots, 1);
+    size_t cut = got.at_snapshot;
+    ck_assert_msg(cut > 0 && cut < committed, "savepoint after %zu of %llu records", cut,
+                  (unsigned long long)committed);
+
+    /* The records the savepoint covers, then a new run restoring it. */
+    uint64_t *before = malloc(cut * sizeof *before);
+    memcpy(before, got.values, cut * sizeof *before);
+    got_reset();
+    got.batch_sleep_us = 0;
+    job_t again;
+    build(&again, topic, 1, "100", j.ckpt);
+    run_to_end(&again);
+    size_t n = cut + got.count;
+    uint64_t *all = malloc(n * sizeof *all);
+    memcpy(all, before, cut * sizeof *all);
+    memcpy(all + cut, got.values, got.count * sizeof *all);
+    kf_check_t c = kf_check(all, n, committed);
+    ck_assert_msg(c.dups == 0 && c.missing == 0 && c.foreign == 0 && c.disorder == 0,
+                  "%zu before the savepoint + %zu after: %ld duplicates, %ld missing, "
+                  "%ld foreign, %ld out of key order",
+                  cut, got.count, c.dups, c.missing, c.foreign, c.disorder);
+    free(before);
+    free(all);
+    destroy(&again);
+    destroy(&j);
+}
+END_TEST
+
+/* Run a one-subtask job on @bs/@topic and @returns its error (the caller frees it). */
+static tpc_error_t *run_failing(const char *bs, const char *topic, const char *timeout)
+{
+    job_t j = {0};
+    int s, k;
+    j.ckpt = tpc_test_tmpdir("kafka-source");
+    j.job = tpc_job_new("kafka-source");
+    set_ok(tpc_job_set(j.job, "checkpoint.dir", j.ckpt));
+    set_ok(tpc_job_set(j.job, "restart.attempts", "0"));
+    set_ok(tpc_kafka_source_new(bs, topic, &j.src));
+    set_ok(tpc_kafka_source_set(j.src, "open.timeout.ms", timeout));
+    set_ok(tpc_kafka_source_add_to_job(j.src, j.job, "source", 1, &s));
+    set_ok(tpc_job_add_vertex(j.job, "collect", 1, &collect_ops, NULL, &k));
+    set_ok(tpc_job_connect(j.job, s, k, TPC_EDGE_FORWARD));
+    tpc_error_t *err = tpc_job_run(j.job, NULL);
+    destroy(&j);
+    return err;
+}
+
+static void expect(tpc_error_t *err, const char *message, const char *hint)
+{
+    ck_assert_msg(err != NULL, "expected an error saying \"%s\"", message);
+    const char *m = tpc_error_message(err), *h = tpc_error_hint_text(err);
+    ck_assert_msg(strstr(m, message), "message \"%s\" does not say \"%s\"", m, message);
+    if (hint)
+        ck_assert_msg(h && strstr(h, hint), "hint \"%s\" does not say \"%s\"", h ? h : "(none)",
+                      hint);
+    tpc_error_destroy(err);
+}
+
+START_TEST(test_unknown_topic_and_unreachable_cluster)
+{
+    char topic[128];
+    tpc_test_unique_name(topic, sizeof topic, "twopc-src-missing", '-');
+    expect(run_failing(bootstrap, topic, "10000"), "could not read kafka topic",
+           "create the topic");
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    expect(run_failing("127.0.0.1:1", topic, "1500"), "could not reach kafka at \"127.0.0.1:1\"",
+           NULL);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    ck_assert_int_lt(t1.tv_sec - t0.tv_sec, 10);
+}
+END_TEST
+
+START_TEST(test_bad_keys)
+{
+    tpc_kafka_source_t *src = NULL;
+    set_ok(tpc_kafka_source_new("127.0.0.1:1", "t", &src));
+    expect(tpc_kafka_source_set(src, "bounded", "yes"), "invalid value \"yes\" for \"bounded\"",
+           "true or false");
+    expect(tpc_kafka_source_set(src, "start", "middle"), "invalid value \"middle\"", "latest");
+    expect(tpc_kafka_source_set(src, "poll.timeout.ms", "500"), "\"poll.timeout.ms\"", "0 to 50");
+    expect(tpc_kafka_source_set(src, "max.batch", "0"), "\"max.batch\"", NULL);
+    expect(tpc_kafka_source_set(src, "kafka.isolation.level", "read_uncommitted"),
+           "\"kafka.isolation.level\" cannot be set", "read_committed");
+    expect(tpc_kafka_source_set(src, "kafka.no.such.property", "1"),
+           "invalid kafka property \"no.such.property\"", NULL);
+    expect(tpc_kafka_source_set(src, "group.id", "g"), "unknown kafka source key \"group.id\"",
+           "kafka.group.id");
+    expect(tpc_kafka_source_set(src, "colour", "red"), "unknown kafka source key \"colour\"",
+           "kafka.");
+    set_ok(tpc_kafka_source_set(src, "kafka.fetch.wait.max.ms", "10"));
+    tpc_kafka_source_destroy(src);
+    tpc_kafka_source_destroy(NULL);
+    expect(tpc_kafka_source_new("127.0.0.1:1", NULL, &src), "needs bootstrap servers, a topic",
+           NULL);
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("kafka_source");
+    TCase *tc = tcase_create("source");
+    tcase_add_checked_fixture(tc, setup, NULL);
+    tcase_set_timeout(tc, 60);
+    tcase_add_test(tc, test_bounded_reads_exactly_the_committed_records);
+    tcase_add_test(tc, test_resumes_at_the_checkpointed_offsets);
+    tcase_add_test(tc, test_unknown_topic_and_unreachable_cluster);
+    tcase_add_test(tc, test_bad_keys);
+    suite_add_tcase(s, tc);
+    SRunner *sr = srunner_create(s);
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
