@@ -38,12 +38,20 @@ void tpc__channel_destroy(tpc__channel_t *ch)
     free(ch);
 }
 
+/* Canceled, or the producer was told to stop without drain (its consumer may be gone already):
+ * what it pushes now is past the savepoint and is dropped. */
+static bool push_refused(const tpc__channel_t *ch)
+{
+    return atomic_load(ch->canceled) ||
+           (ch->producer && atomic_load(&ch->producer->stop_requested));
+}
+
 tpc_err_t tpc__channel_push(tpc__channel_t *ch, tpc__item_t item, uint64_t *blocked_us)
 {
     pthread_mutex_lock(&ch->mu);
-    if (ch->count == ch->cap && !atomic_load(ch->canceled)) {
+    if (ch->count == ch->cap && !push_refused(ch)) {
         uint64_t t0 = tpc__now_us();
-        while (ch->count == ch->cap && !atomic_load(ch->canceled)) {
+        while (ch->count == ch->cap && !push_refused(ch)) {
             struct timespec ts;
             tpc__deadline(&ts, 100000);
             pthread_cond_timedwait(&ch->not_full, &ch->mu, &ts);
@@ -51,7 +59,7 @@ tpc_err_t tpc__channel_push(tpc__channel_t *ch, tpc__item_t item, uint64_t *bloc
         if (blocked_us)
             *blocked_us += tpc__now_us() - t0;
     }
-    if (atomic_load(ch->canceled)) {
+    if (push_refused(ch)) {
         pthread_mutex_unlock(&ch->mu);
         tpc__batch_destroy(item.batch);
         return TPC_ERR_CANCELED;

@@ -53,6 +53,13 @@ void tpc__task_post(tpc__task_t *t, tpc__msg_kind_t kind, uint64_t id)
     if (t->sleeping)
         pthread_cond_signal(&t->cv);
     pthread_mutex_unlock(&t->mu);
+    if (kind == TPC__MSG_STOP) {
+        /* The subtask may be blocked in a push to a consumer that already left on its STOP. */
+        atomic_store(&t->stop_requested, true);
+        for (int e = 0; e < t->nouts; e++)
+            for (int c = 0; c < t->outs[e].n; c++)
+                tpc__channel_wake_all(t->outs[e].chans[c]);
+    }
 }
 
 /* Sleep until woken (new input, drained output, mail, cancel) or @p timeout_us passed. */

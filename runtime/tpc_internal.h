@@ -99,7 +99,8 @@ typedef struct {
 
 tpc__channel_t *tpc__channel_new(size_t cap, const atomic_bool *canceled);
 void tpc__channel_destroy(tpc__channel_t *ch);
-/* Blocks while full. Returns TPC_ERR_CANCELED (and drops the item's batch) once canceled. */
+/* Blocks while full. Returns TPC_ERR_CANCELED (and drops the item's batch) once canceled or once
+ * the producer was told to stop without drain. */
 tpc_err_t tpc__channel_push(tpc__channel_t *ch, tpc__item_t item, uint64_t *blocked_us);
 bool tpc__channel_try_take(tpc__channel_t *ch, tpc__item_t *out);
 tpc_batch_t *tpc__channel_spare(tpc__channel_t *ch, size_t batch_cap);

@@ -94,6 +94,9 @@ struct tpc__task {
     tpc__msg_t *mbox;
     size_t mbox_n, mbox_cap;
     atomic_int mbox_pending;
+    /* Set with TPC__MSG_STOP: the subtask leaves without finish(), and so may its consumers, so
+     * its pushes must not wait for room in a channel that nobody will read again. */
+    atomic_bool stop_requested;
 
     tpc__input_t *inputs;
     int ninputs;

