@@ -1,83 +1,22 @@
 /*
- * Exactly-once into Kafka under crashes, against the real broker. A separate process (this binary
- * run again with "--crash-child") runs sequence source -> Kafka sink with a checkpoint folder and
- * is killed with SIGKILL, then started again on the same folder and topic until a run ends on its
- * own. A read_committed consumer must then find every record exactly once: nothing lost, nothing
- * twice. Two ways to kill:
+ * Exactly-once into Kafka under crashes, against the real broker. A child process (see
+ * check_kafka_child.h) runs sequence source -> Kafka sink with a checkpoint folder and is killed
+ * with SIGKILL, then started again on the same folder and topic until a run ends on its own. A
+ * read_committed consumer must then find every record exactly once: nothing lost, nothing twice.
+ * Two ways to kill:
  *   - at random moments (startup and recovery, writing, pre-commit, between a checkpoint's
- *     completion and its commit);
+ *     completion and its commit), in three independent scenarios at once, 10 kills each;
  *   - exactly when a checkpoint has completed and before its transaction is committed (the child
  *     kills itself in the checkpoint callback): the next run must commit that transaction with
  *     EndTxn during recovery, and its records appear once.
  * Restarts also show that lingering transactions of killed runs never block the consumer. The
  * seed is printed; set TWOPC_CRASH_SEED to repeat a run.
  */
-#include "check_kafka_common.h"
-#include "tpc_kafka.h"
-#include "tpc_test_ops.h"
+#include "check_kafka_child.h"
 
-#include <signal.h>
-#include <stdlib.h>
-#include <sys/wait.h>
-#include <unistd.h>
-
-#define RECORDS     3000
-#define RANDOM_KILL 10
-
-static const char *bootstrap;
-
-static void on_checkpoint(void *opaque, uint64_t id, bool completed, uint64_t us, const char *why)
-{
-    (void)us, (void)why;
-    if (completed && id == *(uint64_t *)opaque)
-        kill(getpid(), SIGKILL);
-}
-
-static void log_line(void *opaque, tpc_log_level_t level, const char *message)
-{
-    (void)opaque, (void)level;
-    fprintf(stderr, "%s\n", message);
-}
-
-static int child_main(const char *bs, const char *topic, const char *prefix, const char *ckpt,
-                      uint64_t kill_at)
-{
-    alarm(60);
-    tpc_test_seq_conf_t src = {.count_default = RECORDS, .per_poll = 8, .sleep_us = 4000};
-    tpc_job_t *job = tpc_job_new("kafka-crash");
-    tpc_txn_sink_t *sink = NULL;
-    int s, k;
-    tpc_job_set_logger(job, log_line, NULL, TPC_LOG_INFO);
-    if (kill_at)
-        tpc_job_set_checkpoint_callback(job, on_checkpoint, &kill_at);
-    tpc_error_t *err = tpc_job_set(job, "checkpoint.dir", ckpt);
-    if (!err)
-        err = tpc_job_set(job, "checkpoint.interval.ms", "50");
-    if (!err)
-        err = tpc_kafka_sink_new(bs, topic, &sink);
-    if (!err)
-        err = tpc_txn_sink_set(sink, "transactional.id.prefix", prefix);
-    if (!err)
-        err = tpc_txn_sink_set(sink, "kafka.linger.ms", "2");
-    if (!err)
-        err = tpc_job_add_vertex(job, "source", 1, &tpc_test_seq_source_ops, &src, &s);
-    if (!err)
-        err = tpc_txn_sink_add_to_job(sink, job, "kafka", 1, &k);
-    if (!err)
-        err = tpc_job_connect(job, s, k, TPC_EDGE_FORWARD);
-    tpc_job_result_t result = TPC_JOB_CANCELED;
-    if (!err)
-        err = tpc_job_run(job, &result);
-    int rc = 0;
-    if (err || result != TPC_JOB_FINISHED) {
-        fprintf(stderr, "crash child: %s\n", err ? tpc_error_message(err) : "did not finish");
-        rc = 1;
-    }
-    tpc_error_destroy(err);
-    tpc_job_destroy(job);
-    tpc_txn_sink_destroy(sink);
-    return rc;
-}
+#define RECORDS        4000
+#define SCENARIOS      3
+#define KILLS_PER_SCEN 10
 
 static uint64_t rng_state;
 
@@ -89,126 +28,22 @@ static uint64_t rnd(void)
     return rng_state;
 }
 
+static const char *const crash_options[] = {"records=4000", NULL};
+
 typedef struct {
-    char topic[128];
-    char prefix[128];
-    char *ckpt;
-    char log[4200];
-    char self[4096];
-} scenario_t;
+    kc_scenario_t sc;
+    pid_t pid;       /* the running child, 0 when none */
+    int64_t kill_at; /* when to kill it (monotonic ms) */
+    int kills;
+    bool ended; /* a child ended on its own: no more kills */
+} random_run_t;
 
-static void scenario_init(scenario_t *sc)
+static void start_child(random_run_t *r)
 {
-    bootstrap = tpc_test_env_require("TWOPC_TEST_KAFKA_BOOTSTRAP");
-    ck_assert_msg(bootstrap != NULL, "TWOPC_TEST_KAFKA_BOOTSTRAP is not set");
-    tpc_test_unique_name(sc->topic, sizeof sc->topic, "twopc-crash", '-');
-    tpc_test_unique_name(sc->prefix, sizeof sc->prefix, "twopc-crash", '-');
-    kt_create_topic(bootstrap, sc->topic, 1);
-    sc->ckpt = tpc_test_tmpdir("kafka-crash");
-    snprintf(sc->log, sizeof sc->log, "%s.log", sc->ckpt);
-    ssize_t n = readlink("/proc/self/exe", sc->self, sizeof sc->self - 1);
-    ck_assert_int_gt(n, 0);
-    sc->self[n] = '\0';
-}
-
-static pid_t spawn(const scenario_t *sc, uint64_t kill_at)
-{
-    char at[32];
-    snprintf(at, sizeof at, "%llu", (unsigned long long)kill_at);
-    pid_t pid = fork();
-    if (pid == 0) {
-        FILE *f = freopen(sc->log, "a", stderr);
-        (void)f;
-        execl(sc->self, sc->self, "--crash-child", bootstrap, sc->topic, sc->prefix, sc->ckpt, at,
-              (char *)NULL);
-        _exit(127);
-    }
-    ck_assert_int_gt(pid, 0);
-    return pid;
-}
-
-static bool wait_for(pid_t pid, int ms, int *status)
-{
-    for (int waited = 0;; waited += 2) {
-        pid_t r = waitpid(pid, status, WNOHANG);
-        if (r == pid)
-            return true;
-        if (waited >= ms)
-            return false;
-        usleep(2000);
-    }
-}
-
-static bool log_has(const scenario_t *sc, const char *needle)
-{
-    FILE *f = fopen(sc->log, "r");
-    char line[1024];
-    bool found = false;
-    while (f && !found && fgets(line, sizeof line, f))
-        found = strstr(line, needle) != NULL;
-    if (f)
-        fclose(f);
-    return found;
-}
-
-static void dump_log(const scenario_t *sc)
-{
-    FILE *f = fopen(sc->log, "r");
-    char line[1024];
-    while (f && fgets(line, sizeof line, f))
-        fputs(line, stderr);
-    if (f)
-        fclose(f);
-}
-
-static void run_to_end(const scenario_t *sc)
-{
-    int status = 0;
-    pid_t pid = spawn(sc, 0);
-    bool ended = wait_for(pid, 60000, &status);
-    if (!ended) {
-        kill(pid, SIGKILL);
-        waitpid(pid, &status, 0);
-    }
-    if (!ended || !WIFEXITED(status) || WEXITSTATUS(status) != 0) {
-        dump_log(sc);
-        ck_abort_msg("the last run %s", ended ? "failed" : "did not end");
-    }
-}
-
-static void tally(void *opaque, const rd_kafka_message_t *msg)
-{
-    int st = 0;
-    uint64_t seq = 0;
-    unsigned char *seen = opaque;
-    if (tpc_test_seq_decode(msg->key, msg->key_len, &st, &seq) && st == 0 && seq < RECORDS)
-        seen[seq] = seen[seq] < 255 ? seen[seq] + 1 : 255;
-    else
-        seen[RECORDS]++;
-}
-
-static void check_and_clean(scenario_t *sc, const char *what)
-{
-    unsigned char *seen = calloc(RECORDS + 1, 1);
-    long total = kt_read_topic(bootstrap, sc->topic, "read_committed", tally, seen);
-    long dups = 0, missing = 0;
-    for (int i = 0; i < RECORDS; i++) {
-        missing += seen[i] == 0;
-        dups += seen[i] > 1 ? seen[i] - 1 : 0;
-    }
-    long foreign = seen[RECORDS];
-    free(seen);
-    if (dups || missing || foreign)
-        dump_log(sc);
-    ck_assert_msg(!dups && !missing && !foreign && total == RECORDS,
-                  "%s: %ld records, %ld duplicates, %ld missing, %ld foreign", what, total, dups,
-                  missing, foreign);
-    printf("kafka crash test (%s): %ld records read_committed, 0 duplicates, 0 missing\n", what,
-           total);
-    fflush(stdout);
-    unlink(sc->log);
-    tpc_test_rmdir(sc->ckpt);
-    free(sc->ckpt);
+    r->pid = kc_spawn(&r->sc, crash_options);
+    /* A quarter of the kills land in start-up and recovery, the rest while records flow. */
+    int ms = rnd() % 4 == 0 ? (int)(rnd() % 300) : 300 + (int)(rnd() % 1000);
+    r->kill_at = kc_now_ms() + ms;
 }
 
 START_TEST(test_kill_9_at_random_and_restart)
@@ -216,50 +51,81 @@ START_TEST(test_kill_9_at_random_and_restart)
     const char *seed_env = getenv("TWOPC_CRASH_SEED");
     uint64_t seed = seed_env ? strtoull(seed_env, NULL, 10) : (uint64_t)time(NULL) ^ getpid();
     rng_state = seed ? seed : 1;
-    scenario_t sc;
-    scenario_init(&sc);
-    int kills = 0;
-    while (kills < RANDOM_KILL) {
-        pid_t pid = spawn(&sc, 0);
-        int status = 0;
-        int ms = rnd() % 4 == 0 ? (int)(rnd() % 300) : 300 + (int)(rnd() % 1000);
-        if (wait_for(pid, ms, &status))
-            break; /* it ended on its own */
-        kill(pid, SIGKILL);
-        waitpid(pid, &status, 0);
-        kills++;
+    random_run_t runs[SCENARIOS];
+    memset(runs, 0, sizeof runs);
+    for (int i = 0; i < SCENARIOS; i++) {
+        kc_scenario_init(&runs[i].sc, "twopc-crash");
+        start_child(&runs[i]);
     }
-    run_to_end(&sc);
-    char what[96];
-    snprintf(what, sizeof what, "%d random kill -9, seed %llu", kills, (unsigned long long)seed);
-    check_and_clean(&sc, what);
+    /* The scenarios run side by side: most of a run is waiting for the broker. */
+    for (int busy = SCENARIOS; busy > 0;) {
+        busy = 0;
+        for (int i = 0; i < SCENARIOS; i++) {
+            random_run_t *r = &runs[i];
+            if (!r->pid)
+                continue;
+            int status = 0;
+            if (waitpid(r->pid, &status, WNOHANG) == r->pid) {
+                r->pid = 0;
+                r->ended = true;
+                continue;
+            }
+            busy++;
+            if (kc_now_ms() < r->kill_at)
+                continue;
+            kc_kill(r->pid);
+            r->pid = 0;
+            if (++r->kills < KILLS_PER_SCEN)
+                start_child(r);
+        }
+        usleep(2000);
+    }
+    int kills = 0;
+    for (int i = 0; i < SCENARIOS; i++) {
+        kc_run_to_end(&runs[i].sc, crash_options, 60000);
+        char what[128];
+        snprintf(what, sizeof what, "kafka crash test (%d random kill -9, seed %llu)",
+                 runs[i].kills, (unsigned long long)seed);
+        kc_check_exactly_once(&runs[i].sc, RECORDS, what);
+        kc_scenario_clean(&runs[i].sc);
+        kills += runs[i].kills;
+    }
+    printf("kafka crash test: %d random kill -9 in %d scenarios\n", kills, SCENARIOS);
+    ck_assert_msg(kills >= SCENARIOS * KILLS_PER_SCEN - 3,
+                  "only %d kills: the jobs ended on their own too early", kills);
 }
 END_TEST
 
 START_TEST(test_kill_between_completion_and_commit)
 {
-    scenario_t sc;
-    scenario_init(&sc);
-    for (uint64_t at = 3; at <= 9; at += 3) {
-        pid_t pid = spawn(&sc, at);
+    kc_scenario_t sc;
+    kc_scenario_init(&sc, "twopc-crash");
+    for (int at = 3; at <= 9; at += 3) {
+        char kill_at[32];
+        snprintf(kill_at, sizeof kill_at, "kill_at=%d", at);
+        const char *const options[] = {"records=3000", kill_at, NULL};
+        pid_t pid = kc_spawn(&sc, options);
         int status = 0;
-        ck_assert(wait_for(pid, 30000, &status));
+        ck_assert(kc_wait(pid, 30000, &status));
         ck_assert_msg(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL,
-                      "the child was to kill itself at checkpoint %llu", (unsigned long long)at);
+                      "the child was to kill itself at checkpoint %d", at);
     }
-    run_to_end(&sc);
-    bool recovered = log_has(&sc, "during recovery");
+    const char *const options[] = {"records=3000", NULL};
+    kc_run_to_end(&sc, options, 60000);
+    bool recovered = kc_log_has(&sc, "during recovery");
     if (!recovered)
-        dump_log(&sc);
+        kc_dump_log(&sc);
     ck_assert_msg(recovered, "no transaction was committed during recovery");
-    check_and_clean(&sc, "killed after checkpoint completion, before commit");
+    kc_check_exactly_once(&sc, 3000,
+                          "kafka crash test (3 kills after checkpoint completion, before commit)");
+    kc_scenario_clean(&sc);
 }
 END_TEST
 
 int main(int argc, char **argv)
 {
-    if (argc == 7 && strcmp(argv[1], "--crash-child") == 0)
-        return child_main(argv[2], argv[3], argv[4], argv[5], strtoull(argv[6], NULL, 10));
+    if (kc_is_child(argc, argv))
+        return kc_child_main(argc, argv);
     Suite *s = suite_create("kafka_crash");
     TCase *tc = tcase_create("crash");
     tcase_set_timeout(tc, 120);
