@@ -92,6 +92,9 @@ tpc_error_t *tpc__kafka_producer_start(tpc__kafka_producer_t *p, const tpc__kafk
                                        bool idempotent);
 /* Destroy the producer, aborting its open transaction first when @abort_open. */
 void tpc__kafka_producer_stop(tpc__kafka_producer_t *p, bool abort_open);
+/* The producer's fatal error, if it has one, as a twopc error (fenced: one that ends the job
+ * without restarts); NULL if it has none. */
+tpc_error_t *tpc__kafka_producer_fatal(tpc__kafka_producer_t *p, const char *what);
 /* Flush and check that every delivery succeeded. */
 tpc_error_t *tpc__kafka_producer_flush(tpc__kafka_producer_t *p, int timeout_ms);
 /* Turn a librdkafka transaction error into a twopc error; takes @error. An error that requires

@@ -4,7 +4,8 @@
  * also aborts a transaction a crashed run left open on the id), flushing with a check of every
  * delivery report, and stopping it. A transactional producer also publishes statistics, whose
  * "eos" object gives the producer id and epoch the coordinator knows: they are stored with each
- * pre-committed transaction so that a later process can commit it (kafka_recover.c).
+ * pre-committed transaction so that a later process can commit it (kafka_recover.c). A fenced
+ * producer's error ends the job without restarts (see fenced_error()).
  * librdkafka serves the callbacks inside poll and flush, on the subtask's own thread.
  */
 #include "kafka_internal.h"
@@ -67,9 +68,34 @@ static void on_error(rd_kafka_t *rk, int err, const char *reason, void *opaque)
                 rd_kafka_err2name((rd_kafka_resp_err_t)err), reason);
 }
 
+static bool is_fenced(rd_kafka_resp_err_t code)
+{
+    return code == RD_KAFKA_RESP_ERR__FENCED || code == RD_KAFKA_RESP_ERR_PRODUCER_FENCED;
+}
+
+/* A fenced producer can never write again: a newer producer initialised its transactional id.
+ * That is another running copy of the job (or a program with the same prefix), or the broker
+ * after it aborted a transaction that outlived its timeout. Restarting would fence the newer
+ * producer in turn, so the error is one that ends the job without restarts. */
+static tpc_error_t *fenced_error(const char *what, const char *id, const char *reason)
+{
+    tpc_error_t *err = tpc_error_new(
+        TPC_ERR_CONFIG, TPC_ERROR_FATAL,
+        "%s of transactional id \"%s\" failed: the producer was fenced (%s)", what, id, reason);
+    return tpc_error_hint(err, "another program took over the transactional id: give every running "
+                               "program its own transactional.id.prefix and stop the other copy "
+                               "of this job; if none runs, the broker aborted a transaction that "
+                               "outlived kafka.transaction.timeout.ms");
+}
+
 tpc_error_t *tpc__kafka_txn_error(rd_kafka_error_t *error, const char *what, const char *id,
                                   bool pre_committed)
 {
+    if (is_fenced(rd_kafka_error_code(error))) {
+        tpc_error_t *err = fenced_error(what, id, rd_kafka_error_string(error));
+        rd_kafka_error_destroy(error);
+        return err;
+    }
     bool retriable = rd_kafka_error_is_retriable(error);
     bool abortable = rd_kafka_error_txn_requires_abort(error);
     tpc_err_t code = TPC_ERR_EXTERNAL;
@@ -81,10 +107,6 @@ tpc_error_t *tpc__kafka_txn_error(rd_kafka_error_t *error, const char *what, con
                                      "%s%s of transactional id \"%s\" failed: %s (%s)",
                                      code == TPC_ERR_DATA_LOSS ? "data loss: " : "", what, id,
                                      rd_kafka_error_string(error), rd_kafka_error_name(error));
-    if (rd_kafka_error_code(error) == RD_KAFKA_RESP_ERR__FENCED ||
-        rd_kafka_error_code(error) == RD_KAFKA_RESP_ERR_PRODUCER_FENCED)
-        err = tpc_error_hint(err, "another producer uses the same transactional id: give every "
-                                  "running program its own transactional.id.prefix");
     rd_kafka_error_destroy(error);
     return err;
 }
@@ -210,13 +232,24 @@ void tpc__kafka_producer_stop(tpc__kafka_producer_t *p, bool abort_open)
     p->rk = NULL;
 }
 
+tpc_error_t *tpc__kafka_producer_fatal(tpc__kafka_producer_t *p, const char *what)
+{
+    char fatal[256];
+    rd_kafka_resp_err_t fe = rd_kafka_fatal_error(p->rk, fatal, sizeof fatal);
+    if (is_fenced(fe))
+        return fenced_error(what, p->id, fatal);
+    if (fe)
+        return tpc_error_new(TPC_ERR_EXTERNAL, TPC_ERROR_FATAL, "%s of producer \"%s\" failed: %s",
+                             what, p->id, fatal);
+    return NULL;
+}
+
 tpc_error_t *tpc__kafka_producer_flush(tpc__kafka_producer_t *p, int timeout_ms)
 {
     rd_kafka_resp_err_t e = rd_kafka_flush(p->rk, timeout_ms);
-    char fatal[256];
-    if (rd_kafka_fatal_error(p->rk, fatal, sizeof fatal))
-        return tpc_error_new(TPC_ERR_EXTERNAL, TPC_ERROR_FATAL, "producer \"%s\" failed: %s", p->id,
-                             fatal);
+    tpc_error_t *err = tpc__kafka_producer_fatal(p, "flush");
+    if (err)
+        return err;
     if (p->failed)
         return tpc_error_new(TPC_ERR_EXTERNAL, TPC_ERROR_FATAL,
                              "%" PRIu64 " records could not be delivered by producer \"%s\", "

@@ -137,6 +137,10 @@ static tpc_error_t *produce(tpc__kafka_sub_t *c, tpc__kafka_producer_t *p,
             rd_kafka_headers_destroy(hdrs);
         if (!e)
             return NULL;
+        tpc_error_t *fatal =
+            e == RD_KAFKA_RESP_ERR__FATAL ? tpc__kafka_producer_fatal(p, "produce") : NULL;
+        if (fatal)
+            return fatal;
         return tpc_error_new(TPC_ERR_EXTERNAL, TPC_ERROR_FATAL,
                              "could not produce to topic \"%s\" with producer \"%s\": %s", topic,
                              p->id, rd_kafka_err2str(e));
