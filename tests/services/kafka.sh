@@ -4,6 +4,7 @@
 #   kafka.sh fetch          resolve the broker's jars with Maven into the cache (once); print their folder
 #   kafka.sh start DIR      format storage in DIR, start the broker, wait until it is ready, write DIR/env
 #   kafka.sh stop DIR       stop the broker
+#   kafka.sh restart-kill DIR  kill -9 the broker, start it again on its ports and storage, wait
 #   kafka.sh destroy DIR    stop the broker and delete DIR
 #
 # The version is pinned in kafka/pom.xml. The jars live in a cache outside the checkout, shared by all
@@ -103,6 +104,19 @@ transaction.abort.timed.out.transaction.cleanup.interval.ms=1000
 EOF
 }
 
+# Start the broker of DIR in the background (config and storage must exist); its pid goes to DIR/pid.
+kafka_launch() {
+    local dir=$1 java=$2
+    # setsid: the broker must not get the terminal's Ctrl-C; its owner stops it.
+    # shellcheck disable=SC2086
+    setsid "$java" $KAFKA_JVM_OPTS -XX:+ExitOnOutOfMemoryError -Djava.awt.headless=true \
+        -Djava.net.preferIPv4Stack=true \
+        -Dlog4j2.configurationFile="$TPC_SERVICES_DIR/kafka/log4j2.properties" \
+        -Dkafka.logs.dir="$dir/logs" -cp "$KAFKA_LIB/*" kafka.Kafka "$dir/server.properties" \
+        </dev/null >>"$dir/logs/stdout.log" 2>&1 &
+    echo "$!" >"$dir/pid"
+}
+
 # One attempt: fresh storage, start, wait. Returns 2 if a port was taken (worth retrying), 1 otherwise.
 kafka_start_once() {
     local dir=$1 java=$2 port cport cluster_id pid
@@ -125,15 +139,8 @@ kafka_start_once() {
         return 1
     fi
 
-    # setsid: the broker must not get the terminal's Ctrl-C; its owner stops it.
-    # shellcheck disable=SC2086
-    setsid "$java" $KAFKA_JVM_OPTS -XX:+ExitOnOutOfMemoryError -Djava.awt.headless=true \
-        -Djava.net.preferIPv4Stack=true \
-        -Dlog4j2.configurationFile="$TPC_SERVICES_DIR/kafka/log4j2.properties" \
-        -Dkafka.logs.dir="$dir/logs" -cp "$KAFKA_LIB/*" kafka.Kafka "$dir/server.properties" \
-        </dev/null >"$dir/logs/stdout.log" 2>&1 &
-    pid=$!
-    echo "$pid" >"$dir/pid"
+    kafka_launch "$dir" "$java"
+    pid=$(cat "$dir/pid")
 
     while tpc_pid_alive "$pid"; do
         # After a failed bind the JVM can linger for many seconds; do not wait for it.
@@ -184,6 +191,27 @@ kafka_start() {
     tpc_die "Apache Kafka did not start"
 }
 
+# Kill the broker as a crash would (SIGKILL) and start it again on the same ports and storage, so that
+# topics and transactions survive; wait until it is ready.
+kafka_restart_kill() {
+    local dir=$1 java started_ms pid
+    started_ms=$(tpc_now_ms)
+    [ -s "$dir/port" ] || tpc_die "no broker was started in $dir"
+    java=$(java_bin)
+    if tpc_pidfile_alive "$dir/pid"; then
+        pid=$(cat "$dir/pid")
+        kill -KILL "$pid" 2>/dev/null || true
+        while tpc_pid_alive "$pid"; do sleep 0.1; done
+    fi
+    kafka_launch "$dir" "$java"
+    until "$READY_PROBE" "127.0.0.1:$(cat "$dir/port")" 2 2>"$dir/logs/probe.log"; do
+        tpc_pidfile_alive "$dir/pid" || tpc_die "broker exited during restart (logs: $dir/logs)"
+        [ $(($(tpc_now_ms) - started_ms)) -lt 120000 ] ||
+            tpc_die "broker not ready 120 s after restart (logs: $dir/logs)"
+    done
+    tpc_log "Apache Kafka restarted (kill -9) in $(($(tpc_now_ms) - started_ms)) ms"
+}
+
 kafka_stop() {
     tpc_pidfile_stop "$1/pid" 30
 }
@@ -200,11 +228,11 @@ fetch)
     kafka_fetch
     echo "$KAFKA_LIB"
     ;;
-start | stop | destroy)
+start | stop | destroy | restart-kill)
     [ $# -eq 2 ] || tpc_die "usage: kafka.sh $1 DIR"
     mkdir -p "$(dirname "$2")"
     dir="$(cd "$(dirname "$2")" && pwd)/$(basename "$2")"
-    "kafka_$1" "$dir"
+    "kafka_${1/-/_}" "$dir"
     ;;
-*) tpc_die "usage: kafka.sh fetch|start|stop|destroy [DIR]" ;;
+*) tpc_die "usage: kafka.sh fetch|start|stop|restart-kill|destroy [DIR]" ;;
 esac

@@ -10,7 +10,8 @@
 # its logs. A run that was killed outright leaves servers behind: the next run stops them.
 #
 # When it starts PostgreSQL, it also exports TWOPC_TEST_PG_RESTART, a shell command that restarts that
-# server the way a crash would (pg_ctl restart -m immediate).
+# server the way a crash would (pg_ctl restart -m immediate); when it starts Kafka, TWOPC_TEST_KAFKA_RESTART,
+# which kills the broker with kill -9 and starts it again on the same ports and storage.
 set -uo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
@@ -68,6 +69,10 @@ done
 if [ -f "$run/pg/env" ]; then
     TWOPC_TEST_PG_RESTART="$(printf '%q restart-immediate %q' "$TPC_SERVICES_DIR/pg.sh" "$run/pg")"
     export TWOPC_TEST_PG_RESTART
+fi
+if [ -f "$run/kafka/env" ]; then
+    TWOPC_TEST_KAFKA_RESTART="$(printf '%q restart-kill %q' "$TPC_SERVICES_DIR/kafka.sh" "$run/kafka")"
+    export TWOPC_TEST_KAFKA_RESTART
 fi
 
 "$@"
