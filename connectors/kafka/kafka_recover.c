@@ -13,6 +13,16 @@
 #include <inttypes.h>
 #include <string.h>
 
+/* The wire client of a subtask, with the sink's librdkafka properties, so that recovery commits
+ * use the same TLS and SASL settings as its producers. */
+static tpc__kafka_wire_conf_t sink_wire(const tpc__kafka_sub_t *c)
+{
+    tpc__kafka_wire_conf_t wire = c->wire;
+    wire.props = (const char *const *)c->conf->props;
+    wire.nprops = c->conf->nprops;
+    return wire;
+}
+
 static tpc_error_t *end_txn(const tpc__kafka_wire_conf_t *wire, const char *id, int64_t pid,
                             int16_t epoch, bool commit, int timeout_ms)
 {
@@ -62,8 +72,8 @@ tpc_error_t *tpc__kafka_recover_and_commit(void *conn, void *txn)
     tpc__kafka_txn_t *t = txn;
     if (!t->id[0])
         return NULL; /* nothing was ever written into it */
-    tpc_error_t *err =
-        end_txn(&c->wire, t->id, t->pid, t->epoch, true, c->conf->recovery_timeout_ms);
+    tpc__kafka_wire_conf_t wire = sink_wire(c);
+    tpc_error_t *err = end_txn(&wire, t->id, t->pid, t->epoch, true, c->conf->recovery_timeout_ms);
     if (!err)
         tpc_txn_log(c->st, TPC_LOG_INFO,
                     "committed transaction \"%s\" of checkpoint %" PRIu64 " during recovery", t->id,
@@ -77,7 +87,8 @@ tpc_error_t *tpc__kafka_recover_and_abort(void *conn, void *txn)
     tpc__kafka_txn_t *t = txn;
     if (!t->id[0] || t->pid < 0)
         return NULL; /* its id, if it got one, is aborted with the lingering ones */
-    return end_txn(&c->wire, t->id, t->pid, t->epoch, false, c->conf->recovery_timeout_ms);
+    tpc__kafka_wire_conf_t wire = sink_wire(c);
+    return end_txn(&wire, t->id, t->pid, t->epoch, false, c->conf->recovery_timeout_ms);
 }
 
 tpc_error_t *tpc__kafka_abort_lingering(void *conn, const tpc_txn_lingering_t *lingering)

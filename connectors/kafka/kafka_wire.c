@@ -1,9 +1,11 @@
 /*
  * The Kafka wire protocol at its smallest: big-endian integers, classic and compact strings,
  * tagged fields, and one blocking TCP connection that frames requests (size, header v1 or v2,
- * body) and reads the matching responses. At connect it sends ApiVersions v0 (understood by every
- * broker) so that callers can pick request versions the broker supports. Every wait is bounded by
- * a deadline. Used only to end transactions of crashed producers (kafka_end_txn.c).
+ * body) and reads the matching responses, in the clear or through TLS (kafka_tls.c). At connect
+ * it sends ApiVersions v0 (understood by every broker, and allowed before SASL authentication) so
+ * that callers can pick request versions the broker supports, then logs in with SASL when the
+ * security protocol asks for it (kafka_sasl.c). Every wait is bounded by a deadline. Used only to
+ * end transactions of crashed producers (kafka_end_txn.c).
  */
 #include "kafka_wire.h"
 
@@ -26,6 +28,7 @@
 
 struct tpc__kafka_conn {
     int fd;
+    tpc__kafka_tls_t *tls; /* NULL: plaintext */
     int32_t correlation;
     char client_id[64];
     char name[300];
@@ -48,6 +51,15 @@ const char *tpc__kafka_code_name(int code)
 
 /* ---- encoding ---------------------------------------------------------------------------- */
 
+/* Requests can hold a SASL password: buffers are wiped before they are freed, and grown by copy
+ * rather than realloc, which could leave a copy behind. */
+static void wipe_free(unsigned char *p, size_t n)
+{
+    if (p)
+        explicit_bzero(p, n);
+    free(p);
+}
+
 static void put(tpc__kafka_wbuf_t *w, const void *bytes, size_t n)
 {
     if (w->oom)
@@ -56,11 +68,14 @@ static void put(tpc__kafka_wbuf_t *w, const void *bytes, size_t n)
         size_t cap = w->cap ? w->cap * 2 : 256;
         while (cap < w->len + n)
             cap *= 2;
-        unsigned char *p = realloc(w->data, cap);
+        unsigned char *p = malloc(cap);
         if (!p) {
             w->oom = true;
             return;
         }
+        if (w->len)
+            memcpy(p, w->data, w->len);
+        wipe_free(w->data, w->cap);
         w->data = p;
         w->cap = cap;
     }
@@ -124,6 +139,15 @@ void tpc__kafka_w_str(tpc__kafka_wbuf_t *w, const char *s, bool compact)
         put(w, s, n);
 }
 
+void tpc__kafka_w_bytes(tpc__kafka_wbuf_t *w, const void *p, size_t n, bool compact)
+{
+    if (compact)
+        tpc__kafka_w_uvarint(w, (uint64_t)n + 1);
+    else
+        tpc__kafka_w_i32(w, (int32_t)n);
+    put(w, p, n);
+}
+
 void tpc__kafka_w_no_tags(tpc__kafka_wbuf_t *w)
 {
     tpc__kafka_w_uvarint(w, 0);
@@ -131,7 +155,7 @@ void tpc__kafka_w_no_tags(tpc__kafka_wbuf_t *w)
 
 void tpc__kafka_wbuf_free(tpc__kafka_wbuf_t *w)
 {
-    free(w->data);
+    wipe_free(w->data, w->cap);
     memset(w, 0, sizeof *w);
 }
 
@@ -206,6 +230,17 @@ void tpc__kafka_r_str(tpc__kafka_rbuf_t *r, bool compact, char *buf, size_t cap)
     buf[copy] = '\0';
 }
 
+void tpc__kafka_r_bytes(tpc__kafka_rbuf_t *r, bool compact, const unsigned char **p, size_t *n)
+{
+    int64_t len = compact ? (int64_t)tpc__kafka_r_uvarint(r) - 1 : tpc__kafka_r_i32(r);
+    *p = NULL;
+    *n = 0;
+    if (len <= 0)
+        return;
+    *p = take(r, (size_t)len);
+    *n = *p ? (size_t)len : 0;
+}
+
 void tpc__kafka_r_skip_tags(tpc__kafka_rbuf_t *r)
 {
     uint64_t count = tpc__kafka_r_uvarint(r);
@@ -215,35 +250,74 @@ void tpc__kafka_r_skip_tags(tpc__kafka_rbuf_t *r)
     }
 }
 
+/* ---- configuration ----------------------------------------------------------------------- */
+
+const char *tpc__kafka_wire_prop(const tpc__kafka_wire_conf_t *conf, const char *name)
+{
+    for (size_t i = conf->nprops; i-- > 0;)
+        if (strcmp(conf->props[2 * i], name) == 0)
+            return conf->props[2 * i + 1];
+    return NULL;
+}
+
+/* Which layers security.protocol asks for. */
+static tpc_error_t *parse_protocol(const tpc__kafka_wire_conf_t *conf, bool *tls, bool *sasl)
+{
+    const char *p = conf->security_protocol;
+    if (!p)
+        p = tpc__kafka_wire_prop(conf, "security.protocol");
+    if (!p)
+        p = "plaintext";
+    *tls = strcasecmp(p, "ssl") == 0 || strcasecmp(p, "sasl_ssl") == 0;
+    *sasl = strcasecmp(p, "sasl_plaintext") == 0 || strcasecmp(p, "sasl_ssl") == 0;
+    if (*tls || *sasl || strcasecmp(p, "plaintext") == 0)
+        return NULL;
+    return tpc_error_hint(
+        tpc_error_new(TPC_ERR_CONFIG, TPC_ERROR_FATAL, "unknown security.protocol \"%s\"", p),
+        "use plaintext, ssl, sasl_plaintext or sasl_ssl");
+}
+
 /* ---- connection -------------------------------------------------------------------------- */
+
+static tpc_error_t *io_error_named(const char *name, const char *what, int errnum)
+{
+    return tpc_error_new(TPC_ERR_CONNECT, TPC_ERROR_RETRIABLE, "could not %s broker \"%s\": %s",
+                         what, name, errnum ? strerror(errnum) : "connection closed");
+}
 
 static tpc_error_t *io_error(const tpc__kafka_conn_t *c, const char *what, int errnum)
 {
-    return tpc_error_new(TPC_ERR_CONNECT, TPC_ERROR_RETRIABLE, "could not %s broker \"%s\": %s",
-                         what, c->name, errnum ? strerror(errnum) : "connection closed");
+    return io_error_named(c->name, what, errnum);
 }
 
-/* Wait until @fd is ready for @events or the deadline passes. */
-static tpc_error_t *wait_fd(const tpc__kafka_conn_t *c, short events, int64_t deadline_ms,
-                            const char *what)
+tpc_error_t *tpc__kafka_wait_fd(int fd, short events, int64_t deadline_ms, const char *name,
+                                const char *what)
 {
     for (;;) {
         int64_t left = deadline_ms - tpc__kafka_now_ms();
         if (left <= 0)
             return tpc_error_new(TPC_ERR_TIMEOUT, TPC_ERROR_RETRIABLE,
-                                 "timed out trying to %s broker \"%s\"", what, c->name);
-        struct pollfd p = {.fd = c->fd, .events = events};
+                                 "timed out trying to %s broker \"%s\"", what, name);
+        struct pollfd p = {.fd = fd, .events = events};
         int n = poll(&p, 1, left > 1000 ? 1000 : (int)left);
         if (n > 0)
             return NULL;
         if (n < 0 && errno != EINTR)
-            return io_error(c, what, errno);
+            return io_error_named(name, what, errno);
     }
+}
+
+static tpc_error_t *wait_fd(const tpc__kafka_conn_t *c, short events, int64_t deadline_ms,
+                            const char *what)
+{
+    return tpc__kafka_wait_fd(c->fd, events, deadline_ms, c->name, what);
 }
 
 static tpc_error_t *send_all(tpc__kafka_conn_t *c, const unsigned char *p, size_t n,
                              int64_t deadline_ms)
 {
+    if (c->tls)
+        return tpc__kafka_tls_send(c->tls, p, n, deadline_ms);
     while (n) {
         ssize_t w = send(c->fd, p, n, MSG_NOSIGNAL);
         if (w < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) {
@@ -262,6 +336,8 @@ static tpc_error_t *send_all(tpc__kafka_conn_t *c, const unsigned char *p, size_
 
 static tpc_error_t *recv_all(tpc__kafka_conn_t *c, unsigned char *p, size_t n, int64_t deadline_ms)
 {
+    if (c->tls)
+        return tpc__kafka_tls_recv(c->tls, p, n, deadline_ms);
     while (n) {
         ssize_t got = recv(c->fd, p, n, 0);
         if (got < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) {
@@ -374,6 +450,7 @@ void tpc__kafka_conn_close(tpc__kafka_conn_t *c)
 {
     if (!c)
         return;
+    tpc__kafka_tls_free(c->tls);
     if (c->fd >= 0)
         close(c->fd);
     free(c->resp);
@@ -404,13 +481,12 @@ tpc_error_t *tpc__kafka_conn_open(const tpc__kafka_wire_conf_t *conf, const char
                                   int64_t deadline_ms, tpc__kafka_conn_t **out)
 {
     *out = NULL;
-    if (conf->security_protocol && strcasecmp(conf->security_protocol, "plaintext") != 0)
-        return tpc_error_hint(
-            tpc_error_new(TPC_ERR_UNSUPPORTED, TPC_ERROR_FATAL,
-                          "security.protocol \"%s\" is not supported for ending transactions of "
-                          "crashed producers",
-                          conf->security_protocol),
-            "use a plaintext listener for the sink, or end the transaction with a Kafka tool");
+    bool tls = false, sasl = false;
+    tpc_error_t *err = parse_protocol(conf, &tls, &sasl);
+    if (!err && sasl)
+        err = tpc__kafka_sasl_check(conf);
+    if (err)
+        return err;
     tpc__kafka_conn_t *c = calloc(1, sizeof *c);
     if (!c)
         return tpc_error_new(TPC_ERR_NOMEM, TPC_ERROR_FATAL, "out of memory");
@@ -425,7 +501,6 @@ tpc_error_t *tpc__kafka_conn_open(const tpc__kafka_wire_conf_t *conf, const char
     struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM};
     struct addrinfo *res = NULL;
     int rc = getaddrinfo(host, service, &hints, &res);
-    tpc_error_t *err = NULL;
     if (rc != 0)
         err = tpc_error_new(TPC_ERR_CONNECT, TPC_ERROR_RETRIABLE,
                             "could not resolve broker \"%s\": %s", c->name, gai_strerror(rc));
@@ -440,8 +515,12 @@ tpc_error_t *tpc__kafka_conn_open(const tpc__kafka_wire_conf_t *conf, const char
     }
     if (res)
         freeaddrinfo(res);
+    if (!err && tls)
+        err = tpc__kafka_tls_start(conf, c->fd, host, c->name, deadline_ms, &c->tls);
     if (!err)
         err = read_api_versions(c, deadline_ms);
+    if (!err && sasl)
+        err = tpc__kafka_sasl_login(c, conf, deadline_ms);
     if (err) {
         tpc__kafka_conn_close(c);
         return err;
@@ -504,7 +583,8 @@ tpc_error_t *tpc__kafka_conn_open_bootstrap(const tpc__kafka_wire_conf_t *conf, 
         if (n) {
             tpc_error_destroy(err);
             err = tpc__kafka_conn_open(conf, host, port, deadline_ms, out);
-            if (!err || tpc_error_code(err) == TPC_ERR_UNSUPPORTED)
+            /* Another server cannot mend a configuration, certificate or login error. */
+            if (!err || !tpc_error_is_retriable(err))
                 return err;
         }
         s += n;

@@ -2,10 +2,13 @@
  * Private to connectors/kafka: a tiny client of the Kafka wire protocol, just enough to end a
  * transaction that another process began (FindCoordinator + EndTxn), which librdkafka cannot do.
  * kafka_wire.c holds the byte encoding and one blocking connection to one broker;
- * kafka_end_txn.c finds the transaction coordinator and sends EndTxn with retries.
+ * kafka_tls.c wraps that connection in TLS (OpenSSL); kafka_sasl.c authenticates it with SASL
+ * PLAIN or SCRAM; kafka_end_txn.c finds the transaction coordinator and sends EndTxn with retries.
  *
- * Only plaintext connections are implemented: a configuration asking for TLS or SASL is refused
- * with TPC_ERR_UNSUPPORTED rather than sent in the clear.
+ * The security settings are librdkafka's property names, read from the same properties the sink
+ * gives librdkafka, so that one configuration serves both. A setting this client cannot honour
+ * (another SASL mechanism, a PKCS#12 keystore) is refused with TPC_ERR_UNSUPPORTED rather than
+ * ignored.
  */
 #ifndef TPC_KAFKA_WIRE_H
 #define TPC_KAFKA_WIRE_H
@@ -19,8 +22,10 @@
 /* Kafka API keys and broker error codes used here. */
 enum {
     TPC__KAFKA_API_FIND_COORDINATOR = 10,
+    TPC__KAFKA_API_SASL_HANDSHAKE = 17,
     TPC__KAFKA_API_VERSIONS = 18,
     TPC__KAFKA_API_END_TXN = 26,
+    TPC__KAFKA_API_SASL_AUTHENTICATE = 36,
 };
 enum {
     TPC__KAFKA_E_NONE = 0,
@@ -32,8 +37,11 @@ enum {
     TPC__KAFKA_E_INVALID_PRODUCER_EPOCH = 47,
     TPC__KAFKA_E_INVALID_TXN_STATE = 48,
     TPC__KAFKA_E_INVALID_PRODUCER_ID_MAPPING = 49,
+    TPC__KAFKA_E_UNSUPPORTED_SASL_MECHANISM = 33,
+    TPC__KAFKA_E_ILLEGAL_SASL_STATE = 34,
     TPC__KAFKA_E_CONCURRENT_TRANSACTIONS = 51,
     TPC__KAFKA_E_TRANSACTIONAL_ID_AUTHORIZATION_FAILED = 53,
+    TPC__KAFKA_E_SASL_AUTHENTICATION_FAILED = 58,
     TPC__KAFKA_E_PRODUCER_FENCED = 90,
 };
 
@@ -52,8 +60,11 @@ void tpc__kafka_w_i64(tpc__kafka_wbuf_t *w, int64_t v);
 void tpc__kafka_w_uvarint(tpc__kafka_wbuf_t *w, uint64_t v);
 /* A string: int16 length (classic) or uvarint length + 1 (compact, flexible versions). */
 void tpc__kafka_w_str(tpc__kafka_wbuf_t *w, const char *s, bool compact);
+/* Bytes: int32 length (classic) or uvarint length + 1 (compact). */
+void tpc__kafka_w_bytes(tpc__kafka_wbuf_t *w, const void *p, size_t n, bool compact);
 /* An empty set of tagged fields (flexible versions). */
 void tpc__kafka_w_no_tags(tpc__kafka_wbuf_t *w);
+/* Free (and wipe: a request can hold a password) the buffer. */
 void tpc__kafka_wbuf_free(tpc__kafka_wbuf_t *w);
 
 /* Response reader. Reading past the end sets bad and yields zeros. */
@@ -71,19 +82,30 @@ int64_t tpc__kafka_r_i64(tpc__kafka_rbuf_t *r);
 uint64_t tpc__kafka_r_uvarint(tpc__kafka_rbuf_t *r);
 /* A (nullable) string into @buf (NUL-terminated, truncated to @cap - 1). */
 void tpc__kafka_r_str(tpc__kafka_rbuf_t *r, bool compact, char *buf, size_t cap);
+/* (Nullable) bytes: @p points into the response, @n is 0 for null. */
+void tpc__kafka_r_bytes(tpc__kafka_rbuf_t *r, bool compact, const unsigned char **p, size_t *n);
 void tpc__kafka_r_skip_tags(tpc__kafka_rbuf_t *r);
 
 /* How to reach the cluster. Strings are borrowed. */
 typedef struct {
     const char *bootstrap;         /* "host:port[,host:port...]" */
-    const char *security_protocol; /* NULL or "plaintext" (others are refused) */
+    const char *security_protocol; /* plaintext, ssl, sasl_plaintext, sasl_ssl; NULL: from props */
     const char *client_id;         /* NULL: "twopc" */
+    /* librdkafka properties, name, value, name, value, ... (the last of a name counts): the
+     * ssl.*, sasl.* and enable.ssl.certificate.verification settings are read from here. */
+    const char *const *props;
+    size_t nprops; /* pairs */
 } tpc__kafka_wire_conf_t;
+
+/* @returns the value of property @name in @conf, or NULL. */
+const char *tpc__kafka_wire_prop(const tpc__kafka_wire_conf_t *conf, const char *name);
 
 /* One blocking connection to one broker, with the API versions it announced. */
 typedef struct tpc__kafka_conn tpc__kafka_conn_t;
 
-/* Connect to @host:@port and ask for its API versions, giving up at @deadline_ms (monotonic). */
+/* Connect to @host:@port (TLS and SASL as @conf says) and ask for its API versions, giving up at
+ * @deadline_ms (monotonic). Errors that retrying cannot mend (configuration, certificate
+ * verification, authentication) are fatal and not retriable. */
 tpc_error_t *tpc__kafka_conn_open(const tpc__kafka_wire_conf_t *conf, const char *host, int port,
                                   int64_t deadline_ms, tpc__kafka_conn_t **out);
 /* Connect to the first reachable bootstrap server. */
@@ -100,9 +122,34 @@ tpc_error_t *tpc__kafka_conn_call(tpc__kafka_conn_t *c, int api, int version, bo
                                   const tpc__kafka_wbuf_t *body, int64_t deadline_ms,
                                   tpc__kafka_rbuf_t *resp);
 
+/* Wait until @fd is ready for @events; @name and @what ("receive from") go into the error. */
+tpc_error_t *tpc__kafka_wait_fd(int fd, short events, int64_t deadline_ms, const char *name,
+                                const char *what);
+
 int64_t tpc__kafka_now_ms(void);
 /* Name of a broker error code ("PRODUCER_FENCED"), from librdkafka's table. */
 const char *tpc__kafka_code_name(int code);
+
+/* kafka_tls.c: a TLS session on a connected socket. */
+typedef struct tpc__kafka_tls tpc__kafka_tls_t;
+
+/* Handshake over @fd with broker @host (@name "host:port" for messages), verifying its certificate
+ * as @conf says. A failed verification is TPC_ERR_CONNECT, fatal, saying which check failed. */
+tpc_error_t *tpc__kafka_tls_start(const tpc__kafka_wire_conf_t *conf, int fd, const char *host,
+                                  const char *name, int64_t deadline_ms, tpc__kafka_tls_t **out);
+tpc_error_t *tpc__kafka_tls_send(tpc__kafka_tls_t *t, const unsigned char *p, size_t n,
+                                 int64_t deadline_ms);
+tpc_error_t *tpc__kafka_tls_recv(tpc__kafka_tls_t *t, unsigned char *p, size_t n,
+                                 int64_t deadline_ms);
+/* Free the session (the socket stays open). NULL is fine. */
+void tpc__kafka_tls_free(tpc__kafka_tls_t *t);
+
+/* kafka_sasl.c: check the SASL settings of @conf before connecting (mechanism, user, password). */
+tpc_error_t *tpc__kafka_sasl_check(const tpc__kafka_wire_conf_t *conf);
+/* Authenticate @c (ApiVersions already read) with SaslHandshake + SaslAuthenticate. A rejected
+ * login is TPC_ERR_CONNECT, fatal, with the broker's message; secrets never appear in errors. */
+tpc_error_t *tpc__kafka_sasl_login(tpc__kafka_conn_t *c, const tpc__kafka_wire_conf_t *conf,
+                                   int64_t deadline_ms);
 
 /* What EndTxn said, once it said something definite. */
 typedef enum {
@@ -115,8 +162,8 @@ typedef enum {
 /* Send EndTxn(@commit) for the transaction of @txn_id with producer @pid / @epoch to its
  * coordinator, retrying on coordinator moves, loading, concurrent transactions and network errors
  * until @timeout_ms. @returns NULL with @result set to what the coordinator said definitely, or an
- * error (TPC_ERR_TIMEOUT, TPC_ERR_CONNECT, TPC_ERR_EXTERNAL, TPC_ERR_UNSUPPORTED) when it never
- * did; @broker_code gets the last broker error code seen. */
+ * error (TPC_ERR_TIMEOUT, TPC_ERR_CONNECT, TPC_ERR_EXTERNAL, TPC_ERR_UNSUPPORTED, TPC_ERR_CONFIG)
+ * when it never did; @broker_code gets the last broker error code seen. */
 tpc_error_t *tpc__kafka_end_txn(const tpc__kafka_wire_conf_t *conf, const char *txn_id, int64_t pid,
                                 int16_t epoch, bool commit, int timeout_ms,
                                 tpc__kafka_end_result_t *result, int *broker_code);
