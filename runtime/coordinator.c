@@ -433,6 +433,15 @@ tpc__end_t tpc__coordinate(tpc__attempt_t *a, tpc_error_t **err)
     coord_t c = {.a = a, .job = a->job};
     c.view = tpc__xcalloc((size_t)a->ntasks, sizeof(*c.view));
     c.next_trigger_us = tpc__now_us() + (uint64_t)a->job->conf.interval_ms * 1000u;
+    /* A stop that an earlier attempt started and did not finish starts over in this one: its
+     * sources must end their input again (drain) or its savepoint be taken again (no drain). */
+    pthread_mutex_lock(&a->job->ctl_mu);
+    if (a->job->stop.active && !a->job->stop.done) {
+        a->job->stop.started = false;
+        free(a->job->stop.path);
+        a->job->stop.path = NULL;
+    }
+    pthread_mutex_unlock(&a->job->ctl_mu);
     tpc__end_t end = TPC__END_FINISHED;
     for (;;) {
         uint64_t now = tpc__now_us(), until = now + 20000;

@@ -166,12 +166,58 @@ START_TEST(test_stop_without_drain_under_backpressure)
 }
 END_TEST
 
+/* Drain: sources end their input, the sink fails in finish() in attempt 0, the job restarts. The
+ * stop is still pending: the new attempt must end its sources' input again. */
+START_TEST(test_stop_with_drain_survives_restart)
+{
+    char *dir = tpc_test_tmpdir("edge-drain-restart");
+    tpc_test_seq_conf_t src = {.count_default = UNBOUNDED, .per_poll = 1, .sleep_us = 1000};
+    sink_conf_t sink = {.fail_finish_attempt0 = true};
+    tpc_job_t *job = edge_job(dir, &src, &sink, "0");
+    stopper_t s = {.drain = true, .delay_us = 50000};
+    ck_assert_int_eq(run_and_stop(job, &s), TPC_JOB_STOPPED);
+    assert_savepoint(&s);
+    tpc_job_stats_t st;
+    tpc_job_get_stats(job, &st);
+    ck_assert_uint_eq(st.restarts, 1);
+    ck_assert_int_eq(atomic_load(&sink.finishes), 2);
+    free(s.path);
+    tpc_job_destroy(job);
+    tpc_test_rmdir(dir);
+    free(dir);
+}
+END_TEST
+
+/* No drain: the savepoint's snapshot fails in attempt 0, the job restarts. The stop is still
+ * pending: the new attempt must take the savepoint (there are no periodic checkpoints). */
+START_TEST(test_stop_without_drain_survives_restart)
+{
+    char *dir = tpc_test_tmpdir("edge-nodrain-restart");
+    tpc_test_seq_conf_t src = {.count_default = UNBOUNDED, .per_poll = 1, .sleep_us = 1000};
+    sink_conf_t sink = {.fail_snapshot_attempt0 = true};
+    tpc_job_t *job = edge_job(dir, &src, &sink, "0");
+    stopper_t s = {.drain = false, .delay_us = 50000};
+    ck_assert_int_eq(run_and_stop(job, &s), TPC_JOB_STOPPED);
+    assert_savepoint(&s);
+    tpc_job_stats_t st;
+    tpc_job_get_stats(job, &st);
+    ck_assert_uint_eq(st.restarts, 1);
+    ck_assert_int_eq(atomic_load(&sink.finishes), 0);
+    free(s.path);
+    tpc_job_destroy(job);
+    tpc_test_rmdir(dir);
+    free(dir);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("runtime_edge_cases");
     TCase *tc = tcase_create("core");
-    tcase_set_timeout(tc, 30);
+    tcase_set_timeout(tc, 20);
     tcase_add_test(tc, test_stop_without_drain_under_backpressure);
+    tcase_add_test(tc, test_stop_with_drain_survives_restart);
+    tcase_add_test(tc, test_stop_without_drain_survives_restart);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);
