@@ -1,35 +1,45 @@
 /*
- * An exactly-once pipeline into PostgreSQL and Kafka at once:
+ * An exactly-once pipeline from Kafka into PostgreSQL and Kafka at once:
  *
- *   source ──forward──> transform ──hash(key)──> PostgreSQL sink (table, PREPARE / COMMIT PREPARED)
- *                                  └─hash(key)──> Kafka sink (output topic, one transaction per
- *                                                 checkpoint per subtask)
+ *   Kafka source ──forward──> transform ──hash(key)──> PostgreSQL sink (table; PREPARE TRANSACTION
+ *   (input topic, offsets                │             per checkpoint, COMMIT PREPARED after it)
+ *    in checkpoints)                     └─hash(key)──> Kafka sink (output topic; one transaction
+ *                                                       per checkpoint per subtask)
  *
- * The source makes records 0, 1, 2, ... (record i has key "key-<i mod keys>" and value "<i>", see
- * exactly_once_records.h); subtask s of P makes the records i with i mod P = s and keeps how far it
- * got as list state, so that after a crash the job replays exactly what the last completed
- * checkpoint did not cover. The transform turns value "<i>" into "<i>:<hex of mix(i)>". Both sinks
- * commit a checkpoint's records only once that checkpoint is durable: whatever kills and restarts
- * happen, each record ends up once in the table and once in the topic (for read_committed readers),
- * and the records of one key reach the topic in order (one key: one source subtask, one sink
- * subtask, one partition). verify_output checks exactly that.
+ * The input is deterministic: record i has key "key-<i mod keys>" and value "<i>"
+ * (exactly_once_records.h), written into the input topic by `--fill`. The source reads it with
+ * read_committed and keeps its offsets in each checkpoint, so after a crash the job replays exactly
+ * what the last completed checkpoint did not cover. The transform turns value "<i>" into
+ * "<i>:<hex of mix(i)>". Both sinks commit a checkpoint's records only once that checkpoint is
+ * durable: whatever kills and restarts happen, each record ends up once in the table and once in
+ * the output topic (for read_committed readers), and the records of one key reach the output topic
+ * in order (one key: one input partition, one source subtask, one sink subtask, one output
+ * partition). verify_output checks exactly that. `--source generator` replaces the Kafka source by
+ * a generator of the same records (subtask s of P makes the i with i mod P = s and keeps how far
+ * it got as list state), for trying the sinks without an input topic.
  *
  * Kill it with kill -9 at any moment and start it again with the same options: it resumes from its
- * checkpoint directory. A bounded run ends after the final checkpoint with everything committed;
- * running it again after that adds nothing. While it runs, a progress line on stderr shows records
- * per second, checkpoints, commits and pending transactions.
+ * checkpoint directory. A bounded run (the default) reads the input up to the end it had when the
+ * job first started, and ends after the final checkpoint with everything committed; running it
+ * again after that adds nothing. While it runs, a progress line on stderr shows records per
+ * second, checkpoints, commits and pending transactions.
  *
- *   exactly_once_pipeline [options]
+ *   exactly_once_pipeline --fill [options]     write records 0 .. N-1 into the input topic
+ *   exactly_once_pipeline [options]            run the job
  *     --bootstrap HOST:PORT  Kafka brokers (default: $TWOPC_KAFKA_BOOTSTRAP)
  *     --pg CONNINFO          PostgreSQL connection (default: $TWOPC_PG_CONNINFO)
- *     --name NAME            job name; output topic NAME-out, table NAME_out (default twopc-demo)
- *     --topic T / --table T  other output names
+ *     --name NAME            job name; topics NAME-in and NAME-out, table NAME_out
+ *                            (default twopc-demo)
+ *     --input T / --topic T / --table T        other names
  *     --checkpoint-dir DIR   where checkpoints live (default NAME.checkpoints)
- *     --parallelism P        subtasks per vertex (default 2, at most 8)
+ *     --parallelism P        subtasks per vertex and partitions per topic (default 2, at most 8)
  *     --interval MS          checkpoint interval (default 500)
- *     --records N            records to make (default 100000); --unbounded: never stop
+ *     --records N            records to write with --fill, or to generate (default 100000)
+ *     --unbounded            keep reading (or generating) for ever; stop with SIGINT
  *     --keys K               distinct keys (default 840; a multiple of P)
- *     --rate R               records per second, all subtasks together (default 0: unlimited)
+ *     --rate R               records per second through the transform, all subtasks together
+ *                            (default 0: unlimited), to watch a run or kill it half-way
+ *     --source kafka|generator
  *     --progress MODE        tty (rewrite one line), lines (a line a second), off
  *                            (default: tty on a terminal, lines otherwise)
  *
@@ -53,12 +63,12 @@
 #include <unistd.h>
 
 typedef struct {
-    const char *bootstrap, *pg, *name, *topic, *table, *ckpt_dir, *progress;
-    char topic_buf[256], table_buf[256], ckpt_buf[512];
+    const char *bootstrap, *pg, *name, *input, *topic, *table, *ckpt_dir, *progress, *source;
+    char input_buf[256], topic_buf[256], table_buf[256], ckpt_buf[512];
     int parallelism, interval_ms;
     uint64_t records;
     uint32_t keys;
-    bool unbounded;
+    bool unbounded, fill;
     double rate;
 } options_t;
 
@@ -69,13 +79,11 @@ static double now_s(void)
     return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
-/* ---- source: records i = subtask, subtask + P, subtask + 2P, ... ---------------------------- */
+/* ---- generator source: records i = subtask, subtask + P, subtask + 2P, ... ------------------ */
 
 typedef struct {
     const options_t *opt;
     uint64_t sub, par, next; /* next record is sub + par * next */
-    double started, rate;    /* pacing, per subtask, since this attempt started */
-    uint64_t emitted;
 } source_t;
 
 typedef struct {
@@ -90,8 +98,6 @@ static tpc_error_t *source_open(tpc_ctx_t *ctx, void *arg, void **self)
     s->opt = arg;
     s->sub = (uint64_t)tpc_ctx_subtask(ctx);
     s->par = (uint64_t)tpc_ctx_parallelism(ctx);
-    s->rate = s->opt->rate / (double)s->par;
-    s->started = now_s();
     *self = s;
     return NULL;
 }
@@ -122,17 +128,7 @@ static tpc_error_t *source_restore(void *self, tpc_ctx_t *ctx, const tpc_state_r
 static tpc_error_t *source_poll(void *self, tpc_ctx_t *ctx, tpc_poll_result_t *result)
 {
     source_t *s = self;
-    uint64_t budget = 256;
-    if (s->rate > 0) {
-        double allowed = (now_s() - s->started) * s->rate - (double)s->emitted;
-        if (allowed < 1) {
-            *result = TPC_POLL_IDLE;
-            return NULL;
-        }
-        if (allowed < (double)budget)
-            budget = (uint64_t)allowed;
-    }
-    for (; budget > 0; budget--) {
+    for (int n = 0; n < 256; n++) {
         uint64_t i = s->sub + s->par * s->next;
         if (!s->opt->unbounded && i >= s->opt->records)
             break;
@@ -144,7 +140,6 @@ static tpc_error_t *source_poll(void *self, tpc_ctx_t *ctx, tpc_poll_result_t *r
         if (tpc_emit(ctx, &rec) != TPC_OK)
             break;
         s->next++;
-        s->emitted++;
     }
     bool done = !s->opt->unbounded && s->sub + s->par * s->next >= s->opt->records;
     *result = done ? TPC_POLL_END : TPC_POLL_MORE;
@@ -173,18 +168,30 @@ static const tpc_operator_ops_t source_ops = {
     .close = source_close,
 };
 
-/* ---- transform: value "<i>" -> "<i>:<hex of mix(i)>", key unchanged; no state -------------- */
+/* ---- transform: value "<i>" -> "<i>:<hex of mix(i)>", key unchanged; no state ------------
+ * With --rate it also paces the job: it sleeps so that its subtask passes rate / P records a
+ * second, which makes the sources wait through backpressure. */
+
+typedef struct {
+    double rate, started;
+    uint64_t passed;
+} transform_t;
 
 static tpc_error_t *transform_open(tpc_ctx_t *ctx, void *arg, void **self)
 {
-    (void)ctx, (void)arg;
-    *self = NULL;
+    const options_t *opt = arg;
+    transform_t *t = calloc(1, sizeof *t);
+    if (!t)
+        return tpc_error_new(TPC_ERR_NOMEM, 0, "out of memory");
+    t->rate = opt->rate / tpc_ctx_parallelism(ctx);
+    t->started = now_s();
+    *self = t;
     return NULL;
 }
 
 static tpc_error_t *transform_process(void *self, tpc_ctx_t *ctx, const tpc_batch_t *batch)
 {
-    (void)self;
+    transform_t *t = self;
     for (size_t n = 0; n < tpc_batch_count(batch); n++) {
         tpc_record_t in;
         tpc_batch_get(batch, n, &in);
@@ -198,13 +205,25 @@ static tpc_error_t *transform_process(void *self, tpc_ctx_t *ctx, const tpc_batc
         if (tpc_emit(ctx, &out) != TPC_OK)
             break; /* canceled */
     }
+    t->passed += tpc_batch_count(batch);
+    if (t->rate > 0) {
+        double ahead = (double)t->passed / t->rate - (now_s() - t->started);
+        if (ahead > 0 && !tpc_ctx_is_canceled(ctx))
+            usleep((useconds_t)(ahead * 1e6));
+    }
     return NULL;
+}
+
+static void transform_close(void *self, tpc_ctx_t *ctx)
+{
+    (void)ctx, free(self);
 }
 
 static const tpc_operator_ops_t transform_ops = {
     .version = TPC_OPERATOR_OPS_VERSION,
     .open = transform_open,
     .process = transform_process,
+    .close = transform_close,
 };
 
 /* ---- PostgreSQL rows: (id bigint, k text, v text) ------------------------------------------- */
@@ -247,7 +266,7 @@ static bool create_table(const options_t *opt)
 /* ---- Kafka output topic with P partitions (the default of 1 would serialise the sink) ---------
  */
 
-static bool create_topic(const options_t *opt)
+static bool create_topic(const options_t *opt, const char *topic)
 {
     char errstr[512];
     rd_kafka_conf_t *conf = rd_kafka_conf_new();
@@ -258,7 +277,7 @@ static bool create_topic(const options_t *opt)
         return false;
     }
     rd_kafka_NewTopic_t *nt =
-        rd_kafka_NewTopic_new(opt->topic, opt->parallelism, 1, errstr, sizeof errstr);
+        rd_kafka_NewTopic_new(topic, opt->parallelism, 1, errstr, sizeof errstr);
     rd_kafka_queue_t *queue = rd_kafka_queue_new(rk);
     rd_kafka_AdminOptions_t *ao = rd_kafka_AdminOptions_new(rk, RD_KAFKA_ADMIN_OP_CREATETOPICS);
     rd_kafka_AdminOptions_set_request_timeout(ao, 30000, errstr, sizeof errstr);
@@ -275,13 +294,70 @@ static bool create_topic(const options_t *opt)
         rd_kafka_event_destroy(ev);
     }
     if (err && err != RD_KAFKA_RESP_ERR_TOPIC_ALREADY_EXISTS)
-        fprintf(stderr, "exactly_once_pipeline: could not create topic \"%s\": %s\n", opt->topic,
+        fprintf(stderr, "exactly_once_pipeline: could not create topic \"%s\": %s\n", topic,
                 rd_kafka_err2str(err));
     rd_kafka_AdminOptions_destroy(ao);
     rd_kafka_queue_destroy(queue);
     rd_kafka_NewTopic_destroy(nt);
     rd_kafka_destroy(rk);
     return !err || err == RD_KAFKA_RESP_ERR_TOPIC_ALREADY_EXISTS;
+}
+
+/* ---- --fill: records 0 .. N-1 into the input topic, in order per partition ------------------ */
+
+static void on_delivery(rd_kafka_t *rk, const rd_kafka_message_t *msg, void *opaque)
+{
+    (void)rk;
+    if (msg->err)
+        atomic_fetch_add((atomic_ullong *)opaque, 1);
+}
+
+static int fill_input(const options_t *opt)
+{
+    char errstr[512];
+    atomic_ullong failed = 0;
+    rd_kafka_conf_t *conf = rd_kafka_conf_new();
+    /* Idempotence keeps each partition in order and free of duplicates across retries. */
+    const char *kv[][2] = {{"bootstrap.servers", opt->bootstrap},
+                           {"enable.idempotence", "true"},
+                           {"linger.ms", "20"},
+                           {"partitioner", "murmur2_random"}};
+    for (size_t i = 0; i < sizeof kv / sizeof kv[0]; i++)
+        rd_kafka_conf_set(conf, kv[i][0], kv[i][1], errstr, sizeof errstr);
+    rd_kafka_conf_set_dr_msg_cb(conf, on_delivery);
+    rd_kafka_conf_set_opaque(conf, &failed);
+    rd_kafka_t *rk = rd_kafka_new(RD_KAFKA_PRODUCER, conf, errstr, sizeof errstr);
+    if (!rk) {
+        fprintf(stderr, "exactly_once_pipeline: %s\n", errstr);
+        return 1;
+    }
+    for (uint64_t i = 0; i < opt->records; i++) {
+        char key[EO_KEY_MAX], value[EO_VALUE_MAX];
+        int kl = eo_key(i, opt->keys, key), vl = eo_input_value(i, value);
+        rd_kafka_resp_err_t err;
+        while ((err = rd_kafka_producev(
+                    rk, RD_KAFKA_V_TOPIC(opt->input), RD_KAFKA_V_KEY(key, (size_t)kl),
+                    RD_KAFKA_V_VALUE(value, (size_t)vl), RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY),
+                    RD_KAFKA_V_END)) == RD_KAFKA_RESP_ERR__QUEUE_FULL)
+            rd_kafka_poll(rk, 100);
+        if (err) {
+            fprintf(stderr, "exactly_once_pipeline: could not produce: %s\n",
+                    rd_kafka_err2str(err));
+            failed++;
+            break;
+        }
+        rd_kafka_poll(rk, 0);
+    }
+    rd_kafka_resp_err_t err = rd_kafka_flush(rk, 60000);
+    rd_kafka_destroy(rk);
+    if (err || failed) {
+        fprintf(stderr, "exactly_once_pipeline: filling \"%s\" failed (%s, %llu failed)\n",
+                opt->input, rd_kafka_err2str(err), (unsigned long long)failed);
+        return 1;
+    }
+    fprintf(stderr, "exactly_once_pipeline: wrote records 0 .. %llu into \"%s\"\n",
+            (unsigned long long)opt->records - 1, opt->input);
+    return 0;
 }
 
 /* ---- progress line and log lines on stderr -------------------------------------------------- */
@@ -367,8 +443,8 @@ static void *progress_main(void *arg)
 
 /* ---- the job -------------------------------------------------------------------------------- */
 
-static tpc_error_t *build_job(const options_t *opt, tpc_job_t *job, tpc_txn_sink_t **pg_sink,
-                              tpc_txn_sink_t **kafka_sink)
+static tpc_error_t *build_job(const options_t *opt, tpc_job_t *job, tpc_kafka_source_t **source,
+                              tpc_txn_sink_t **pg_sink, tpc_txn_sink_t **kafka_sink)
 {
     char interval[32], prefix[300];
     int src, xf, to_pg, to_kafka;
@@ -380,10 +456,29 @@ static tpc_error_t *build_job(const options_t *opt, tpc_job_t *job, tpc_txn_sink
         err = tpc_job_set(job, "restart.attempts", "20");
     if (!err)
         err = tpc_job_set(job, "restart.delay.ms", "500");
+    if (!err && opt->rate > 0) /* small buffers: a paced job's barriers wait behind fewer records */
+        err = tpc_job_set(job, "channel.capacity", "2");
+    if (!err && opt->rate > 0)
+        err = tpc_job_set(job, "batch.size", "64");
+
+    if (!strcmp(opt->source, "generator")) {
+        if (!err)
+            err =
+                tpc_job_add_vertex(job, "source", opt->parallelism, &source_ops, (void *)opt, &src);
+    } else {
+        /* Kafka: partition p belongs to subtask p % P; bounded = up to the end at first start. */
+        if (!err)
+            err = tpc_kafka_source_new(opt->bootstrap, opt->input, source);
+        if (!err)
+            err = tpc_kafka_source_set(*source, "bounded", opt->unbounded ? "false" : "true");
+        if (!err)
+            err = tpc_kafka_source_set(*source, "open.timeout.ms", "60000");
+        if (!err)
+            err = tpc_kafka_source_add_to_job(*source, job, "source", opt->parallelism, &src);
+    }
     if (!err)
-        err = tpc_job_add_vertex(job, "source", opt->parallelism, &source_ops, (void *)opt, &src);
-    if (!err)
-        err = tpc_job_add_vertex(job, "transform", opt->parallelism, &transform_ops, NULL, &xf);
+        err = tpc_job_add_vertex(job, "transform", opt->parallelism, &transform_ops, (void *)opt,
+                                 &xf);
     if (!err)
         err = tpc_job_connect(job, src, xf, TPC_EDGE_FORWARD);
 
@@ -434,21 +529,30 @@ static int usage(const char *msg)
             "usage: exactly_once_pipeline [--bootstrap HOST:PORT] [--pg CONNINFO] [--name NAME]\n"
             "         [--topic T] [--table T] [--checkpoint-dir DIR] [--parallelism P]\n"
             "         [--interval MS] [--records N | --unbounded] [--keys K] [--rate R]\n"
-            "         [--progress tty|lines|off]\n",
+            "         [--input T] [--source kafka|generator] [--progress tty|lines|off] [--fill]\n",
             msg);
     return 2;
 }
 
 static int parse_options(int argc, char **argv, options_t *opt)
 {
-    static const struct option longopts[] = {
-        {"bootstrap", required_argument, 0, 'b'},   {"pg", required_argument, 0, 'g'},
-        {"name", required_argument, 0, 'n'},        {"topic", required_argument, 0, 't'},
-        {"table", required_argument, 0, 'T'},       {"checkpoint-dir", required_argument, 0, 'c'},
-        {"parallelism", required_argument, 0, 'p'}, {"interval", required_argument, 0, 'i'},
-        {"records", required_argument, 0, 'r'},     {"unbounded", no_argument, 0, 'u'},
-        {"keys", required_argument, 0, 'k'},        {"rate", required_argument, 0, 'R'},
-        {"progress", required_argument, 0, 'P'},    {0, 0, 0, 0}};
+    static const struct option longopts[] = {{"bootstrap", required_argument, 0, 'b'},
+                                             {"pg", required_argument, 0, 'g'},
+                                             {"name", required_argument, 0, 'n'},
+                                             {"topic", required_argument, 0, 't'},
+                                             {"table", required_argument, 0, 'T'},
+                                             {"checkpoint-dir", required_argument, 0, 'c'},
+                                             {"parallelism", required_argument, 0, 'p'},
+                                             {"interval", required_argument, 0, 'i'},
+                                             {"records", required_argument, 0, 'r'},
+                                             {"unbounded", no_argument, 0, 'u'},
+                                             {"keys", required_argument, 0, 'k'},
+                                             {"rate", required_argument, 0, 'R'},
+                                             {"progress", required_argument, 0, 'P'},
+                                             {"input", required_argument, 0, 'I'},
+                                             {"source", required_argument, 0, 'S'},
+                                             {"fill", no_argument, 0, 'F'},
+                                             {0, 0, 0, 0}};
     *opt = (options_t){.bootstrap = getenv("TWOPC_KAFKA_BOOTSTRAP"),
                        .pg = getenv("TWOPC_PG_CONNINFO"),
                        .name = "twopc-demo",
@@ -456,6 +560,7 @@ static int parse_options(int argc, char **argv, options_t *opt)
                        .interval_ms = 500,
                        .records = 100000,
                        .keys = EO_DEFAULT_KEYS,
+                       .source = "kafka",
                        .progress = isatty(STDERR_FILENO) ? "tty" : "lines"};
     int c;
     while ((c = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
@@ -499,6 +604,15 @@ static int parse_options(int argc, char **argv, options_t *opt)
         case 'P':
             opt->progress = optarg;
             break;
+        case 'I':
+            opt->input = optarg;
+            break;
+        case 'S':
+            opt->source = optarg;
+            break;
+        case 'F':
+            opt->fill = true;
+            break;
         default:
             return usage("unknown option");
         }
@@ -515,6 +629,11 @@ static int parse_options(int argc, char **argv, options_t *opt)
     if (strcmp(opt->progress, "tty") && strcmp(opt->progress, "lines") &&
         strcmp(opt->progress, "off"))
         return usage("--progress is tty, lines or off");
+    if (strcmp(opt->source, "kafka") && strcmp(opt->source, "generator"))
+        return usage("--source is kafka or generator");
+    if (!opt->input)
+        opt->input = opt->input_buf,
+        snprintf(opt->input_buf, sizeof opt->input_buf, "%s-in", opt->name);
     if (!opt->topic)
         opt->topic = opt->topic_buf,
         snprintf(opt->topic_buf, sizeof opt->topic_buf, "%s-out", opt->name);
@@ -537,12 +656,15 @@ int main(int argc, char **argv)
     int rc = parse_options(argc, argv, &opt);
     if (rc)
         return rc;
-    if (!create_table(&opt) || !create_topic(&opt))
+    if (opt.fill)
+        return create_topic(&opt, opt.input) ? fill_input(&opt) : 1;
+    if (!create_table(&opt) || !create_topic(&opt, opt.topic))
         return 1;
 
     tpc_job_t *job = tpc_job_new(opt.name);
+    tpc_kafka_source_t *source = NULL;
     tpc_txn_sink_t *pg_sink = NULL, *kafka_sink = NULL;
-    tpc_error_t *err = build_job(&opt, job, &pg_sink, &kafka_sink);
+    tpc_error_t *err = build_job(&opt, job, &source, &pg_sink, &kafka_sink);
     progress_t p = {.job = job,
                     .pg = pg_sink,
                     .kafka = kafka_sink,
@@ -550,10 +672,13 @@ int main(int argc, char **argv)
                     .lines = !strcmp(opt.progress, "lines")};
     pthread_mutex_init(&p.mu, NULL);
     tpc_job_set_logger(job, log_line, &p, TPC_LOG_WARN);
-    fprintf(stderr,
-            "exactly_once_pipeline: %s%llu records, parallelism %d, checkpoint every %d ms"
-            "\ntopic: %s\ntable: %s\n",
-            opt.unbounded ? "unbounded from " : "", (unsigned long long)opt.records,
+    if (!strcmp(opt.source, "kafka"))
+        fprintf(stderr, "exactly_once_pipeline: reading \"%s\"%s", opt.input,
+                opt.unbounded ? " for ever" : " to its end");
+    else
+        fprintf(stderr, "exactly_once_pipeline: generating %s%llu records",
+                opt.unbounded ? "for ever from " : "", (unsigned long long)opt.records);
+    fprintf(stderr, ", parallelism %d, checkpoint every %d ms\ntopic: %s\ntable: %s\n",
             opt.parallelism, opt.interval_ms, opt.topic, opt.table);
 
     tpc_job_result_t result = TPC_JOB_FINISHED;
@@ -579,6 +704,7 @@ int main(int argc, char **argv)
     tpc_job_destroy(job);
     tpc_txn_sink_destroy(pg_sink);
     tpc_txn_sink_destroy(kafka_sink);
+    tpc_kafka_source_destroy(source);
     tpc_error_destroy(err);
     pthread_mutex_destroy(&p.mu);
     return rc;
