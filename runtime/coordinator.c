@@ -111,6 +111,23 @@ static void abort_checkpoint(coord_t *c, pending_t *p, const char *reason, bool 
     record_outcome(c, p->id, false, tpc__now_us() - p->trigger_us, reason);
     if (p->id == c->final_id)
         c->final_id = 0;
+    if (p->savepoint && !c->failure) {
+        /* Stop without drain: nothing else would take the savepoint again, and periodic
+         * checkpoints stay off while a stop is in progress. The stop fails, the job goes on.
+         * (With drain, the final checkpoint is triggered again; when the attempt fails, the
+         * next attempt starts the stop again.) */
+        pthread_mutex_lock(&c->job->ctl_mu);
+        tpc__stop_t *st = &c->job->stop;
+        if (st->active && st->started && !st->drain && !st->done) {
+            st->err = tpc_error_hint(tpc_error_new(TPC_ERR_CHECKPOINT, 0,
+                                                   "savepoint %" PRIu64 " aborted: %s", p->id,
+                                                   reason),
+                                     "the job goes on; stop it again");
+            st->done = true;
+            pthread_cond_broadcast(&c->job->ctl_cv);
+        }
+        pthread_mutex_unlock(&c->job->ctl_mu);
+    }
     uint64_t id = p->id;
     free_pending(c, p);
     if (counts && ++c->consecutive_failures > c->job->conf.tolerable_failures && !c->failure)

@@ -315,8 +315,10 @@ TPC_API tpc_error_t *tpc_job_run(tpc_job_t *job, tpc_job_result_t *result);
  * no drain: a savepoint is taken and notified, then tasks are canceled without finish().
  * Blocks until the job has stopped (tpc_job_run() then returns TPC_JOB_STOPPED).
  * @param[out] path receives a malloc'd path (caller frees) of the savepoint file; may be NULL.
+ * A stop that is in progress when the job fails and restarts starts over in the new attempt.
  * @returns NULL, TPC_ERR_STATE when the job is not running or a stop is in progress, or
- * TPC_ERR_CONFIG without checkpoint.dir.
+ * TPC_ERR_CONFIG without checkpoint.dir, or (no drain) TPC_ERR_CHECKPOINT when the savepoint was
+ * aborted (timeout, decline, a task finished meanwhile): the job then goes on running.
  */
 TPC_API tpc_error_t *tpc_job_stop_with_savepoint(tpc_job_t *job, bool drain, char **path);
 

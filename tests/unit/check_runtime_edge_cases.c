@@ -210,6 +210,55 @@ START_TEST(test_stop_without_drain_survives_restart)
 }
 END_TEST
 
+typedef struct {
+    tpc_job_t *job;
+    tpc_job_result_t result;
+    tpc_error_t *err;
+} runner_t;
+
+static void *runner(void *arg)
+{
+    runner_t *r = arg;
+    r->err = tpc_job_run(r->job, &r->result);
+    return NULL;
+}
+
+/* No drain: the savepoint times out. The stop must fail with the reason and the job go on, so
+ * that a second stop succeeds. */
+START_TEST(test_stop_without_drain_savepoint_aborted)
+{
+    char *dir = tpc_test_tmpdir("edge-sp-abort");
+    tpc_test_seq_conf_t src = {.count_default = UNBOUNDED, .per_poll = 1, .sleep_us = 1000};
+    sink_conf_t sink = {.first_snapshot_sleep_us = 300000};
+    tpc_job_t *job = edge_job(dir, &src, &sink, "0");
+    ck_assert_ptr_null(tpc_job_set(job, "checkpoint.timeout.ms", "100"));
+    runner_t r = {.job = job};
+    pthread_t th;
+    pthread_create(&th, NULL, runner, &r);
+    tpc__sleep_us(50000);
+    char *path = NULL;
+    tpc_error_t *err = tpc_job_stop_with_savepoint(job, false, &path);
+    ck_assert_ptr_nonnull(err);
+    ck_assert_int_eq(tpc_error_code(err), TPC_ERR_CHECKPOINT);
+    ck_assert_msg(strstr(tpc_error_message(err), "timed out"), "%s", tpc_error_message(err));
+    ck_assert_ptr_null(path);
+    tpc_error_destroy(err);
+
+    tpc__sleep_us(400000); /* the slow snapshot is over */
+    err = tpc_job_stop_with_savepoint(job, false, &path);
+    ck_assert_msg(err == NULL, "second stop: %s", tpc_error_message(err));
+    ck_assert_ptr_nonnull(path);
+    ck_assert_int_eq(access(path, R_OK), 0);
+    pthread_join(th, NULL);
+    ck_assert_msg(r.err == NULL, "%s", tpc_error_message(r.err));
+    ck_assert_int_eq(r.result, TPC_JOB_STOPPED);
+    free(path);
+    tpc_job_destroy(job);
+    tpc_test_rmdir(dir);
+    free(dir);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("runtime_edge_cases");
@@ -218,6 +267,7 @@ int main(void)
     tcase_add_test(tc, test_stop_without_drain_under_backpressure);
     tcase_add_test(tc, test_stop_with_drain_survives_restart);
     tcase_add_test(tc, test_stop_without_drain_survives_restart);
+    tcase_add_test(tc, test_stop_without_drain_savepoint_aborted);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);
