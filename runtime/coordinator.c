@@ -385,6 +385,11 @@ static bool outside_requests(coord_t *c, tpc__end_t *end)
     }
     pthread_mutex_unlock(&job->ctl_mu);
     if (start) {
+        /* The job's own final checkpoint may be in flight already (everything finished by
+         * itself): with drain, it is the savepoint. */
+        pending_t *final = drain && c->final_id ? find_pending(c, c->final_id) : NULL;
+        if (final)
+            final->savepoint = true;
         if (drain)
             for (int i = 0; i < c->a->ntasks; i++)
                 if (c->a->tasks[i].ninputs == 0 && is_live(c->view[i]))
@@ -473,8 +478,11 @@ tpc__end_t tpc__coordinate(tpc__attempt_t *a, tpc_error_t **err)
         if (outside_requests(&c, &end))
             break;
         if (all_in(&c, is_finished)) {
+            /* Stopped only with a savepoint to show: a stop that came too late for one (the
+             * final checkpoint had completed) fails, the job finished by itself. */
             pthread_mutex_lock(&a->job->ctl_mu);
-            end = a->job->stop.started ? TPC__END_STOPPED : TPC__END_FINISHED;
+            end = a->job->stop.started && a->job->stop.path ? TPC__END_STOPPED
+                                                            : TPC__END_FINISHED;
             pthread_mutex_unlock(&a->job->ctl_mu);
             break;
         }

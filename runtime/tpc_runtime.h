@@ -316,6 +316,9 @@ TPC_API tpc_error_t *tpc_job_run(tpc_job_t *job, tpc_job_result_t *result);
  * Blocks until the job has stopped (tpc_job_run() then returns TPC_JOB_STOPPED).
  * @param[out] path receives a malloc'd path (caller frees) of the savepoint file; may be NULL.
  * A stop that is in progress when the job fails and restarts starts over in the new attempt.
+ * A drain stop that arrives while the job's own final checkpoint is in flight makes that
+ * checkpoint the savepoint; one that arrives after it completed fails (TPC_ERR_STATE, the job
+ * ends TPC_JOB_FINISHED), as does any stop of a job that ends otherwise before its savepoint.
  * @returns NULL, TPC_ERR_STATE when the job is not running or a stop is in progress, or
  * TPC_ERR_CONFIG without checkpoint.dir, or (no drain) TPC_ERR_CHECKPOINT when the savepoint was
  * aborted (timeout, decline, a task finished meanwhile): the job then goes on running.

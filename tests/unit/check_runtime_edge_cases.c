@@ -259,6 +259,98 @@ START_TEST(test_stop_without_drain_savepoint_aborted)
 }
 END_TEST
 
+/* A stop that meets a job finishing by itself either returns a savepoint that exists (and the
+ * job ends STOPPED) or fails (and the job ends FINISHED): never success without a savepoint. */
+static void assert_stop_consistent(const stopper_t *s, tpc_job_result_t result)
+{
+    if (s->err) {
+        ck_assert_int_eq(result, TPC_JOB_FINISHED);
+        ck_assert_ptr_null(s->path);
+    } else {
+        ck_assert_int_eq(result, TPC_JOB_STOPPED);
+        assert_savepoint(s);
+    }
+}
+
+typedef struct {
+    stopper_t stop;
+    pthread_t th;
+    bool started;
+} late_stop_t;
+
+static void start_late_stop(late_stop_t *l)
+{
+    l->started = true;
+    pthread_create(&l->th, NULL, stopper, &l->stop);
+    tpc__sleep_us(100000); /* the request reaches the coordinator meanwhile */
+}
+
+static void stop_in_final_snapshot(sink_conf_t *sink)
+{
+    start_late_stop(sink->opaque);
+}
+
+/* Drain: the stop arrives while the job's own final checkpoint is in flight (the sink's snapshot
+ * for it is running). That checkpoint must become the savepoint. */
+START_TEST(test_stop_with_drain_during_final_checkpoint)
+{
+    char *dir = tpc_test_tmpdir("edge-final-inflight");
+    tpc_test_seq_conf_t src = {.count_default = 1000, .per_poll = 100};
+    late_stop_t late = {.stop = {.drain = true}};
+    sink_conf_t sink = {.after_finish_snapshot = stop_in_final_snapshot, .opaque = &late};
+    tpc_job_t *job = edge_job(dir, &src, &sink, "0");
+    late.stop.job = job;
+    tpc_job_result_t result = TPC_JOB_FINISHED;
+    tpc_error_t *err = tpc_job_run(job, &result);
+    ck_assert_msg(err == NULL, "%s", tpc_error_message(err));
+    ck_assert(late.started);
+    pthread_join(late.th, NULL);
+    assert_stop_consistent(&late.stop, result);
+    ck_assert_int_eq(result, TPC_JOB_STOPPED);
+    free(late.stop.path);
+    tpc_job_destroy(job);
+    tpc_test_rmdir(dir);
+    free(dir);
+}
+END_TEST
+
+static void stop_on_completion(void *opaque, uint64_t id, bool completed, uint64_t duration_us,
+                               const char *reason)
+{
+    (void)id;
+    (void)duration_us;
+    (void)reason;
+    late_stop_t *l = opaque;
+    if (completed && !l->started)
+        start_late_stop(l);
+}
+
+/* Drain: the stop arrives once the job's own final checkpoint completed, before its subtasks
+ * closed. There is no savepoint to give: the stop must fail. */
+START_TEST(test_stop_with_drain_after_final_checkpoint)
+{
+    char *dir = tpc_test_tmpdir("edge-final-done");
+    tpc_test_seq_conf_t src = {.count_default = 1000, .per_poll = 100};
+    late_stop_t late = {.stop = {.drain = true}};
+    sink_conf_t sink = {0};
+    tpc_job_t *job = edge_job(dir, &src, &sink, "0");
+    late.stop.job = job;
+    tpc_job_set_checkpoint_callback(job, stop_on_completion, &late);
+    tpc_job_result_t result = TPC_JOB_STOPPED;
+    tpc_error_t *err = tpc_job_run(job, &result);
+    ck_assert_msg(err == NULL, "%s", tpc_error_message(err));
+    ck_assert(late.started);
+    pthread_join(late.th, NULL);
+    assert_stop_consistent(&late.stop, result);
+    ck_assert_int_eq(atomic_load(&sink.closes), 1);
+    tpc_error_destroy(late.stop.err);
+    free(late.stop.path);
+    tpc_job_destroy(job);
+    tpc_test_rmdir(dir);
+    free(dir);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("runtime_edge_cases");
@@ -268,6 +360,8 @@ int main(void)
     tcase_add_test(tc, test_stop_with_drain_survives_restart);
     tcase_add_test(tc, test_stop_without_drain_survives_restart);
     tcase_add_test(tc, test_stop_without_drain_savepoint_aborted);
+    tcase_add_test(tc, test_stop_with_drain_during_final_checkpoint);
+    tcase_add_test(tc, test_stop_with_drain_after_final_checkpoint);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);
