@@ -8,6 +8,8 @@
 #   make install PREFIX=/usr/local DESTDIR=
 #   make services-up / services-down          local PostgreSQL + Kafka for trying twopc
 #   make bench-runtime / bench-file / bench-kafka / bench-pg   benchmark programs
+#   make demo                 exactly_once_pipeline into PostgreSQL and Kafka, kill -9 once, verify
+#   make torture RUNS=n       n runs of random kill -9 and server restarts, each verified
 #   make format / format-check / deps
 
 SHELL      := /bin/bash
@@ -77,7 +79,7 @@ SHARED := $(BUILD)/libtwopc.so.$(VERSION)
 
 .PHONY: all lib deps deps-build test test-unit test-integration tests-build examples \
         install format format-check services-up services-down clean \
-        bench-runtime bench-file bench-kafka bench-pg
+        bench-runtime bench-file bench-kafka bench-pg demo torture
 .DEFAULT_GOAL := all
 
 all: deps-build lib examples
@@ -149,6 +151,14 @@ bench-pg: deps $(BUILD)/bench/bench_pg
 	    tests/services/with-services.sh $(BUILD)/bench/bench_pg
 bench-kafka: deps $(BUILD)/bench/bench_kafka
 	@tests/services/with-services.sh $(BUILD)/bench/bench_kafka
+
+# End to end: the example pipeline, killed and restarted, its outputs read back (tests/e2e/).
+RUNS ?= 5
+demo: deps lib examples
+	@TWOPC_EXAMPLES_DIR=$(CURDIR)/$(BUILD)/examples tests/e2e/demo.sh
+torture: deps lib examples
+	@TWOPC_EXAMPLES_DIR=$(CURDIR)/$(BUILD)/examples \
+	    tests/services/with-services.sh tests/e2e/torture.sh $(RUNS)
 
 install: lib
 	install -d $(DESTDIR)$(PREFIX)/lib $(DESTDIR)$(PREFIX)/include/twopc $(DESTDIR)$(PREFIX)/lib/pkgconfig

@@ -207,9 +207,11 @@ static tpc_error_t *transform_process(void *self, tpc_ctx_t *ctx, const tpc_batc
     }
     t->passed += tpc_batch_count(batch);
     if (t->rate > 0) {
-        double ahead = (double)t->passed / t->rate - (now_s() - t->started);
+        double now = now_s(), ahead = (double)t->passed / t->rate - (now - t->started);
         if (ahead > 0 && !tpc_ctx_is_canceled(ctx))
             usleep((useconds_t)(ahead * 1e6));
+        else if (ahead < -0.2) /* after a stall, go on at the rate instead of catching up */
+            t->started = now - (double)t->passed / t->rate - 0.2;
     }
     return NULL;
 }
@@ -252,6 +254,7 @@ static bool create_table(const options_t *opt)
                  "v text NOT NULL)",
                  ident ? ident : "\"\"");
         PQfreemem(ident);
+        PQclear(PQexec(pg, "SET client_min_messages = warning")); /* no "already exists" */
         PGresult *res = PQexec(pg, sql);
         ok = PQresultStatus(res) == PGRES_COMMAND_OK;
         PQclear(res);

@@ -1,0 +1,136 @@
+#!/usr/bin/env bash
+# Crash torture of exactly_once_pipeline: the evidence for "exactly once".
+#
+#   torture.sh [RUNS]          (make torture RUNS=n; default 5 runs)
+#
+# Each run writes a fresh input topic, then runs the pipeline into a fresh output topic and table and
+# kills it with kill -9 at random moments, one to four times, restarting it after each kill from its
+# checkpoint directory, until a run ends by itself with the input exhausted. In some runs the Kafka
+# broker is killed and restarted, or PostgreSQL is restarted with `pg_ctl restart -m immediate`, while
+# the pipeline runs. Then verify_output reads both outputs as independent readers (read_committed
+# consumer, SQL) and compares them with the input: every record once, nothing else, per-key order in
+# Kafka. The first violation stops the torture with its seed and keeps its logs.
+#
+# Every run prints its seed and its time. The seed fixes the run's plan (parallelism, checkpoint
+# interval, pace, number of kills, the delay before each kill, which server is restarted and when);
+# the moment a delay lands in the pipeline's work still depends on timing, so a seed reproduces the
+# plan, not the exact interleaving. TORTURE_SEED=s makes the first run use seed s (then s+1, ...).
+#
+# Environment: TWOPC_TEST_PG_CONNINFO and TWOPC_TEST_KAFKA_BOOTSTRAP name the servers (with-services.sh
+# sets them); TWOPC_TEST_PG_RESTART and TWOPC_TEST_KAFKA_RESTART, when set, are the commands that
+# restart them (set by with-services.sh for the servers it started); TORTURE_RECORDS (default 20000)
+# is the number of input records per run.
+set -uo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/e2e_lib.sh"
+
+RUNS=${1:-5}
+RECORDS=${TORTURE_RECORDS:-20000}
+[[ "$RUNS" =~ ^[0-9]+$ ]] && [ "$RUNS" -ge 1 ] || e2e_die "usage: torture.sh [RUNS]"
+[ -n "${TWOPC_TEST_PG_CONNINFO:-}" ] && [ -n "${TWOPC_TEST_KAFKA_BOOTSTRAP:-}" ] ||
+    e2e_die "TWOPC_TEST_PG_CONNINFO and TWOPC_TEST_KAFKA_BOOTSTRAP are not set; run 'make torture'"
+e2e_check_programs
+export TWOPC_PG_CONNINFO="$TWOPC_TEST_PG_CONNINFO" TWOPC_KAFKA_BOOTSTRAP="$TWOPC_TEST_KAFKA_BOOTSTRAP"
+
+WORK="$E2E_ROOT/build/torture/$$"
+mkdir -p "$WORK"
+trap 'e2e_pipeline_kill' EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+FIRST_SEED=${TORTURE_SEED:-$(((RANDOM << 15 | RANDOM) % 1000000))}
+
+# Restart the server named in $1 ("pg" or "kafka"); returns 1 when there is no command for it.
+restart_server() {
+    local cmd
+    case "$1" in
+    pg) cmd=${TWOPC_TEST_PG_RESTART:-} ;;
+    kafka) cmd=${TWOPC_TEST_KAFKA_RESTART:-} ;;
+    esac
+    [ -n "$cmd" ] || return 1
+    eval "$cmd" >>"$dir/servers.log" 2>&1 || fail "could not restart $1 (see $dir/servers.log)"
+}
+
+fail() {
+    e2e_log "VIOLATION in run $run, seed $seed: $*"
+    [ ! -f "$dir/verify.txt" ] || cat "$dir/verify.txt" >&2
+    e2e_log "last lines of the pipeline's log ($dir/pipeline.log):"
+    tail -n 20 "$dir/pipeline.log" >&2
+    e2e_log "reproduce the plan with: make torture RUNS=1 TORTURE_SEED=$seed"
+    exit 1
+}
+
+# A pipeline run ended by itself: 0 = input exhausted, everything committed. Returns 0 when done.
+ended() {
+    case "$E2E_STATUS" in
+    0) return 0 ;;
+    3) fail "the pipeline reported lost data" ;;
+    esac
+    errors=$((errors + 1))
+    [ "$errors" -le 5 ] || fail "the pipeline failed $errors times without a kill"
+    return 1
+}
+
+one_run() {
+    RANDOM=$seed
+    local name par interval rate kills_planned disrupt disrupt_at server delay started ms
+    name="torture-$seed-$$-$run"
+    dir="$WORK/$name"
+    mkdir -p "$dir"
+    par=$((1 + RANDOM % 3))
+    interval=$((100 + RANDOM % 400))
+    rate=$((RECORDS / (3 + RANDOM % 3)))
+    kills_planned=$((1 + RANDOM % 4))
+    disrupt=$((RANDOM % 8))
+    disrupt_at=$((RANDOM % kills_planned))
+    server=none
+    case "$disrupt" in
+    0) server=pg ;;
+    1) server=kafka ;;
+    esac
+    local args=(--name "$name" --checkpoint-dir "$dir/checkpoints" --parallelism "$par"
+        --interval "$interval" --rate "$rate" --records "$RECORDS" --progress lines)
+    started=$(e2e_now_ms)
+    "$E2E_PIPELINE" --fill "${args[@]}" >>"$dir/pipeline.log" 2>&1 || fail "could not fill the input"
+
+    local kills=0 restarted=none
+    errors=0
+    while :; do
+        e2e_pipeline_start "${args[@]}" 2>>"$dir/pipeline.log"
+        if [ "$kills" -lt "$kills_planned" ]; then
+            delay=$((50 + RANDOM % 2700))
+            if [ "$kills" -eq "$disrupt_at" ] && [ "$server" != none ]; then
+                if ! e2e_pipeline_wait_ms $((delay / 2)); then
+                    restart_server "$server" && restarted=$server
+                fi
+            fi
+            if e2e_pipeline_wait_ms "$delay"; then
+                ended && break
+            else
+                e2e_pipeline_kill
+                kills=$((kills + 1))
+                echo "---- kill -9 after $delay ms" >>"$dir/pipeline.log"
+            fi
+        else
+            e2e_pipeline_wait_ms 180000 || fail "the pipeline did not finish within 180 s"
+            ended && break
+        fi
+    done
+
+    "$E2E_VERIFY" --name "$name" --records "$RECORDS" >"$dir/verify.txt" 2>&1 ||
+        fail "verify_output found a mismatch"
+    ms=$(($(e2e_now_ms) - started))
+    printf 'torture: run %d/%d seed %d: parallelism %d, interval %3d ms, %d kills, restart %-5s, %d errors: ok in %d.%01d s\n' \
+        "$run" "$RUNS" "$seed" "$par" "$interval" "$kills" "$restarted" "$errors" \
+        $((ms / 1000)) $((ms % 1000 / 100))
+    total_ms=$((total_ms + ms))
+    rm -rf "$dir"
+}
+
+total_ms=0
+for ((run = 1; run <= RUNS; run++)); do
+    seed=$((FIRST_SEED + run - 1))
+    one_run
+done
+printf 'torture: %d runs, 0 violations, %d.%01d s per run on average\n' "$RUNS" \
+    $((total_ms / RUNS / 1000)) $((total_ms / RUNS % 1000 / 100))
+rm -rf "$WORK"
