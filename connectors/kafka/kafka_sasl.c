@@ -156,7 +156,8 @@ static tpc_error_t *authenticate(tpc__kafka_conn_t *c, const tpc__kafka_wire_con
             "check sasl.username and sasl.password; SCRAM credentials exist per mechanism");
     if (n >= cap)
         return malformed(c, "SASL message");
-    memcpy(reply, bytes, n);
+    if (n)
+        memcpy(reply, bytes, n);
     reply[n] = '\0';
     return NULL;
 }

@@ -145,7 +145,8 @@ void tpc__kafka_w_bytes(tpc__kafka_wbuf_t *w, const void *p, size_t n, bool comp
         tpc__kafka_w_uvarint(w, (uint64_t)n + 1);
     else
         tpc__kafka_w_i32(w, (int32_t)n);
-    put(w, p, n);
+    if (n)
+        put(w, p, n);
 }
 
 void tpc__kafka_w_no_tags(tpc__kafka_wbuf_t *w)
