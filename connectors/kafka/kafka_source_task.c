@@ -18,9 +18,17 @@
 #include <string.h>
 #include <time.h>
 
+/* How long close waits for offset commits still on their way to the group. */
+#define COMMIT_WAIT_MS 2000
+
 typedef struct {
     const tpc_kafka_source_t *conf;
+    tpc_ctx_t *ctx;
     rd_kafka_t *rk;
+    rd_kafka_queue_t *commits; /* a consumer group was named: results of offset commits */
+    int commits_in_flight;
+    uint64_t snapshot_id; /* the last snapshot's checkpoint, and the offsets it stored */
+    int64_t *snapshot_next;
     int partition_count;
     int *index; /* partition -> position in parts, -1 when not owned */
     tpc__kafka_source_part_t *parts;
@@ -61,6 +69,15 @@ static const char *prop(const tpc_kafka_source_t *conf, const char *name)
     return NULL;
 }
 
+/* librdkafka's log lines, served by the consumer's poll on the subtask's thread, go to the job's
+ * logger with the vertex and subtask in front. */
+static void on_log(const rd_kafka_t *rk, int level, const char *facility, const char *line)
+{
+    source_t *s = rd_kafka_opaque(rk);
+    tpc_log_level_t to = level <= 4 ? TPC_LOG_WARN : level <= 6 ? TPC_LOG_INFO : TPC_LOG_DEBUG;
+    tpc_log(s->ctx, to, "kafka source: %s: %s", facility, line);
+}
+
 /* The consumer: the user's properties over the source's defaults, then what exactly-once replay
  * needs. A group id is required by librdkafka's assign(); no group is joined. */
 static tpc_error_t *make_consumer(source_t *s, tpc_ctx_t *ctx)
@@ -68,6 +85,8 @@ static tpc_error_t *make_consumer(source_t *s, tpc_ctx_t *ctx)
     char group[512], errstr[512];
     snprintf(group, sizeof group, "twopc-%s-%s", tpc_ctx_job_name(ctx), tpc_ctx_vertex_name(ctx));
     rd_kafka_conf_t *rc = rd_kafka_conf_new();
+    rd_kafka_conf_set_opaque(rc, s);
+    rd_kafka_conf_set_log_cb(rc, on_log);
     tpc_error_t *err = conf_set(rc, "group.id", group);
     if (!err)
         err = conf_set(rc, "auto.offset.reset", "error");
@@ -81,6 +100,8 @@ static tpc_error_t *make_consumer(source_t *s, tpc_ctx_t *ctx)
         err = conf_set(rc, "enable.auto.offset.store", "false");
     if (!err)
         err = conf_set(rc, "enable.partition.eof", "true");
+    if (!err)
+        err = conf_set(rc, "log.queue", "true");
     if (err) {
         rd_kafka_conf_destroy(rc);
         return err;
@@ -91,7 +112,10 @@ static tpc_error_t *make_consumer(source_t *s, tpc_ctx_t *ctx)
         return tpc_error_new(TPC_ERR_CONFIG, TPC_ERROR_FATAL, "could not create kafka consumer: %s",
                              errstr);
     }
+    rd_kafka_set_log_queue(s->rk, NULL); /* the main queue, which the consumer's poll serves */
     rd_kafka_poll_set_consumer(s->rk);
+    if (prop(s->conf, "group.id"))
+        s->commits = rd_kafka_queue_new(s->rk);
     return NULL;
 }
 
@@ -138,18 +162,44 @@ static tpc_error_t *read_metadata(source_t *s)
     return err;
 }
 
+/* Take the results of offset commits that arrived, waiting up to @wait_ms for the first. A
+ * failed commit only delays the group's lag figures. */
+static void commit_results(source_t *s, int wait_ms)
+{
+    rd_kafka_event_t *ev;
+    while ((ev = rd_kafka_queue_poll(s->commits, wait_ms))) {
+        if (rd_kafka_event_type(ev) == RD_KAFKA_EVENT_OFFSET_COMMIT) {
+            s->commits_in_flight--;
+            if (rd_kafka_event_error(ev))
+                tpc_log(s->ctx, TPC_LOG_INFO,
+                        "kafka source: offsets not committed to the group: %s",
+                        rd_kafka_event_error_string(ev));
+        }
+        rd_kafka_event_destroy(ev);
+        wait_ms = 0;
+    }
+}
+
 static void source_close(void *self, tpc_ctx_t *ctx)
 {
     source_t *s = self;
     (void)ctx;
     if (!s)
         return;
+    if (s->commits) {
+        /* The last checkpoint's offsets are usually still on their way. */
+        int64_t deadline = now_ms() + COMMIT_WAIT_MS;
+        while (s->commits_in_flight > 0 && now_ms() < deadline)
+            commit_results(s, 100);
+        rd_kafka_queue_destroy(s->commits);
+    }
     if (s->rk) {
         rd_kafka_consumer_close(s->rk);
         rd_kafka_destroy(s->rk);
     }
     free(s->index);
     free(s->parts);
+    free(s->snapshot_next);
     free(s);
 }
 
@@ -159,6 +209,7 @@ static tpc_error_t *source_open(tpc_ctx_t *ctx, void *arg, void **self)
     if (!s)
         return oom();
     s->conf = arg;
+    s->ctx = ctx;
     *self = s;
     tpc_error_t *err = make_consumer(s, ctx);
     if (!err)
@@ -266,7 +317,8 @@ static tpc_error_t *source_initialize(void *self, tpc_ctx_t *ctx,
     if (restored && tpc_state_count(restored, TPC_STATE_LIST) > cap)
         cap = tpc_state_count(restored, TPC_STATE_LIST);
     s->parts = calloc(cap ? cap : 1, sizeof *s->parts);
-    if (!s->parts)
+    s->snapshot_next = calloc(cap ? cap : 1, sizeof *s->snapshot_next);
+    if (!s->parts || !s->snapshot_next)
         return oom();
     tpc_error_t *err = restored ? restored_parts(s, restored) : fresh_parts(s, ctx);
     if (err)
@@ -392,19 +444,36 @@ static tpc_error_t *source_snapshot(void *self, tpc_ctx_t *ctx, uint64_t checkpo
                                     tpc_state_writer_t *w)
 {
     source_t *s = self;
-    (void)ctx, (void)checkpoint_id;
+    (void)ctx;
     unsigned char buf[TPC__KAFKA_SOURCE_ENTRY_MAX];
     tpc_error_t *err = NULL;
     for (size_t i = 0; !err && i < s->nparts; i++) {
         size_t len = tpc__kafka_source_encode(s->conf->topic, &s->parts[i], buf);
         err = tpc_state_add(w, TPC_STATE_LIST, buf, len);
+        s->snapshot_next[i] = s->parts[i].next;
     }
+    s->snapshot_id = checkpoint_id;
     return err;
 }
 
+/* With a consumer group named, the offsets of the last snapshot go to the group once its
+ * checkpoint is complete: only for monitoring (lag), never read back. */
 static tpc_error_t *source_notify(void *self, tpc_ctx_t *ctx, uint64_t checkpoint_id)
 {
-    (void)self, (void)ctx, (void)checkpoint_id;
+    source_t *s = self;
+    (void)ctx;
+    if (s->commits)
+        commit_results(s, 0);
+    if (!s->commits || !s->snapshot_id || checkpoint_id < s->snapshot_id || !s->nparts)
+        return NULL;
+    rd_kafka_topic_partition_list_t *list = rd_kafka_topic_partition_list_new((int)s->nparts);
+    for (size_t i = 0; i < s->nparts; i++)
+        rd_kafka_topic_partition_list_add(list, s->conf->topic, s->parts[i].partition)->offset =
+            s->snapshot_next[i];
+    if (!rd_kafka_commit_queue(s->rk, list, s->commits, NULL, NULL))
+        s->commits_in_flight++; /* asynchronous: the result comes through s->commits */
+    rd_kafka_topic_partition_list_destroy(list);
+    s->snapshot_id = 0;
     return NULL;
 }
 

@@ -155,7 +155,9 @@ TPC_API tpc_error_t *tpc_kafka_source_new(const char *bootstrap, const char *top
  * |------------------|----------|-----------------------------------------------------------|
  * | kafka.<property> |          | any librdkafka consumer property (security, fetch sizes,  |
  * |                  |          | ...); isolation.level, enable.auto.commit and             |
- * |                  |          | enable.partition.eof are the source's and are refused     |
+ * |                  |          | enable.partition.eof are the source's and are refused;    |
+ * |                  |          | with kafka.group.id set, the offsets of each completed    |
+ * |                  |          | checkpoint are committed to that group (monitoring only)  |
  * | bounded          | false    | true: read up to the end offsets taken at the first fresh |
  * |                  |          | start, then finish                                        |
  * | start            | earliest | earliest or latest: where a fresh start begins            |

@@ -6,6 +6,8 @@
  *     at the end offsets taken at its start even while a transaction is still open;
  *   - after a stop with a savepoint, a new run resumes exactly at the offsets the savepoint
  *     holds: the records before it and the records of the new run are the input, each once;
+ *   - unbounded from latest reads only what was written after the start, and commits the offsets
+ *     of completed checkpoints to a consumer group when one is named;
  *   - unknown topics, unreachable clusters and bad keys fail with a clear message.
  * Crashes are in check_kafka_source_crash.c.
  */
@@ -116,9 +118,10 @@ typedef struct {
     char *ckpt;
 } job_t;
 
-/* source (bounded) -> collecting sink, both with @parallelism subtasks */
-static void build(job_t *j, const char *topic, int parallelism, const char *interval,
-                  const char *ckpt)
+/* source -> collecting sink, both with @parallelism subtasks; @keys: source keys and values,
+ * NULL-terminated, after bounded=true */
+static void build_with(job_t *j, const char *topic, int parallelism, const char *interval,
+                       const char *ckpt, const char *const *keys)
 {
     int s, k;
     j->ckpt = ckpt ? NULL : tpc_test_tmpdir("kafka-source");
@@ -129,9 +132,17 @@ static void build(job_t *j, const char *topic, int parallelism, const char *inte
     set_ok(tpc_kafka_source_new(bootstrap, topic, &j->src));
     set_ok(tpc_kafka_source_set(j->src, "bounded", "true"));
     set_ok(tpc_kafka_source_set(j->src, "max.batch", "20"));
+    for (; keys && *keys; keys += 2)
+        set_ok(tpc_kafka_source_set(j->src, keys[0], keys[1]));
     set_ok(tpc_kafka_source_add_to_job(j->src, j->job, "source", parallelism, &s));
     set_ok(tpc_job_add_vertex(j->job, "collect", parallelism, &collect_ops, NULL, &k));
     set_ok(tpc_job_connect(j->job, s, k, TPC_EDGE_FORWARD));
+}
+
+static void build(job_t *j, const char *topic, int parallelism, const char *interval,
+                  const char *ckpt)
+{
+    build_with(j, topic, parallelism, interval, ckpt, NULL);
 }
 
 static void destroy(job_t *j)
@@ -231,6 +242,89 @@ START_TEST(test_resumes_at_the_checkpointed_offsets)
 }
 END_TEST
 
+typedef struct {
+    job_t *job;
+    const char *topic;
+    atomic_int checkpoints;
+    uint64_t committed;
+} live_t;
+
+static void on_checkpoint(void *opaque, uint64_t id, bool completed, uint64_t us, const char *why)
+{
+    live_t *l = opaque;
+    (void)id, (void)us, (void)why;
+    if (completed)
+        atomic_fetch_add(&l->checkpoints, 1);
+}
+
+/* Once the job runs, write input, wait until it arrived, then stop with a drain. */
+static void *write_then_drain(void *arg)
+{
+    live_t *l = arg;
+    while (atomic_load(&l->checkpoints) == 0)
+        usleep(1000);
+    l->committed = kf_fill(bootstrap, l->topic, 6, 50, 3);
+    for (int waited = 0; got_count() < l->committed && waited < 20000; waited++)
+        usleep(1000);
+    return tpc_job_stop_with_savepoint(l->job->job, true, NULL);
+}
+
+START_TEST(test_unbounded_from_latest_reports_offsets_to_a_group)
+{
+    char topic[128], group[128];
+    tpc_test_unique_name(topic, sizeof topic, "twopc-src", '-');
+    tpc_test_unique_name(group, sizeof group, "twopc-src-group", '-');
+    kt_create_topic(bootstrap, topic, 2);
+    kf_end_open_txn(kf_begin_open_txn(bootstrap, topic, 30), true); /* before the start */
+    got_reset();
+    job_t j;
+    const char *keys[] = {"bounded", "false", "start", "latest", "kafka.group.id", group, NULL};
+    build_with(&j, topic, 2, "100", NULL, keys);
+    live_t live = {.job = &j, .topic = topic};
+    tpc_job_set_checkpoint_callback(j.job, on_checkpoint, &live);
+    pthread_t writer;
+    pthread_create(&writer, NULL, write_then_drain, &live);
+    tpc_job_result_t result = TPC_JOB_FINISHED;
+    set_ok(tpc_job_run(j.job, &result));
+    void *stop_err = NULL;
+    pthread_join(writer, &stop_err);
+    set_ok(stop_err);
+    ck_assert_int_eq(result, TPC_JOB_STOPPED);
+    kf_check_t c = kf_check(got.values, got.count, live.committed);
+    ck_assert_msg(c.dups == 0 && c.missing == 0 && c.foreign == 0 && c.disorder == 0,
+                  "%zu records: %ld duplicates, %ld missing, %ld foreign (older than the start), "
+                  "%ld out of key order",
+                  got.count, c.dups, c.missing, c.foreign, c.disorder);
+
+    /* The group holds the offsets of the last checkpoint: past the 30 records and 2 markers
+     * older than the start and every committed record after it, at most the end. */
+    char errstr[512];
+    rd_kafka_conf_t *conf = rd_kafka_conf_new();
+    kt_set(conf, "bootstrap.servers", bootstrap);
+    kt_set(conf, "group.id", group);
+    rd_kafka_t *rk = rd_kafka_new(RD_KAFKA_CONSUMER, conf, errstr, sizeof errstr);
+    ck_assert_msg(rk != NULL, "%s", errstr);
+    rd_kafka_topic_partition_list_t *list = rd_kafka_topic_partition_list_new(2);
+    rd_kafka_topic_partition_list_add(list, topic, 0);
+    rd_kafka_topic_partition_list_add(list, topic, 1);
+    ck_assert_int_eq(rd_kafka_committed(rk, list, KT_TIMEOUT_MS), 0);
+    int64_t sum = 0, low, high, ends = 0;
+    for (int p = 0; p < 2; p++) {
+        ck_assert_int_eq(rd_kafka_query_watermark_offsets(rk, topic, p, &low, &high, KT_TIMEOUT_MS),
+                         0);
+        ck_assert_int_le(list->elems[p].offset, high);
+        sum += list->elems[p].offset > 0 ? list->elems[p].offset : 0;
+        ends += high;
+    }
+    ck_assert_msg(sum >= 32 + (int64_t)live.committed,
+                  "the group's offsets add up to %lld of %lld: they miss records the job read",
+                  (long long)sum, (long long)ends);
+    rd_kafka_topic_partition_list_destroy(list);
+    rd_kafka_destroy(rk);
+    destroy(&j);
+}
+END_TEST
+
 /* Run a one-subtask job on @bs/@topic and @returns its error (the caller frees it). */
 static tpc_error_t *run_failing(const char *bs, const char *topic, const char *timeout)
 {
@@ -309,6 +403,7 @@ int main(void)
     tcase_set_timeout(tc, 60);
     tcase_add_test(tc, test_bounded_reads_exactly_the_committed_records);
     tcase_add_test(tc, test_resumes_at_the_checkpointed_offsets);
+    tcase_add_test(tc, test_unbounded_from_latest_reports_offsets_to_a_group);
     tcase_add_test(tc, test_unknown_topic_and_unreachable_cluster);
     tcase_add_test(tc, test_bad_keys);
     suite_add_tcase(s, tc);
