@@ -295,9 +295,12 @@ static tpc_error_t *io_error(tpc__kafka_tls_t *t, int ssl_err, const char *what)
 {
     char why[256];
     if (ssl_err == SSL_ERROR_SSL)
-        return tpc_error_new(TPC_ERR_CONNECT, TPC_ERROR_FATAL,
-                             "could not %s broker \"%s\": TLS error: %s", what, t->name,
-                             openssl_reason(why, sizeof why));
+        return tpc_error_hint(tpc_error_new(TPC_ERR_CONNECT, TPC_ERROR_FATAL,
+                                            "could not %s broker \"%s\": TLS error: %s", what,
+                                            t->name, openssl_reason(why, sizeof why)),
+                              "a listener that wants a client certificate ends the session "
+                              "after the handshake: set ssl.certificate.location and "
+                              "ssl.key.location to one it trusts");
     int e = ssl_err == SSL_ERROR_SYSCALL ? errno : 0;
     ERR_clear_error();
     return tpc_error_new(TPC_ERR_CONNECT, TPC_ERROR_RETRIABLE, "could not %s broker \"%s\": %s",

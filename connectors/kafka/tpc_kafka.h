@@ -100,7 +100,9 @@ TPC_API tpc_error_t *tpc_kafka_sink_set_mapper(tpc_txn_sink_t *sink, tpc_kafka_m
  * sending EndTxn to its transaction coordinator. For transactions left behind by a program that
  * cannot restore its checkpoint; docs/kafka.md says how to find the ids, producer ids and epochs.
  *
- * Only plaintext connections are supported (TLS and SASL are refused with TPC_ERR_UNSUPPORTED).
+ * Connects in plaintext: this function takes no TLS or SASL settings. The sink's own recovery
+ * commits, which send the same requests, use TLS (OpenSSL) and SASL PLAIN / SCRAM-SHA-256 /
+ * SCRAM-SHA-512 as its `kafka.` properties say (docs/kafka.md, "TLS and SASL").
  *
  * @param bootstrap "host:port,..." of the cluster.
  * @param producer_id, producer_epoch those of the transaction as the coordinator knows it.

@@ -15,7 +15,9 @@
  * consumer exactly once. (The SCRAM cases are the exception on the producer side: librdkafka
  * 2.0.2's SCRAM is rejected by Kafka 4, so their producer logs in with PLAIN on the same
  * listener, and only the commit uses SCRAM.) A wrong password, a wrong CA, a missing client
- * certificate and an unsupported mechanism give clear errors at once, and no error shows a secret.
+ * certificate and an unsupported mechanism give clear errors at once, and no error shows a secret;
+ * a certificate that does not name the host is refused unless ssl.endpoint.identification.algorithm
+ * is none.
  *
  * The properties go to the wire client directly (kafka_wire.h): the sink hands it its kafka.*
  * properties the same way, and tpc_kafka_end_transaction() takes none.
@@ -324,6 +326,26 @@ START_TEST(test_wrong_ca_is_a_certificate_verify_error)
 }
 END_TEST
 
+/* "127.000.000.001" reaches 127.0.0.1 (the resolver reads it as an address) but is not an IP
+ * address to the name check, and the certificate names no such host. */
+START_TEST(test_certificate_for_another_host_is_a_verify_error)
+{
+    if (skip_reason)
+        return;
+    profile_t p;
+    profile_make(&p, "ssl");
+    snprintf(p.bootstrap, sizeof p.bootstrap, "127.000.000.001:%s",
+             env("TWOPC_TEST_SECURE_SSL_PORT"));
+    expect_failure(&p, TPC_ERR_CONNECT, "certificate verify failed");
+    expect_failure(&p, TPC_ERR_CONNECT, "hostname mismatch");
+    add(&p, "ssl.endpoint.identification.algorithm", "none");
+    tpc__kafka_end_result_t result;
+    tpc_error_t *err = end_txn(&p, "twopc-secure-none", 1, 0, 20000, &result);
+    ck_assert_msg(err == NULL, "without the name check: %s", tpc_error_message(err));
+    ck_assert_int_eq(result, TPC__KAFKA_END_UNKNOWN_ID);
+}
+END_TEST
+
 START_TEST(test_missing_client_certificate_is_refused)
 {
     if (skip_reason)
@@ -470,6 +492,7 @@ int main(int argc, char **argv)
     tcase_add_test(tc, test_sasl_ssl_scram_sha_512_commits_after_crash);
     tcase_add_test(tc, test_wrong_password_is_an_authentication_error);
     tcase_add_test(tc, test_wrong_ca_is_a_certificate_verify_error);
+    tcase_add_test(tc, test_certificate_for_another_host_is_a_verify_error);
     tcase_add_test(tc, test_missing_client_certificate_is_refused);
     tcase_add_test(tc, test_unsupported_mechanism_is_refused);
     suite_add_tcase(s, tc);
