@@ -14,9 +14,7 @@
  * durable: whatever kills and restarts happen, each record ends up once in the table and once in
  * the output topic (for read_committed readers), and the records of one key reach the output topic
  * in order (one key: one input partition, one source subtask, one sink subtask, one output
- * partition). verify_output checks exactly that. `--source generator` replaces the Kafka source by
- * a generator of the same records (subtask s of P makes the i with i mod P = s and keeps how far
- * it got as list state), for trying the sinks without an input topic.
+ * partition). verify_output checks exactly that.
  *
  * Kill it with kill -9 at any moment and start it again with the same options: it resumes from its
  * checkpoint directory. A bounded run (the default) reads the input up to the end it had when the
@@ -34,12 +32,11 @@
  *     --checkpoint-dir DIR   where checkpoints live (default NAME.checkpoints)
  *     --parallelism P        subtasks per vertex and partitions per topic (default 2, at most 8)
  *     --interval MS          checkpoint interval (default 500)
- *     --records N            records to write with --fill, or to generate (default 100000)
- *     --unbounded            keep reading (or generating) for ever; stop with SIGINT
- *     --keys K               distinct keys (default 840; a multiple of P)
+ *     --records N            records to write with --fill (default 100000)
+ *     --unbounded            keep reading new input for ever; stop with SIGINT
+ *     --keys K               distinct keys written by --fill (default 840)
  *     --rate R               records per second through the transform, all subtasks together
  *                            (default 0: unlimited), to watch a run or kill it half-way
- *     --source kafka|generator
  *     --progress MODE        tty (rewrite one line), lines (a line a second), off
  *                            (default: tty on a terminal, lines otherwise)
  *
@@ -63,7 +60,7 @@
 #include <unistd.h>
 
 typedef struct {
-    const char *bootstrap, *pg, *name, *input, *topic, *table, *ckpt_dir, *progress, *source;
+    const char *bootstrap, *pg, *name, *input, *topic, *table, *ckpt_dir, *progress;
     char input_buf[256], topic_buf[256], table_buf[256], ckpt_buf[512];
     int parallelism, interval_ms;
     uint64_t records;
@@ -78,95 +75,6 @@ static double now_s(void)
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
-
-/* ---- generator source: records i = subtask, subtask + P, subtask + 2P, ... ------------------ */
-
-typedef struct {
-    const options_t *opt;
-    uint64_t sub, par, next; /* next record is sub + par * next */
-} source_t;
-
-typedef struct {
-    uint64_t sub, par, next;
-} source_state_t;
-
-static tpc_error_t *source_open(tpc_ctx_t *ctx, void *arg, void **self)
-{
-    source_t *s = calloc(1, sizeof *s);
-    if (!s)
-        return tpc_error_new(TPC_ERR_NOMEM, 0, "out of memory");
-    s->opt = arg;
-    s->sub = (uint64_t)tpc_ctx_subtask(ctx);
-    s->par = (uint64_t)tpc_ctx_parallelism(ctx);
-    *self = s;
-    return NULL;
-}
-
-static tpc_error_t *source_restore(void *self, tpc_ctx_t *ctx, const tpc_state_reader_t *state)
-{
-    (void)ctx;
-    source_t *s = self;
-    for (size_t i = 0; i < tpc_state_count(state, TPC_STATE_LIST); i++) {
-        const void *bytes;
-        size_t len;
-        source_state_t st;
-        tpc_state_get(state, TPC_STATE_LIST, i, &bytes, &len);
-        if (len != sizeof st)
-            return tpc_error_new(TPC_ERR_CORRUPT, 0, "source state of %zu bytes", len);
-        memcpy(&st, bytes, sizeof st);
-        if (st.par != s->par || st.sub != s->sub)
-            return tpc_error_hint(tpc_error_new(TPC_ERR_CONFIG, 0,
-                                                "checkpoint was taken with parallelism %llu",
-                                                (unsigned long long)st.par),
-                                  "run with --parallelism %llu or a new checkpoint directory",
-                                  (unsigned long long)st.par);
-        s->next = st.next;
-    }
-    return NULL;
-}
-
-static tpc_error_t *source_poll(void *self, tpc_ctx_t *ctx, tpc_poll_result_t *result)
-{
-    source_t *s = self;
-    for (int n = 0; n < 256; n++) {
-        uint64_t i = s->sub + s->par * s->next;
-        if (!s->opt->unbounded && i >= s->opt->records)
-            break;
-        char key[EO_KEY_MAX], value[EO_VALUE_MAX];
-        tpc_record_t rec = {.key = key,
-                            .key_len = (size_t)eo_key(i, s->opt->keys, key),
-                            .value = value,
-                            .value_len = (size_t)eo_input_value(i, value)};
-        if (tpc_emit(ctx, &rec) != TPC_OK)
-            break;
-        s->next++;
-    }
-    bool done = !s->opt->unbounded && s->sub + s->par * s->next >= s->opt->records;
-    *result = done ? TPC_POLL_END : TPC_POLL_MORE;
-    return NULL;
-}
-
-static tpc_error_t *source_snapshot(void *self, tpc_ctx_t *ctx, uint64_t id, tpc_state_writer_t *w)
-{
-    (void)ctx, (void)id;
-    source_t *s = self;
-    source_state_t st = {.sub = s->sub, .par = s->par, .next = s->next};
-    return tpc_state_add(w, TPC_STATE_LIST, &st, sizeof st);
-}
-
-static void source_close(void *self, tpc_ctx_t *ctx)
-{
-    (void)ctx, free(self);
-}
-
-static const tpc_operator_ops_t source_ops = {
-    .version = TPC_OPERATOR_OPS_VERSION,
-    .open = source_open,
-    .initialize_state = source_restore,
-    .poll = source_poll,
-    .snapshot_state = source_snapshot,
-    .close = source_close,
-};
 
 /* ---- transform: value "<i>" -> "<i>:<hex of mix(i)>", key unchanged; no state ------------
  * With --rate it also paces the job: it sleeps so that its subtask passes rate / P records a
@@ -464,21 +372,15 @@ static tpc_error_t *build_job(const options_t *opt, tpc_job_t *job, tpc_kafka_so
     if (!err && opt->rate > 0)
         err = tpc_job_set(job, "batch.size", "64");
 
-    if (!strcmp(opt->source, "generator")) {
-        if (!err)
-            err =
-                tpc_job_add_vertex(job, "source", opt->parallelism, &source_ops, (void *)opt, &src);
-    } else {
-        /* Kafka: partition p belongs to subtask p % P; bounded = up to the end at first start. */
-        if (!err)
-            err = tpc_kafka_source_new(opt->bootstrap, opt->input, source);
-        if (!err)
-            err = tpc_kafka_source_set(*source, "bounded", opt->unbounded ? "false" : "true");
-        if (!err)
-            err = tpc_kafka_source_set(*source, "open.timeout.ms", "60000");
-        if (!err)
-            err = tpc_kafka_source_add_to_job(*source, job, "source", opt->parallelism, &src);
-    }
+    /* Kafka: partition p belongs to subtask p % P; bounded = up to the end at the first start. */
+    if (!err)
+        err = tpc_kafka_source_new(opt->bootstrap, opt->input, source);
+    if (!err)
+        err = tpc_kafka_source_set(*source, "bounded", opt->unbounded ? "false" : "true");
+    if (!err)
+        err = tpc_kafka_source_set(*source, "open.timeout.ms", "60000");
+    if (!err)
+        err = tpc_kafka_source_add_to_job(*source, job, "source", opt->parallelism, &src);
     if (!err)
         err = tpc_job_add_vertex(job, "transform", opt->parallelism, &transform_ops, (void *)opt,
                                  &xf);
@@ -532,7 +434,7 @@ static int usage(const char *msg)
             "usage: exactly_once_pipeline [--bootstrap HOST:PORT] [--pg CONNINFO] [--name NAME]\n"
             "         [--topic T] [--table T] [--checkpoint-dir DIR] [--parallelism P]\n"
             "         [--interval MS] [--records N | --unbounded] [--keys K] [--rate R]\n"
-            "         [--input T] [--source kafka|generator] [--progress tty|lines|off] [--fill]\n",
+            "         [--input T] [--progress tty|lines|off] [--fill]\n",
             msg);
     return 2;
 }
@@ -553,7 +455,6 @@ static int parse_options(int argc, char **argv, options_t *opt)
                                              {"rate", required_argument, 0, 'R'},
                                              {"progress", required_argument, 0, 'P'},
                                              {"input", required_argument, 0, 'I'},
-                                             {"source", required_argument, 0, 'S'},
                                              {"fill", no_argument, 0, 'F'},
                                              {0, 0, 0, 0}};
     *opt = (options_t){.bootstrap = getenv("TWOPC_KAFKA_BOOTSTRAP"),
@@ -563,7 +464,6 @@ static int parse_options(int argc, char **argv, options_t *opt)
                        .interval_ms = 500,
                        .records = 100000,
                        .keys = EO_DEFAULT_KEYS,
-                       .source = "kafka",
                        .progress = isatty(STDERR_FILENO) ? "tty" : "lines"};
     int c;
     while ((c = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
@@ -610,9 +510,6 @@ static int parse_options(int argc, char **argv, options_t *opt)
         case 'I':
             opt->input = optarg;
             break;
-        case 'S':
-            opt->source = optarg;
-            break;
         case 'F':
             opt->fill = true;
             break;
@@ -627,13 +524,11 @@ static int parse_options(int argc, char **argv, options_t *opt)
                      "TWOPC_PG_CONNINFO)");
     if (opt->parallelism < 1 || opt->parallelism > 8 || opt->interval_ms < 10)
         return usage("--parallelism must be 1 to 8, --interval at least 10");
-    if (opt->keys == 0 || opt->keys % (uint32_t)opt->parallelism)
-        return usage("--keys must be a multiple of --parallelism (one key, one source subtask)");
+    if (opt->keys == 0)
+        return usage("--keys must be at least 1");
     if (strcmp(opt->progress, "tty") && strcmp(opt->progress, "lines") &&
         strcmp(opt->progress, "off"))
         return usage("--progress is tty, lines or off");
-    if (strcmp(opt->source, "kafka") && strcmp(opt->source, "generator"))
-        return usage("--source is kafka or generator");
     if (!opt->input)
         opt->input = opt->input_buf,
         snprintf(opt->input_buf, sizeof opt->input_buf, "%s-in", opt->name);
@@ -675,12 +570,8 @@ int main(int argc, char **argv)
                     .lines = !strcmp(opt.progress, "lines")};
     pthread_mutex_init(&p.mu, NULL);
     tpc_job_set_logger(job, log_line, &p, TPC_LOG_WARN);
-    if (!strcmp(opt.source, "kafka"))
-        fprintf(stderr, "exactly_once_pipeline: reading \"%s\"%s", opt.input,
-                opt.unbounded ? " for ever" : " to its end");
-    else
-        fprintf(stderr, "exactly_once_pipeline: generating %s%llu records",
-                opt.unbounded ? "for ever from " : "", (unsigned long long)opt.records);
+    fprintf(stderr, "exactly_once_pipeline: reading \"%s\"%s", opt.input,
+            opt.unbounded ? " for ever" : " to its end");
     fprintf(stderr, ", parallelism %d, checkpoint every %d ms\ntopic: %s\ntable: %s\n",
             opt.parallelism, opt.interval_ms, opt.topic, opt.table);
 

@@ -19,8 +19,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-/* Keys by default: divisible by every parallelism from 1 to 8, so that the generator source gives
- * all records of one key to one subtask (see exactly_once_pipeline.c). */
+/* Keys by default: enough for the input to spread over the partitions, few enough that a run of a
+ * few thousand records has several per key, whose order the verifier checks. */
 #define EO_DEFAULT_KEYS 840u
 
 /* Room for the longest key and value, NUL included. */
