@@ -23,7 +23,7 @@ if [ "${E2E_DEMO_INNER:-}" != 1 ]; then
     export TWOPC_TEST_KAFKA_BOOTSTRAP="${TWOPC_KAFKA_BOOTSTRAP:-}"
     [ -z "$TWOPC_TEST_PG_CONNINFO" ] || e2e_log "PostgreSQL: $TWOPC_TEST_PG_CONNINFO"
     [ -z "$TWOPC_TEST_KAFKA_BOOTSTRAP" ] || e2e_log "Kafka: $TWOPC_TEST_KAFKA_BOOTSTRAP"
-    [ -n "$TWOPC_TEST_PG_CONNINFO" ] && [ -n "$TWOPC_TEST_KAFKA_BOOTSTRAP" ] ||
+    [[ -n "$TWOPC_TEST_PG_CONNINFO" && -n "$TWOPC_TEST_KAFKA_BOOTSTRAP" ]] ||
         e2e_log "starting local test servers (the first time, Kafka is fetched with Maven)"
     E2E_DEMO_INNER=1 exec "$E2E_ROOT/tests/services/with-services.sh" "$0" "$RECORDS"
 fi

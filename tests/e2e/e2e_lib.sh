@@ -24,7 +24,7 @@ e2e_now_ms() {
 }
 
 e2e_check_programs() {
-    [ -x "$E2E_PIPELINE" ] && [ -x "$E2E_VERIFY" ] ||
+    [[ -x "$E2E_PIPELINE" && -x "$E2E_VERIFY" ]] ||
         e2e_die "exactly_once_pipeline and verify_output not found in $E2E_BIN; run 'make examples'"
 }
 

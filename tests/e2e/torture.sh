@@ -25,8 +25,8 @@ source "$(dirname "${BASH_SOURCE[0]}")/e2e_lib.sh"
 
 RUNS=${1:-5}
 RECORDS=${TORTURE_RECORDS:-20000}
-[[ "$RUNS" =~ ^[0-9]+$ ]] && [ "$RUNS" -ge 1 ] || e2e_die "usage: torture.sh [RUNS]"
-[ -n "${TWOPC_TEST_PG_CONNINFO:-}" ] && [ -n "${TWOPC_TEST_KAFKA_BOOTSTRAP:-}" ] ||
+[[ "$RUNS" =~ ^[0-9]+$ && "$RUNS" -ge 1 ]] || e2e_die "usage: torture.sh [RUNS]"
+[[ -n "${TWOPC_TEST_PG_CONNINFO:-}" && -n "${TWOPC_TEST_KAFKA_BOOTSTRAP:-}" ]] ||
     e2e_die "TWOPC_TEST_PG_CONNINFO and TWOPC_TEST_KAFKA_BOOTSTRAP are not set; run 'make torture'"
 e2e_check_programs
 export TWOPC_PG_CONNINFO="$TWOPC_TEST_PG_CONNINFO" TWOPC_KAFKA_BOOTSTRAP="$TWOPC_TEST_KAFKA_BOOTSTRAP"
