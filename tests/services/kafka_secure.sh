@@ -107,8 +107,8 @@ EOF
 
 # One attempt, as kafka.sh makes them. Returns 2 if a port was taken (worth retrying), 1 otherwise.
 secure_start_once() {
-    local dir=$1 java=$2 lib=$3 ports=() i cluster_id pid started_ms
-    for i in 1 2 3 4 5; do
+    local dir=$1 java=$2 lib=$3 ports=() cluster_id pid started_ms
+    for _ in 1 2 3 4 5; do
         ports+=("$(tpc_pick_port)")
     done
     [ "$(printf '%s\n' "${ports[@]}" | sort -u | wc -l)" -eq 5 ] || return 2
