@@ -182,7 +182,9 @@ secure_start() {
             tpc_log "Apache Kafka with TLS and SASL listeners ready in $(($(tpc_now_ms) - started_ms)) ms"
             return 0
         fi
-        [ "$rc" -eq 2 ] && [ "$attempt" -lt 3 ] || break
+        if [ "$rc" -ne 2 ] || [ "$attempt" -ge 3 ]; then
+            break
+        fi
         tpc_log "a port was taken; trying other ports"
     done
     tpc_die "Apache Kafka with TLS and SASL listeners did not start"
