@@ -152,9 +152,22 @@ static tpc_error_t *check_alignment(tpc__task_t *t)
     return snapshot(t, id);
 }
 
-static tpc_error_t *on_barrier(tpc__task_t *t, int input, uint64_t id)
+/* A barrier or trigger that no longer matters: already handled, or its checkpoint aborted. Only
+ * the aborted id itself is stale: an older checkpoint still in flight (max-concurrent > 1, or the
+ * final checkpoint triggered beside a periodic one) must still be able to complete. */
+static bool stale(const tpc__task_t *t, uint64_t id)
 {
     if (id <= t->ckpt_floor)
+        return true;
+    for (unsigned i = 0; i < t->naborted && i < 8; i++)
+        if (t->aborted_ids[i] == id)
+            return true;
+    return false;
+}
+
+static tpc_error_t *on_barrier(tpc__task_t *t, int input, uint64_t id)
+{
+    if (stale(t, id))
         return NULL;
     if (t->aligning && id > t->aligning_id)
         cancel_alignment(t);
@@ -211,7 +224,7 @@ static tpc_error_t *handle_mail(tpc__task_t *t)
         uint64_t id = msgs[i].id;
         switch (msgs[i].kind) {
         case TPC__MSG_TRIGGER:
-            if (id > t->ckpt_floor) {
+            if (!stale(t, id)) {
                 cancel_alignment(t);
                 err = snapshot(t, id);
             }
@@ -229,10 +242,9 @@ static tpc_error_t *handle_mail(tpc__task_t *t)
                 t->final_notified = true;
             break;
         case TPC__MSG_NOTIFY_ABORTED:
-            if (t->aligning && t->aligning_id <= id)
+            if (t->aligning && t->aligning_id == id)
                 cancel_alignment(t);
-            if (t->ckpt_floor < id)
-                t->ckpt_floor = id;
+            t->aborted_ids[t->naborted++ % 8] = id;
             if (t->ops->notify_checkpoint_aborted)
                 err = t->ops->notify_checkpoint_aborted(t->self, &t->ctx, id);
             break;

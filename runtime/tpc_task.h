@@ -116,7 +116,9 @@ struct tpc__task {
     bool finished_operator;
     bool aligning;
     uint64_t aligning_id;
-    uint64_t ckpt_floor;         /* barriers and triggers at or below this id are stale */
+    uint64_t ckpt_floor;     /* barriers and triggers at or below this id are stale */
+    uint64_t aborted_ids[8]; /* recently aborted checkpoints: their barriers are stale too */
+    unsigned naborted;
     uint64_t first_after_finish; /* first checkpoint snapshotted after finish() */
     uint64_t last_notified;
     bool final_notified;

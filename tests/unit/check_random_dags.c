@@ -1,9 +1,9 @@
 /*
  * Randomized jobs: for a bounded set of seeds, a random DAG of 1-5 vertices with parallelism 1-4,
- * random edge kinds, sources of random lengths and speeds, and random failures injected into
- * sources and into checkpoint writes. Every run must end, every subtask must get a notify after
- * its finish() (the final checkpoint reached it), and every vertex's state must count each record
- * that reached it exactly once. Set TPC_TEST_SEEDS to run more seeds.
+ * random edge kinds, 1-3 concurrent checkpoints, sources of random lengths and speeds, and random
+ * failures injected into sources and into checkpoint writes. Every run must end, every subtask must
+ * get a notify after its finish() (the final checkpoint reached it), and every vertex's state must
+ * count each record that reached it exactly once. Set TPC_TEST_SEEDS to run more seeds.
  */
 #include "tpc_internal.h"
 #include "tpc_test_ops.h"
@@ -149,6 +149,9 @@ static void run_seed(unsigned seed)
     snprintf(interval, sizeof interval, "%d", 5 + rand() % 30);
     ck_assert_ptr_null(tpc_job_set(job, "checkpoint.interval.ms", interval));
     ck_assert_ptr_null(tpc_job_set(job, "restart.delay.ms", "5"));
+    char concurrent[4];
+    snprintf(concurrent, sizeof concurrent, "%d", 1 + rand() % 3);
+    ck_assert_ptr_null(tpc_job_set(job, "checkpoint.max-concurrent", concurrent));
     ck_assert_ptr_null(tpc_job_set(job, "restart.attempts", "10"));
     int injected = 0;
     for (int v = 0; v < nv; v++) {
