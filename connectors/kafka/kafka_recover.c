@@ -54,15 +54,22 @@ static tpc_error_t *end_txn(const tpc__kafka_wire_conf_t *wire, const char *id, 
                                "transactional.id.prefix");
 }
 
-tpc_error_t *tpc_kafka_end_transaction(const char *bootstrap, const char *transactional_id,
-                                       int64_t producer_id, int16_t producer_epoch, bool commit,
-                                       int timeout_ms)
+tpc_error_t *tpc_kafka_end_transaction(const char *bootstrap, const char *const *props,
+                                       const char *transactional_id, int64_t producer_id,
+                                       int16_t producer_epoch, bool commit, int timeout_ms)
 {
     if (!bootstrap || !transactional_id || !*transactional_id || timeout_ms < 0)
         return tpc_error_new(TPC_ERR_INVALID_ARG, TPC_ERROR_FATAL,
                              "ending a transaction needs bootstrap servers, a transactional id "
                              "and a timeout");
-    tpc__kafka_wire_conf_t wire = {.bootstrap = bootstrap};
+    size_t n = 0;
+    while (props && props[2 * n]) {
+        if (!props[2 * n + 1])
+            return tpc_error_new(TPC_ERR_INVALID_ARG, TPC_ERROR_FATAL,
+                                 "property \"%s\" has no value", props[2 * n]);
+        n++;
+    }
+    tpc__kafka_wire_conf_t wire = {.bootstrap = bootstrap, .props = props, .nprops = n};
     return end_txn(&wire, transactional_id, producer_id, producer_epoch, commit, timeout_ms);
 }
 

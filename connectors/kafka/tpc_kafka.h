@@ -100,11 +100,14 @@ TPC_API tpc_error_t *tpc_kafka_sink_set_mapper(tpc_txn_sink_t *sink, tpc_kafka_m
  * sending EndTxn to its transaction coordinator. For transactions left behind by a program that
  * cannot restore its checkpoint; docs/kafka.md says how to find the ids, producer ids and epochs.
  *
- * Connects in plaintext: this function takes no TLS or SASL settings. The sink's own recovery
- * commits, which send the same requests, use TLS (OpenSSL) and SASL PLAIN / SCRAM-SHA-256 /
- * SCRAM-SHA-512 as its `kafka.` properties say (docs/kafka.md, "TLS and SASL").
+ * TLS (OpenSSL) and SASL PLAIN / SCRAM-SHA-256 / SCRAM-SHA-512 are used as @p props say, with
+ * librdkafka's property names, exactly as the sink's recovery commits use its `kafka.` properties
+ * (docs/kafka.md, "TLS and SASL").
  *
  * @param bootstrap "host:port,..." of the cluster.
+ * @param props librdkafka properties without the `kafka.` prefix, as name, value, name, value, ...,
+ * NULL (e.g. "security.protocol", "sasl_ssl", "sasl.mechanism", "SCRAM-SHA-512", ..., NULL);
+ * NULL for plaintext. Borrowed.
  * @param producer_id, producer_epoch those of the transaction as the coordinator knows it.
  * @param commit true to commit, false to abort.
  * @param timeout_ms how long to retry coordinator moves, loading and network errors.
@@ -114,9 +117,9 @@ TPC_API tpc_error_t *tpc_kafka_sink_set_mapper(tpc_txn_sink_t *sink, tpc_kafka_m
  * transaction; TPC_ERR_TIMEOUT, TPC_ERR_CONNECT, TPC_ERR_EXTERNAL or TPC_ERR_UNSUPPORTED when the
  * coordinator never gave a definite answer.
  */
-TPC_API tpc_error_t *tpc_kafka_end_transaction(const char *bootstrap, const char *transactional_id,
-                                               int64_t producer_id, int16_t producer_epoch,
-                                               bool commit, int timeout_ms);
+TPC_API tpc_error_t *tpc_kafka_end_transaction(const char *bootstrap, const char *const *props,
+                                               const char *transactional_id, int64_t producer_id,
+                                               int16_t producer_epoch, bool commit, int timeout_ms);
 
 /* ------------------------------------------------------------------------------------------ */
 /** @name Kafka source

@@ -19,8 +19,9 @@
  * a certificate that does not name the host is refused unless ssl.endpoint.identification.algorithm
  * is none.
  *
- * The properties go to the wire client directly (kafka_wire.h): the sink hands it its kafka.*
- * properties the same way, and tpc_kafka_end_transaction() takes none.
+ * The properties go to the wire client directly (kafka_wire.h), so that the test can see which
+ * answer the coordinator gave; the sink and tpc_kafka_end_transaction() hand it theirs the same
+ * way.
  */
 #include "check_kafka_common.h"
 #include "kafka_wire.h"
