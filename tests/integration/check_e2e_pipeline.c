@@ -5,6 +5,7 @@
  * kills and server restarts; this is the one run that `make test` always makes.
  */
 #include "tpc_test_env.h"
+#include "tpc_test_ops.h"
 
 #include <check.h>
 #include <libgen.h>
@@ -45,9 +46,9 @@ START_TEST(test_kill_restart_verify)
     ck_assert_ptr_nonnull(tpc_test_env_require("TWOPC_TEST_PG_CONNINFO"));
     setenv("TWOPC_KAFKA_BOOTSTRAP", tpc_test_env("TWOPC_TEST_KAFKA_BOOTSTRAP"), 1);
     setenv("TWOPC_PG_CONNINFO", tpc_test_env("TWOPC_TEST_PG_CONNINFO"), 1);
-    char name[128], ckpt[256];
+    char name[128];
     tpc_test_unique_name(name, sizeof name, "e2e-pipeline", '-');
-    snprintf(ckpt, sizeof ckpt, "/tmp/%s.checkpoints", name);
+    char *ckpt = tpc_test_tmpdir("e2e-pipeline");
 
     char *fill[] = {"exactly_once_pipeline", "--fill", "--name", name, "--records", "6000", NULL};
     ck_assert_int_eq(finish(start("exactly_once_pipeline", fill)), 0);
@@ -76,10 +77,8 @@ START_TEST(test_kill_restart_verify)
 
     char *verify[] = {"verify_output", "--name", name, "--records", "6000", NULL};
     ck_assert_int_eq(finish(start("verify_output", verify)), 0);
-
-    char cmd[512];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", ckpt);
-    ck_assert_int_eq(system(cmd), 0);
+    tpc_test_rmdir(ckpt);
+    free(ckpt);
 }
 END_TEST
 
