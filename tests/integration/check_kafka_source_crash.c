@@ -3,7 +3,9 @@
  * in transactions, some aborted. A separate process (this binary run again with "--child") runs
  * Kafka source (bounded) -> a slow pass-through -> exactly-once Kafka sink with a checkpoint
  * folder, and is killed with SIGKILL at random moments, then started again on the same folder
- * until a run ends on its own. A read_committed consumer must then find in the output topic every
+ * until a run ends on its own. Three such scenarios, each with its own topics and folder, run side
+ * by side, 11 kills each, so that one `make test` kills at least 30 runs in little more time than
+ * one scenario takes. A read_committed consumer must then find in the output topic every
  * committed input record exactly once, and every key's records in input order: the source
  * resumed each time at the offsets of the restored checkpoint, neither before (duplicates) nor
  * after them (losses). The seed is printed; set TWOPC_CRASH_SEED to repeat a run.
@@ -14,11 +16,17 @@
 #include "tpc_test_ops.h"
 
 #include <signal.h>
+#include <string.h>
+#include <time.h>
 #include <stdlib.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
-#define KILLS 8
+/* Kills per scenario, and at least this many in all (a job may end on its own first). */
+#define SCENARIOS      3
+#define KILLS_PER_SCEN 11
+#define MIN_KILLS      30
+#define TXNS           32
 
 static const char *bootstrap;
 
@@ -121,25 +129,43 @@ static uint64_t rnd(void)
     return rng_state;
 }
 
+static int64_t now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* One input topic, one output topic, one checkpoint folder: a job killed and restarted on its
+ * own, beside the others. */
 typedef struct {
     char in[128], out[128], prefix[128];
     char *ckpt;
     char log[4200];
-    char self[4096];
+    uint64_t committed;
+    pid_t pid;       /* the running child, 0 when none */
+    int64_t kill_at; /* when to kill it (monotonic ms) */
+    int kills;
+    bool ended; /* a run ended on its own: no more kills */
 } scenario_t;
 
-static pid_t spawn(const scenario_t *sc)
+static char self_path[4096];
+
+static void spawn(scenario_t *sc)
 {
     pid_t pid = fork();
     if (pid == 0) {
         FILE *f = freopen(sc->log, "a", stderr);
         (void)f;
-        execl(sc->self, sc->self, "--child", bootstrap, sc->in, sc->out, sc->prefix, sc->ckpt,
+        execl(self_path, self_path, "--child", bootstrap, sc->in, sc->out, sc->prefix, sc->ckpt,
               (char *)NULL);
         _exit(127);
     }
     ck_assert_int_gt(pid, 0);
-    return pid;
+    sc->pid = pid;
+    /* A quarter of the kills land in start-up and restore, the rest while records flow. */
+    int ms = rnd() % 4 == 0 ? (int)(rnd() % 300) : 300 + (int)(rnd() % 1200);
+    sc->kill_at = now_ms() + ms;
 }
 
 static bool wait_for(pid_t pid, int ms, int *status)
@@ -163,6 +189,18 @@ static void dump_log(const scenario_t *sc)
         fclose(f);
 }
 
+static int count_in_log(const scenario_t *sc, const char *needle)
+{
+    FILE *f = fopen(sc->log, "r");
+    char line[1024];
+    int n = 0;
+    while (f && fgets(line, sizeof line, f))
+        n += strstr(line, needle) != NULL;
+    if (f)
+        fclose(f);
+    return n;
+}
+
 typedef struct {
     uint64_t *values;
     size_t n, cap;
@@ -178,6 +216,59 @@ static void keep(void *opaque, const rd_kafka_message_t *msg)
     v->values[v->n++] = kf_value_of(msg->payload, msg->len);
 }
 
+static void scenario_init(scenario_t *sc)
+{
+    char in[sizeof sc->in];
+    memset(sc, 0, sizeof *sc);
+    tpc_test_unique_name(in, sizeof in, "twopc-src-in", '-');
+    memcpy(sc->in, in, sizeof in);
+    tpc_test_unique_name(sc->out, sizeof sc->out, "twopc-src-out", '-');
+    tpc_test_unique_name(sc->prefix, sizeof sc->prefix, "twopc-src", '-');
+    kt_create_topic(bootstrap, sc->in, 3);
+    kt_create_topic(bootstrap, sc->out, 3);
+    sc->committed = kf_fill(bootstrap, in, TXNS, 100, 4);
+    sc->ckpt = tpc_test_tmpdir("kafka-source-crash");
+    snprintf(sc->log, sizeof sc->log, "%s.log", sc->ckpt);
+}
+
+/* Run the scenario's job once more to its end, then check its output topic. */
+static void scenario_finish(scenario_t *sc, uint64_t seed, int *restored)
+{
+    int status = 0;
+    bool ended = sc->ended;
+    if (!ended) {
+        spawn(sc);
+        ended = wait_for(sc->pid, 60000, &status);
+        if (!ended) {
+            kill(sc->pid, SIGKILL);
+            waitpid(sc->pid, &status, 0);
+        }
+    }
+    if (!ended || !WIFEXITED(status) || WEXITSTATUS(status) != 0 ||
+        count_in_log(sc, "crash child:") > 0) {
+        dump_log(sc);
+        ck_abort_msg("the last run of %s %s", sc->in, ended ? "failed" : "did not end");
+    }
+    /* Some run resumed from a checkpoint's offsets rather than starting fresh. */
+    *restored = count_in_log(sc, "from the restored offsets");
+    ck_assert_msg(sc->kills == 0 || *restored > 0, "no run restored the source's offsets");
+
+    values_t got = {0};
+    kt_read_topic(bootstrap, sc->out, "read_committed", keep, &got);
+    kf_check_t c = kf_check(got.values, got.n, sc->committed);
+    if (c.dups || c.missing || c.foreign || c.disorder)
+        dump_log(sc);
+    ck_assert_msg(!c.dups && !c.missing && !c.foreign && !c.disorder,
+                  "%d kills, seed %llu: %zu records, %ld duplicates, %ld missing, %ld foreign, "
+                  "%ld out of key order",
+                  sc->kills, (unsigned long long)seed, got.n, c.dups, c.missing, c.foreign,
+                  c.disorder);
+    free(got.values);
+    unlink(sc->log);
+    tpc_test_rmdir(sc->ckpt);
+    free(sc->ckpt);
+}
+
 START_TEST(test_kafka_to_kafka_exactly_once_under_kill_9)
 {
     const char *seed_env = getenv("TWOPC_CRASH_SEED");
@@ -185,72 +276,56 @@ START_TEST(test_kafka_to_kafka_exactly_once_under_kill_9)
     rng_state = seed ? seed : 1;
     bootstrap = tpc_test_env_require("TWOPC_TEST_KAFKA_BOOTSTRAP");
     ck_assert_msg(bootstrap != NULL, "TWOPC_TEST_KAFKA_BOOTSTRAP is not set");
-
-    scenario_t sc;
-    tpc_test_unique_name(sc.in, sizeof sc.in, "twopc-src-in", '-');
-    tpc_test_unique_name(sc.out, sizeof sc.out, "twopc-src-out", '-');
-    tpc_test_unique_name(sc.prefix, sizeof sc.prefix, "twopc-src", '-');
-    kt_create_topic(bootstrap, sc.in, 3);
-    kt_create_topic(bootstrap, sc.out, 3);
-    uint64_t committed = kf_fill(bootstrap, sc.in, 24, 100, 4);
-    sc.ckpt = tpc_test_tmpdir("kafka-source-crash");
-    snprintf(sc.log, sizeof sc.log, "%s.log", sc.ckpt);
-    ssize_t len = readlink("/proc/self/exe", sc.self, sizeof sc.self - 1);
+    ssize_t len = readlink("/proc/self/exe", self_path, sizeof self_path - 1);
     ck_assert_int_gt(len, 0);
-    sc.self[len] = '\0';
+    self_path[len] = '\0';
 
-    int kills = 0, status = 0;
-    bool ended = false;
-    while (kills < KILLS && !ended) {
-        pid_t pid = spawn(&sc);
-        int ms = rnd() % 4 == 0 ? (int)(rnd() % 300) : 300 + (int)(rnd() % 1200);
-        ended = wait_for(pid, ms, &status);
-        if (!ended) {
-            kill(pid, SIGKILL);
-            waitpid(pid, &status, 0);
-            kills++;
+    scenario_t sc[SCENARIOS];
+    for (int i = 0; i < SCENARIOS; i++)
+        scenario_init(&sc[i]);
+    for (int i = 0; i < SCENARIOS; i++)
+        spawn(&sc[i]);
+    /* The scenarios run side by side: most of a run is start-up and waiting for the broker. */
+    for (int busy = SCENARIOS; busy > 0;) {
+        busy = 0;
+        for (int i = 0; i < SCENARIOS; i++) {
+            scenario_t *r = &sc[i];
+            if (!r->pid)
+                continue;
+            int status = 0;
+            if (waitpid(r->pid, &status, WNOHANG) == r->pid) {
+                r->pid = 0;
+                r->ended = WIFEXITED(status) && WEXITSTATUS(status) == 0;
+                if (!r->ended) {
+                    dump_log(r);
+                    ck_abort_msg("a run of %s failed", r->in);
+                }
+                continue;
+            }
+            busy++;
+            if (now_ms() < r->kill_at)
+                continue;
+            kill(r->pid, SIGKILL);
+            waitpid(r->pid, &status, 0);
+            r->pid = 0;
+            if (++r->kills < KILLS_PER_SCEN)
+                spawn(r);
         }
+        usleep(2000);
     }
-    if (!ended) {
-        pid_t pid = spawn(&sc);
-        ended = wait_for(pid, 60000, &status);
-        if (!ended) {
-            kill(pid, SIGKILL);
-            waitpid(pid, &status, 0);
-        }
+    int kills = 0, restored = 0;
+    for (int i = 0; i < SCENARIOS; i++) {
+        int n = 0;
+        scenario_finish(&sc[i], seed, &n);
+        kills += sc[i].kills;
+        restored += n;
     }
-    if (!ended || !WIFEXITED(status) || WEXITSTATUS(status) != 0) {
-        dump_log(&sc);
-        ck_abort_msg("the last run %s", ended ? "failed" : "did not end");
-    }
-
-    /* Some run resumed from a checkpoint's offsets rather than starting fresh. */
-    FILE *f = fopen(sc.log, "r");
-    char line[1024];
-    int restored = 0;
-    while (f && fgets(line, sizeof line, f))
-        restored += strstr(line, "from the restored offsets") != NULL;
-    if (f)
-        fclose(f);
-    ck_assert_msg(kills == 0 || restored > 0, "no run restored the source's offsets");
-
-    values_t got = {0};
-    kt_read_topic(bootstrap, sc.out, "read_committed", keep, &got);
-    kf_check_t c = kf_check(got.values, got.n, committed);
-    if (c.dups || c.missing || c.foreign || c.disorder)
-        dump_log(&sc);
-    ck_assert_msg(!c.dups && !c.missing && !c.foreign && !c.disorder,
-                  "%d kills, seed %llu: %zu records, %ld duplicates, %ld missing, %ld foreign, "
-                  "%ld out of key order",
-                  kills, (unsigned long long)seed, got.n, c.dups, c.missing, c.foreign, c.disorder);
-    printf("kafka source crash test: %d kill -9, %d subtask restores, seed %llu: %zu records "
-           "read_committed, 0 duplicates, 0 missing, key order kept\n",
-           kills, restored, (unsigned long long)seed, got.n);
+    printf("kafka source crash test: %d kill -9 in %d scenarios, %d subtask restores, seed %llu: "
+           "every output read_committed, 0 duplicates, 0 missing, key order kept\n",
+           kills, SCENARIOS, restored, (unsigned long long)seed);
     fflush(stdout);
-    free(got.values);
-    unlink(sc.log);
-    tpc_test_rmdir(sc.ckpt);
-    free(sc.ckpt);
+    ck_assert_msg(kills >= MIN_KILLS, "only %d kills: the jobs ended on their own too early",
+                  kills);
 }
 END_TEST
 
