@@ -7,7 +7,11 @@
  *   raw:  one loop producing the same records with a transactional producer, committing once a
  *         second
  *
- * Records are 100-byte values with 8-byte keys. The two sides run in rounds, taking turns at
+ *   source:       bounded Kafka source -> discarding sink, checkpoints every second, over the
+ *                 topic the raw producer wrote last (read_committed, markers included)
+ *   raw consumer: one read_committed librdkafka consumer reading the same topic start to end
+ *
+ * Records are 100-byte values with 8-byte keys. Each pair of sides runs in rounds, taking turns at
  * going first (so that neither always meets a broker warmed up by the other), and each side's
  * best run counts: the ratio compares the two at their best instead of comparing noise. Commit
  * latency is that of every commit of the sink in all rounds, measured by wrapping the sink's
@@ -156,10 +160,11 @@ static void check(rd_kafka_error_t *e, const char *what)
         die(what, rd_kafka_error_string(e));
 }
 
-static double run_raw(uint64_t records)
+/* @topic (128 bytes) receives the name of the topic written, which the source part reads. */
+static double run_raw(uint64_t records, char *topic)
 {
-    char topic[128], id[128], errstr[512];
-    tpc_test_unique_name(topic, sizeof topic, "twopc-bench-raw", '-');
+    char id[128], errstr[512];
+    tpc_test_unique_name(topic, 128, "twopc-bench-raw", '-');
     tpc_test_unique_name(id, sizeof id, "twopc-bench-raw", '-');
     create_topic(topic);
     rd_kafka_conf_t *conf = rd_kafka_conf_new();
@@ -196,6 +201,79 @@ static double run_raw(uint64_t records)
     return (double)records / secs;
 }
 
+/* Bounded Kafka source -> discarding sink over @topic, checkpoints every second. */
+static double run_source(const char *topic, uint64_t records)
+{
+    char *ckpt = tpc_test_tmpdir("bench-kafka-source");
+    tpc_job_t *job = tpc_job_new("bench-kafka-source");
+    tpc_kafka_source_t *src = NULL;
+    int s, k;
+    tpc_error_t *err = tpc_job_set(job, "checkpoint.dir", ckpt);
+    if (!err)
+        err = tpc_job_set(job, "checkpoint.interval.ms", "1000");
+    if (!err)
+        err = tpc_kafka_source_new(bootstrap, topic, &src);
+    if (!err)
+        err = tpc_kafka_source_set(src, "bounded", "true");
+    if (!err)
+        err = tpc_kafka_source_add_to_job(src, job, "kafka", 1, &s);
+    if (!err)
+        err = tpc_job_add_vertex(job, "discard", 1, &tpc_test_discard_ops, NULL, &k);
+    if (!err)
+        err = tpc_job_connect(job, s, k, TPC_EDGE_FORWARD);
+    double t0 = now_s();
+    tpc_job_result_t result;
+    if (!err)
+        err = tpc_job_run(job, &result);
+    double secs = now_s() - t0;
+    if (err)
+        die("source job", tpc_error_message(err));
+    tpc_job_destroy(job);
+    tpc_kafka_source_destroy(src);
+    tpc_test_rmdir(ckpt);
+    free(ckpt);
+    return (double)records / secs;
+}
+
+/* A plain read_committed consumer reading @topic (one partition) from its start to its end. */
+static double run_raw_consumer(const char *topic, uint64_t records)
+{
+    char errstr[512], group[128];
+    tpc_test_unique_name(group, sizeof group, "twopc-bench-raw", '-');
+    rd_kafka_conf_t *conf = rd_kafka_conf_new();
+    if (rd_kafka_conf_set(conf, "bootstrap.servers", bootstrap, errstr, sizeof errstr) ||
+        rd_kafka_conf_set(conf, "group.id", group, errstr, sizeof errstr) ||
+        rd_kafka_conf_set(conf, "isolation.level", "read_committed", errstr, sizeof errstr) ||
+        rd_kafka_conf_set(conf, "enable.auto.commit", "false", errstr, sizeof errstr) ||
+        rd_kafka_conf_set(conf, "enable.partition.eof", "true", errstr, sizeof errstr))
+        die("raw consumer", errstr);
+    double t0 = now_s();
+    rd_kafka_t *rk = rd_kafka_new(RD_KAFKA_CONSUMER, conf, errstr, sizeof errstr);
+    if (!rk)
+        die("raw consumer", errstr);
+    rd_kafka_poll_set_consumer(rk);
+    rd_kafka_topic_partition_list_t *list = rd_kafka_topic_partition_list_new(1);
+    rd_kafka_topic_partition_list_add(list, topic, 0)->offset = RD_KAFKA_OFFSET_BEGINNING;
+    if (rd_kafka_assign(rk, list))
+        die("raw consumer", "assign");
+    rd_kafka_topic_partition_list_destroy(list);
+    uint64_t got = 0;
+    while (got < records) {
+        rd_kafka_message_t *msg = rd_kafka_consumer_poll(rk, 100);
+        if (!msg)
+            continue;
+        if (!msg->err)
+            got++;
+        else if (msg->err != RD_KAFKA_RESP_ERR__PARTITION_EOF)
+            die("raw consumer", rd_kafka_message_errstr(msg));
+        rd_kafka_message_destroy(msg);
+    }
+    double secs = now_s() - t0;
+    rd_kafka_consumer_close(rk);
+    rd_kafka_destroy(rk);
+    return (double)records / secs;
+}
+
 int main(void)
 {
     bootstrap = tpc_test_env_require("TWOPC_TEST_KAFKA_BOOTSTRAP");
@@ -207,19 +285,37 @@ int main(void)
     int rounds = env ? atoi(env) : 3;
     rounds = rounds < 1 ? 1 : rounds;
     double sink = 0, raw = 0;
+    char topic[128];
     for (int round = 0; round < rounds; round++) {
         double r, s;
         if (round % 2 == 0) {
-            r = run_raw(records);
+            r = run_raw(records, topic);
             s = run_sink(records);
         } else {
             s = run_sink(records);
-            r = run_raw(records);
+            r = run_raw(records, topic);
         }
         fprintf(stderr, "bench_kafka: round %d: sink %.0f rec/s, raw %.0f rec/s\n", round + 1, s,
                 r);
         raw = r > raw ? r : raw;
         sink = s > sink ? s : sink;
+    }
+    /* The source part reads the last topic the raw producer wrote: committed transactions with
+     * their markers, as exactly-once producers leave them. */
+    double source = 0, consumer = 0;
+    for (int round = 0; round < rounds; round++) {
+        double c, s;
+        if (round % 2 == 0) {
+            c = run_raw_consumer(topic, records);
+            s = run_source(topic, records);
+        } else {
+            s = run_source(topic, records);
+            c = run_raw_consumer(topic, records);
+        }
+        fprintf(stderr, "bench_kafka: round %d: source %.0f rec/s, raw consumer %.0f rec/s\n",
+                round + 1, s, c);
+        consumer = c > consumer ? c : consumer;
+        source = s > source ? s : source;
     }
     int n = commits;
     printf("bench kafka sink_rec_per_s %.0f rec/s\n", sink);
@@ -227,5 +323,8 @@ int main(void)
     printf("bench kafka ratio %.3f x\n", sink / raw);
     printf("bench kafka commit_p50_ms %.2f ms\n", percentile(commit_ms, n, 0.50));
     printf("bench kafka commit_p99_ms %.2f ms\n", percentile(commit_ms, n, 0.99));
+    printf("bench kafka source_rec_per_s %.0f rec/s\n", source);
+    printf("bench kafka raw_consumer_rec_per_s %.0f rec/s\n", consumer);
+    printf("bench kafka source_ratio %.3f x\n", source / consumer);
     return 0;
 }
