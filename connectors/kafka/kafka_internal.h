@@ -135,13 +135,23 @@ tpc_error_t *tpc__kafka_recover_and_commit(void *conn, void *txn);
 tpc_error_t *tpc__kafka_recover_and_abort(void *conn, void *txn);
 tpc_error_t *tpc__kafka_abort_lingering(void *conn, const tpc_txn_lingering_t *lingering);
 
+/* Where a fresh start of the source begins. */
+typedef enum {
+    TPC__KAFKA_START_EARLIEST,
+    TPC__KAFKA_START_LATEST,
+    TPC__KAFKA_START_TIMESTAMP, /* the first offset whose timestamp is >= start_timestamp */
+    TPC__KAFKA_START_GROUP,     /* the group's committed offsets, else start_fallback_latest */
+} tpc__kafka_start_t;
+
 /* The source's configuration (tpc_kafka_source_t), read-only once added to a job. */
 struct tpc_kafka_source_s {
     char **props; /* librdkafka name, value, name, value, ... */
     size_t nprops;
     char *topic;
     bool bounded;
-    bool start_latest;
+    tpc__kafka_start_t start;
+    int64_t start_timestamp;    /* milliseconds since the epoch */
+    bool start_fallback_latest; /* start=group, a partition the group has no offset for */
     int max_batch;
     int poll_timeout_ms;
     int open_timeout_ms;

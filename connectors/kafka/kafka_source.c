@@ -66,6 +66,32 @@ static tpc_error_t *set_bool(bool *dst, const char *key, const char *value)
     return bad_value(key, value, "use true or false");
 }
 
+/* earliest, latest, group, or timestamp:<milliseconds since the epoch>. */
+static tpc_error_t *set_start(tpc_kafka_source_t *src, const char *key, const char *value)
+{
+    static const char ts_prefix[] = "timestamp:";
+    if (strcmp(value, "earliest") == 0)
+        src->start = TPC__KAFKA_START_EARLIEST;
+    else if (strcmp(value, "latest") == 0)
+        src->start = TPC__KAFKA_START_LATEST;
+    else if (strcmp(value, "group") == 0)
+        src->start = TPC__KAFKA_START_GROUP;
+    else if (strncmp(value, ts_prefix, sizeof ts_prefix - 1) == 0) {
+        const char *digits = value + sizeof ts_prefix - 1;
+        char *end = NULL;
+        errno = 0;
+        long long ms = strtoll(digits, &end, 10);
+        if (errno || end == digits || *end || ms < 0 || *digits < '0' || *digits > '9')
+            return bad_value(key, value,
+                             "give timestamp:<ms>, milliseconds since the epoch, 0 or more");
+        src->start = TPC__KAFKA_START_TIMESTAMP;
+        src->start_timestamp = ms;
+    } else {
+        return bad_value(key, value, "use earliest, latest, group or timestamp:<ms>");
+    }
+    return NULL;
+}
+
 tpc_error_t *tpc_kafka_source_set(tpc_kafka_source_t *src, const char *key, const char *value)
 {
     if (!src || !key || !value)
@@ -95,10 +121,12 @@ tpc_error_t *tpc_kafka_source_set(tpc_kafka_source_t *src, const char *key, cons
     }
     if (strcmp(key, "bounded") == 0)
         return set_bool(&src->bounded, key, value);
-    if (strcmp(key, "start") == 0) {
+    if (strcmp(key, "start") == 0)
+        return set_start(src, key, value);
+    if (strcmp(key, "start.fallback") == 0) {
         if (strcmp(value, "earliest") && strcmp(value, "latest"))
             return bad_value(key, value, "use earliest or latest");
-        src->start_latest = value[0] == 'l';
+        src->start_fallback_latest = value[0] == 'l';
         return NULL;
     }
     if (strcmp(key, "max.batch") == 0)

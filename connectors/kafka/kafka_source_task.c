@@ -211,7 +211,13 @@ static tpc_error_t *source_open(tpc_ctx_t *ctx, void *arg, void **self)
     s->conf = arg;
     s->ctx = ctx;
     *self = s;
-    tpc_error_t *err = make_consumer(s, ctx);
+    tpc_error_t *err = NULL;
+    if (s->conf->start == TPC__KAFKA_START_GROUP && !prop(s->conf, "group.id"))
+        err = tpc_error_hint(tpc_error_new(TPC_ERR_CONFIG, TPC_ERROR_FATAL,
+                                           "kafka source start=group needs a consumer group"),
+                             "set \"kafka.group.id\" to the group whose offsets to start from");
+    if (!err)
+        err = make_consumer(s, ctx);
     if (!err)
         err = read_metadata(s);
     if (!err && !(s->index = malloc((size_t)s->partition_count * sizeof *s->index)))
@@ -269,20 +275,57 @@ static void mark_done_if_past_end(source_t *s, tpc__kafka_source_part_t *part)
     rd_kafka_topic_partition_list_destroy(list);
 }
 
+/* start=timestamp and start=group: ask the cluster where each owned partition begins. A
+ * partition with no answer (no record that late, no offset in the group) keeps the offset
+ * fresh_parts() gave it. */
+static tpc_error_t *start_offsets(source_t *s)
+{
+    bool by_time = s->conf->start == TPC__KAFKA_START_TIMESTAMP;
+    rd_kafka_topic_partition_list_t *list = rd_kafka_topic_partition_list_new((int)s->nparts);
+    for (size_t i = 0; i < s->nparts; i++)
+        rd_kafka_topic_partition_list_add(list, s->conf->topic, s->parts[i].partition)->offset =
+            by_time ? s->conf->start_timestamp : RD_KAFKA_OFFSET_INVALID;
+    rd_kafka_resp_err_t e = by_time
+                                ? rd_kafka_offsets_for_times(s->rk, list, s->conf->open_timeout_ms)
+                                : rd_kafka_committed(s->rk, list, s->conf->open_timeout_ms);
+    for (int i = 0; !e && i < list->cnt; i++) {
+        rd_kafka_topic_partition_t *tp = &list->elems[i];
+        if (tp->err)
+            e = tp->err;
+        else if (tp->offset >= 0 && tp->partition < s->partition_count &&
+                 s->index[tp->partition] >= 0)
+            s->parts[s->index[tp->partition]].next = tp->offset;
+    }
+    rd_kafka_topic_partition_list_destroy(list);
+    if (!e)
+        return NULL;
+    return tpc_error_new(e == RD_KAFKA_RESP_ERR__TIMED_OUT ? TPC_ERR_TIMEOUT : TPC_ERR_EXTERNAL,
+                         TPC_ERROR_RETRIABLE, "could not read the %s of kafka topic \"%s\": %s",
+                         by_time ? "offsets by timestamp" : "group's committed offsets",
+                         s->conf->topic, rd_kafka_err2str(e));
+}
+
 /* The partitions a fresh start owns, from where start says, and their end offsets. */
 static tpc_error_t *fresh_parts(source_t *s, tpc_ctx_t *ctx)
 {
     int n = tpc_ctx_parallelism(ctx);
+    tpc__kafka_start_t start = s->conf->start;
+    /* Where a partition begins without a better answer: no record at or after the timestamp
+     * means nothing to read yet, so the end. */
+    bool at_end = start == TPC__KAFKA_START_LATEST || start == TPC__KAFKA_START_TIMESTAMP ||
+                  (start == TPC__KAFKA_START_GROUP && s->conf->start_fallback_latest);
     tpc_error_t *err = NULL;
     for (int p = tpc_ctx_subtask(ctx); !err && p < s->partition_count; p += n) {
         int64_t low = 0, high = 0;
         err = watermarks(s, p, &low, &high);
-        tpc__kafka_source_part_t part = {.partition = p,
-                                         .next = s->conf->start_latest ? high : low,
-                                         .end = s->conf->bounded ? high : -1};
+        tpc__kafka_source_part_t part = {
+            .partition = p, .next = at_end ? high : low, .end = s->conf->bounded ? high : -1};
         if (!err)
             err = own(s, &part);
     }
+    if (!err && s->nparts &&
+        (start == TPC__KAFKA_START_TIMESTAMP || start == TPC__KAFKA_START_GROUP))
+        err = start_offsets(s);
     return err;
 }
 

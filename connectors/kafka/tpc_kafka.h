@@ -165,7 +165,13 @@ TPC_API tpc_error_t *tpc_kafka_source_new(const char *bootstrap, const char *top
  * |                  |          | checkpoint are committed to that group (monitoring only)  |
  * | bounded          | false    | true: read up to the end offsets taken at the first fresh |
  * |                  |          | start, then finish                                        |
- * | start            | earliest | earliest or latest: where a fresh start begins            |
+ * | start            | earliest | where a fresh start begins: earliest, latest (the last     |
+ * |                  |          | stable offset), timestamp:<ms> (the first record stamped  |
+ * |                  |          | at or after <ms> since the epoch, else the end) or group  |
+ * |                  |          | (the offsets committed to kafka.group.id, which must be   |
+ * |                  |          | set); a restore always resumes at the checkpoint's offsets|
+ * | start.fallback   | earliest | start=group, a partition the group has no offset for:     |
+ * |                  |          | earliest or latest                                        |
  * | max.batch        | 500      | records emitted per poll at most                          |
  * | poll.timeout.ms  | 20       | how long one poll waits for records (0 to 50)             |
  * | open.timeout.ms  | 30000    | how long open may wait for the cluster                    |
