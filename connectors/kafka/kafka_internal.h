@@ -147,7 +147,9 @@ typedef enum {
 struct tpc_kafka_source_s {
     char **props; /* librdkafka name, value, name, value, ... */
     size_t nprops;
-    char *topic;
+    char *topic;   /* the topics as given, for messages */
+    char **topics; /* each topic once, sorted by name: the order partitions are dealt in */
+    size_t ntopics;
     bool bounded;
     tpc__kafka_start_t start;
     int64_t start_timestamp;    /* milliseconds since the epoch */
@@ -159,6 +161,7 @@ struct tpc_kafka_source_s {
 
 /* One partition a source subtask owns. */
 typedef struct {
+    int topic; /* index into the configuration's topics */
     int32_t partition;
     int64_t next; /* the offset of the next record to emit */
     int64_t end;  /* bounded: records from this offset on are not emitted; -1: unbounded */
@@ -173,7 +176,7 @@ extern const tpc_operator_ops_t tpc__kafka_source_ops;
 /* kafka_source_state.c */
 size_t tpc__kafka_source_encode(const char *topic, const tpc__kafka_source_part_t *part,
                                 unsigned char *buf);
-tpc_error_t *tpc__kafka_source_decode(const void *bytes, size_t len, const char *topic,
+tpc_error_t *tpc__kafka_source_decode(const void *bytes, size_t len, const tpc_kafka_source_t *conf,
                                       tpc__kafka_source_part_t *out);
 
 #endif /* TPC_KAFKA_INTERNAL_H */

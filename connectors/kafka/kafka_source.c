@@ -141,10 +141,52 @@ tpc_error_t *tpc_kafka_source_set(tpc_kafka_source_t *src, const char *key, cons
         err = tpc_error_hint(err, "%s",
                              key[0] == 'g' ? "the source assigns partitions itself; to name "
                                              "its consumer group anyway, set \"kafka.group.id\""
-                                           : "give the topic to tpc_kafka_source_new()");
+                                           : "give the topics to tpc_kafka_source_new()");
     else
         err = tpc_error_hint(err, "librdkafka properties take the prefix \"kafka.\"");
     return err;
+}
+
+static int cmp_name(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* Split "a,b,c" into src->topics, sorted and each once, so that the partitions are dealt to the
+ * subtasks in the same order however the list was written. */
+static tpc_error_t *split_topics(tpc_kafka_source_t *src, const char *list)
+{
+    size_t cap = 1;
+    for (const char *c = list; *c; c++)
+        cap += *c == ',';
+    if (!(src->topics = calloc(cap, sizeof *src->topics)))
+        return oom();
+    for (const char *at = list;;) {
+        size_t len = strcspn(at, ",");
+        while (len && (*at == ' '))
+            at++, len--;
+        while (len && at[len - 1] == ' ')
+            len--;
+        if (!len)
+            return tpc_error_hint(tpc_error_new(TPC_ERR_INVALID_ARG, TPC_ERROR_FATAL,
+                                                "empty topic name in \"%s\"", list),
+                                  "give topics separated by commas, e.g. \"orders,refunds\"");
+        if (!(src->topics[src->ntopics++] = strndup(at, len)))
+            return oom();
+        at += strcspn(at, ",");
+        if (!*at++)
+            break;
+    }
+    qsort(src->topics, src->ntopics, sizeof *src->topics, cmp_name);
+    size_t n = 1;
+    for (size_t i = 1; i < src->ntopics; i++) {
+        if (strcmp(src->topics[i], src->topics[n - 1]) == 0)
+            free(src->topics[i]);
+        else
+            src->topics[n++] = src->topics[i];
+    }
+    src->ntopics = n;
+    return NULL;
 }
 
 tpc_error_t *tpc_kafka_source_new(const char *bootstrap, const char *topic,
@@ -162,7 +204,9 @@ tpc_error_t *tpc_kafka_source_new(const char *bootstrap, const char *topic,
     src->poll_timeout_ms = 20;
     src->open_timeout_ms = 30000;
     src->topic = strdup(topic);
-    tpc_error_t *err = src->topic ? add_prop(src, "bootstrap.servers", bootstrap) : oom();
+    tpc_error_t *err = src->topic ? split_topics(src, topic) : oom();
+    if (!err)
+        err = add_prop(src, "bootstrap.servers", bootstrap);
     if (err) {
         tpc_kafka_source_destroy(src);
         return err;
@@ -186,6 +230,9 @@ void tpc_kafka_source_destroy(tpc_kafka_source_t *src)
     for (size_t i = 0; i < 2 * src->nprops; i++)
         free(src->props[i]);
     free(src->props);
+    for (size_t i = 0; i < src->ntopics; i++)
+        free(src->topics[i]);
+    free(src->topics);
     free(src->topic);
     free(src);
 }

@@ -55,7 +55,7 @@ static tpc_error_t *corrupt(const char *what)
         "restore from another checkpoint, or start the job fresh");
 }
 
-tpc_error_t *tpc__kafka_source_decode(const void *bytes, size_t len, const char *topic,
+tpc_error_t *tpc__kafka_source_decode(const void *bytes, size_t len, const tpc_kafka_source_t *conf,
                                       tpc__kafka_source_part_t *out)
 {
     const unsigned char *b = bytes;
@@ -66,12 +66,16 @@ tpc_error_t *tpc__kafka_source_decode(const void *bytes, size_t len, const char 
     size_t tlen = (size_t)get(b + 2, 2);
     if (len != 4 + tlen + 4 + 8 + 8)
         return corrupt("entry length does not match its topic");
-    if (tlen != strlen(topic) || memcmp(b + 4, topic, tlen) != 0) {
+    out->topic = -1;
+    for (size_t t = 0; t < conf->ntopics; t++)
+        if (tlen == strlen(conf->topics[t]) && memcmp(b + 4, conf->topics[t], tlen) == 0)
+            out->topic = (int)t;
+    if (out->topic < 0) {
         tpc_error_t *err = tpc_error_new(TPC_ERR_STATE, TPC_ERROR_FATAL,
-                                         "restored kafka source state is for topic \"%.*s\", not "
-                                         "\"%s\"",
-                                         (int)tlen, (const char *)(b + 4), topic);
-        return tpc_error_hint(err, "give the source reading another topic a new vertex name, or "
+                                         "restored kafka source state is for topic \"%.*s\", "
+                                         "which the source (\"%s\") does not read",
+                                         (int)tlen, (const char *)(b + 4), conf->topic);
+        return tpc_error_hint(err, "give the source reading other topics a new vertex name, or "
                                    "start the job with restore.mode=fresh");
     }
     const unsigned char *at = b + 4 + tlen;

@@ -1,6 +1,7 @@
 /*
  * One subtask of the Kafka source: a read_committed librdkafka consumer with a manual assignment
- * of the partitions the subtask owns, and for each of them the offset of the next record to emit.
+ * of the partitions the subtask owns (of one or more topics), and for each of them the offset of
+ * the next record to emit.
  * That offset is what checkpoints store, so a restore resumes right after the last record a
  * checkpoint includes. Polls wait at most poll.timeout.ms, so that barriers are never held up.
  *
@@ -29,8 +30,12 @@ typedef struct {
     int commits_in_flight;
     uint64_t snapshot_id; /* the last snapshot's checkpoint, and the offsets it stored */
     int64_t *snapshot_next;
-    int partition_count;
-    int *index; /* partition -> position in parts, -1 when not owned */
+    int *partition_count; /* per topic of the configuration */
+    int *base;            /* per topic: where its partitions begin in index */
+    int partitions;       /* of all topics */
+    int *index;           /* base[topic] + partition -> position in parts, -1 when not owned */
+    const rd_kafka_topic_t *last_rkt; /* the topic handle of the last message, and its index */
+    int last_topic;
     tpc__kafka_source_part_t *parts;
     size_t nparts;
     size_t ndone;
@@ -119,10 +124,10 @@ static tpc_error_t *make_consumer(source_t *s, tpc_ctx_t *ctx)
     return NULL;
 }
 
-/* The topic's partition count, which also shows that the cluster answers. */
-static tpc_error_t *read_metadata(source_t *s)
+/* A topic's partition count, which also shows that the cluster answers. */
+static tpc_error_t *read_metadata(source_t *s, int t)
 {
-    const char *topic = s->conf->topic;
+    const char *topic = s->conf->topics[t];
     rd_kafka_topic_t *rkt = rd_kafka_topic_new(s->rk, topic, NULL);
     const struct rd_kafka_metadata *md = NULL;
     rd_kafka_resp_err_t e = rd_kafka_metadata(s->rk, 0, rkt, &md, s->conf->open_timeout_ms);
@@ -154,7 +159,7 @@ static tpc_error_t *read_metadata(source_t *s)
                                   "creates it), check its name, and that the principal may "
                                   "describe and read it");
     } else {
-        s->partition_count = md->topics[0].partition_cnt;
+        s->partition_count[t] = md->topics[0].partition_cnt;
     }
     if (md)
         rd_kafka_metadata_destroy(md);
@@ -198,6 +203,8 @@ static void source_close(void *self, tpc_ctx_t *ctx)
         rd_kafka_destroy(s->rk);
     }
     free(s->index);
+    free(s->base);
+    free(s->partition_count);
     free(s->parts);
     free(s->snapshot_next);
     free(s);
@@ -216,13 +223,23 @@ static tpc_error_t *source_open(tpc_ctx_t *ctx, void *arg, void **self)
         err = tpc_error_hint(tpc_error_new(TPC_ERR_CONFIG, TPC_ERROR_FATAL,
                                            "kafka source start=group needs a consumer group"),
                              "set \"kafka.group.id\" to the group whose offsets to start from");
+    size_t nt = s->conf->ntopics;
     if (!err)
         err = make_consumer(s, ctx);
-    if (!err)
-        err = read_metadata(s);
-    if (!err && !(s->index = malloc((size_t)s->partition_count * sizeof *s->index)))
+    if (!err && (!(s->partition_count = calloc(nt, sizeof *s->partition_count)) ||
+                 !(s->base = calloc(nt + 1, sizeof *s->base))))
         err = oom();
-    for (int p = 0; !err && p < s->partition_count; p++)
+    for (size_t t = 0; !err && t < nt; t++) {
+        err = read_metadata(s, (int)t);
+        if (!err)
+            s->base[t + 1] = s->base[t] + s->partition_count[t];
+    }
+    if (!err) {
+        s->partitions = s->base[nt];
+        if (!(s->index = malloc((size_t)s->partitions * sizeof *s->index)))
+            err = oom();
+    }
+    for (int p = 0; !err && p < s->partitions; p++)
         s->index[p] = -1;
     if (err) {
         source_close(s, ctx); /* the runtime closes only what opened */
@@ -233,32 +250,52 @@ static tpc_error_t *source_open(tpc_ctx_t *ctx, void *arg, void **self)
 
 /* First and end offset of a partition as a read_committed consumer sees them (the end is the
  * last stable offset). */
-static tpc_error_t *watermarks(source_t *s, int32_t partition, int64_t *low, int64_t *high)
+static tpc_error_t *watermarks(source_t *s, int topic, int32_t partition, int64_t *low,
+                               int64_t *high)
 {
-    rd_kafka_resp_err_t e = rd_kafka_query_watermark_offsets(s->rk, s->conf->topic, partition, low,
-                                                             high, s->conf->open_timeout_ms);
+    rd_kafka_resp_err_t e = rd_kafka_query_watermark_offsets(
+        s->rk, s->conf->topics[topic], partition, low, high, s->conf->open_timeout_ms);
     if (!e)
         return NULL;
     return tpc_error_new(e == RD_KAFKA_RESP_ERR__TIMED_OUT ? TPC_ERR_TIMEOUT : TPC_ERR_EXTERNAL,
                          TPC_ERROR_RETRIABLE,
                          "could not read the offsets of kafka topic \"%s\" partition %d: %s",
-                         s->conf->topic, (int)partition, rd_kafka_err2str(e));
+                         s->conf->topics[topic], (int)partition, rd_kafka_err2str(e));
+}
+
+/* Where the part for @partition of topic @topic is in parts, or -1 (not owned, or unknown). */
+static int find(const source_t *s, int topic, int32_t partition)
+{
+    if (topic < 0 || partition < 0 || partition >= s->partition_count[topic])
+        return -1;
+    return s->index[s->base[topic] + partition];
+}
+
+static int topic_index(const source_t *s, const char *name)
+{
+    for (size_t t = 0; t < s->conf->ntopics; t++)
+        if (strcmp(s->conf->topics[t], name) == 0)
+            return (int)t;
+    return -1;
 }
 
 static tpc_error_t *own(source_t *s, const tpc__kafka_source_part_t *part)
 {
-    if (part->partition >= s->partition_count)
+    if (part->partition >= s->partition_count[part->topic])
         return tpc_error_hint(
             tpc_error_new(TPC_ERR_STATE, TPC_ERROR_FATAL,
                           "restored kafka source state names partition %d of topic \"%s\", "
                           "which has %d partitions",
-                          (int)part->partition, s->conf->topic, s->partition_count),
+                          (int)part->partition, s->conf->topics[part->topic],
+                          s->partition_count[part->topic]),
             "the topic was deleted and created again: start the job with restore.mode=fresh");
-    if (s->index[part->partition] >= 0)
+    int *slot = &s->index[s->base[part->topic] + part->partition];
+    if (*slot >= 0)
         return tpc_error_new(TPC_ERR_STATE, TPC_ERROR_FATAL,
-                             "restored kafka source state lists partition %d twice",
-                             (int)part->partition);
-    s->index[part->partition] = (int)s->nparts;
+                             "restored kafka source state lists partition %d of topic \"%s\" "
+                             "twice",
+                             (int)part->partition, s->conf->topics[part->topic]);
+    *slot = (int)s->nparts;
     s->parts[s->nparts++] = *part;
     return NULL;
 }
@@ -270,7 +307,7 @@ static void mark_done_if_past_end(source_t *s, tpc__kafka_source_part_t *part)
     part->done = true;
     s->ndone++;
     rd_kafka_topic_partition_list_t *list = rd_kafka_topic_partition_list_new(1);
-    rd_kafka_topic_partition_list_add(list, s->conf->topic, part->partition);
+    rd_kafka_topic_partition_list_add(list, s->conf->topics[part->topic], part->partition);
     rd_kafka_pause_partitions(s->rk, list); /* stop fetching what will not be emitted */
     rd_kafka_topic_partition_list_destroy(list);
 }
@@ -283,29 +320,32 @@ static tpc_error_t *start_offsets(source_t *s)
     bool by_time = s->conf->start == TPC__KAFKA_START_TIMESTAMP;
     rd_kafka_topic_partition_list_t *list = rd_kafka_topic_partition_list_new((int)s->nparts);
     for (size_t i = 0; i < s->nparts; i++)
-        rd_kafka_topic_partition_list_add(list, s->conf->topic, s->parts[i].partition)->offset =
-            by_time ? s->conf->start_timestamp : RD_KAFKA_OFFSET_INVALID;
+        rd_kafka_topic_partition_list_add(list, s->conf->topics[s->parts[i].topic],
+                                          s->parts[i].partition)
+            ->offset = by_time ? s->conf->start_timestamp : RD_KAFKA_OFFSET_INVALID;
     rd_kafka_resp_err_t e = by_time
                                 ? rd_kafka_offsets_for_times(s->rk, list, s->conf->open_timeout_ms)
                                 : rd_kafka_committed(s->rk, list, s->conf->open_timeout_ms);
     for (int i = 0; !e && i < list->cnt; i++) {
         rd_kafka_topic_partition_t *tp = &list->elems[i];
+        int at = find(s, topic_index(s, tp->topic), tp->partition);
         if (tp->err)
             e = tp->err;
-        else if (tp->offset >= 0 && tp->partition < s->partition_count &&
-                 s->index[tp->partition] >= 0)
-            s->parts[s->index[tp->partition]].next = tp->offset;
+        else if (tp->offset >= 0 && at >= 0)
+            s->parts[at].next = tp->offset;
     }
     rd_kafka_topic_partition_list_destroy(list);
     if (!e)
         return NULL;
     return tpc_error_new(e == RD_KAFKA_RESP_ERR__TIMED_OUT ? TPC_ERR_TIMEOUT : TPC_ERR_EXTERNAL,
-                         TPC_ERROR_RETRIABLE, "could not read the %s of kafka topic \"%s\": %s",
+                         TPC_ERROR_RETRIABLE, "could not read the %s of kafka topics \"%s\": %s",
                          by_time ? "offsets by timestamp" : "group's committed offsets",
                          s->conf->topic, rd_kafka_err2str(e));
 }
 
-/* The partitions a fresh start owns, from where start says, and their end offsets. */
+/* The partitions a fresh start owns, from where start says, and their end offsets. The
+ * partitions of all topics, topics sorted by name, are dealt round robin: the i-th goes to
+ * subtask i % parallelism. */
 static tpc_error_t *fresh_parts(source_t *s, tpc_ctx_t *ctx)
 {
     int n = tpc_ctx_parallelism(ctx);
@@ -315,11 +355,16 @@ static tpc_error_t *fresh_parts(source_t *s, tpc_ctx_t *ctx)
     bool at_end = start == TPC__KAFKA_START_LATEST || start == TPC__KAFKA_START_TIMESTAMP ||
                   (start == TPC__KAFKA_START_GROUP && s->conf->start_fallback_latest);
     tpc_error_t *err = NULL;
-    for (int p = tpc_ctx_subtask(ctx); !err && p < s->partition_count; p += n) {
+    for (int i = tpc_ctx_subtask(ctx), t = 0; !err && i < s->partitions; i += n) {
+        while (i >= s->base[t + 1])
+            t++;
+        int32_t p = i - s->base[t];
         int64_t low = 0, high = 0;
-        err = watermarks(s, p, &low, &high);
-        tpc__kafka_source_part_t part = {
-            .partition = p, .next = at_end ? high : low, .end = s->conf->bounded ? high : -1};
+        err = watermarks(s, t, p, &low, &high);
+        tpc__kafka_source_part_t part = {.topic = t,
+                                         .partition = p,
+                                         .next = at_end ? high : low,
+                                         .end = s->conf->bounded ? high : -1};
         if (!err)
             err = own(s, &part);
     }
@@ -338,13 +383,13 @@ static tpc_error_t *restored_parts(source_t *s, const tpc_state_reader_t *restor
         size_t len;
         tpc_state_get(restored, TPC_STATE_LIST, i, &bytes, &len);
         tpc__kafka_source_part_t part;
-        err = tpc__kafka_source_decode(bytes, len, s->conf->topic, &part);
+        err = tpc__kafka_source_decode(bytes, len, s->conf, &part);
         if (!err && !s->conf->bounded) {
             part.end = -1;
         } else if (!err && part.end < 0) {
             /* Bounded now, unbounded in the checkpoint: the end is taken now. */
             int64_t low = 0;
-            err = watermarks(s, part.partition, &low, &part.end);
+            err = watermarks(s, part.topic, part.partition, &low, &part.end);
         }
         if (!err)
             err = own(s, &part);
@@ -356,7 +401,7 @@ static tpc_error_t *source_initialize(void *self, tpc_ctx_t *ctx,
                                       const tpc_state_reader_t *restored)
 {
     source_t *s = self;
-    size_t cap = (size_t)s->partition_count;
+    size_t cap = (size_t)s->partitions;
     if (restored && tpc_state_count(restored, TPC_STATE_LIST) > cap)
         cap = tpc_state_count(restored, TPC_STATE_LIST);
     s->parts = calloc(cap ? cap : 1, sizeof *s->parts);
@@ -369,19 +414,19 @@ static tpc_error_t *source_initialize(void *self, tpc_ctx_t *ctx,
     rd_kafka_topic_partition_list_t *list = rd_kafka_topic_partition_list_new((int)s->nparts);
     for (size_t i = 0; i < s->nparts; i++) {
         tpc__kafka_source_part_t *part = &s->parts[i];
-        rd_kafka_topic_partition_list_add(list, s->conf->topic, part->partition)->offset =
-            part->next;
+        rd_kafka_topic_partition_list_add(list, s->conf->topics[part->topic], part->partition)
+            ->offset = part->next;
     }
     rd_kafka_resp_err_t e = rd_kafka_assign(s->rk, list);
     rd_kafka_topic_partition_list_destroy(list);
     if (e)
         return tpc_error_new(TPC_ERR_EXTERNAL, TPC_ERROR_FATAL,
-                             "could not assign partitions of kafka topic \"%s\": %s",
+                             "could not assign partitions of kafka topics \"%s\": %s",
                              s->conf->topic, rd_kafka_err2str(e));
     for (size_t i = 0; i < s->nparts; i++)
         mark_done_if_past_end(s, &s->parts[i]);
     tpc_log(ctx, TPC_LOG_INFO, "kafka source reads %zu of %d partitions of \"%s\"%s", s->nparts,
-            s->partition_count, s->conf->topic, restored ? " from the restored offsets" : "");
+            s->partitions, s->conf->topic, restored ? " from the restored offsets" : "");
     return NULL;
 }
 
@@ -396,8 +441,8 @@ static tpc_error_t *consumer_error(source_t *s, tpc_ctx_t *ctx, const rd_kafka_m
             tpc_error_new(TPC_ERR_DATA_LOSS, TPC_ERROR_FATAL,
                           "data loss: kafka topic \"%s\" partition %d no longer has the records "
                           "from offset %lld on: %s",
-                          s->conf->topic, (int)msg->partition, (long long)msg->offset,
-                          rd_kafka_message_errstr(msg)),
+                          rd_kafka_topic_name(msg->rkt), (int)msg->partition,
+                          (long long)msg->offset, rd_kafka_message_errstr(msg)),
             "the topic's retention deleted records the job had not read; keep records longer "
             "than the job may be down, or set kafka.auto.offset.reset to accept the loss");
     case RD_KAFKA_RESP_ERR_UNKNOWN_TOPIC_OR_PART:
@@ -406,7 +451,8 @@ static tpc_error_t *consumer_error(source_t *s, tpc_ctx_t *ctx, const rd_kafka_m
     case RD_KAFKA_RESP_ERR_TOPIC_AUTHORIZATION_FAILED:
     case RD_KAFKA_RESP_ERR_GROUP_AUTHORIZATION_FAILED:
         return tpc_error_new(TPC_ERR_EXTERNAL, TPC_ERROR_FATAL,
-                             "could not read kafka topic \"%s\": %s", s->conf->topic,
+                             "could not read kafka topic \"%s\": %s",
+                             msg->rkt ? rd_kafka_topic_name(msg->rkt) : s->conf->topic,
                              rd_kafka_message_errstr(msg));
     default:
         if (s->warnings++ % 100 == 0)
@@ -423,9 +469,14 @@ static tpc_error_t *take(source_t *s, tpc_ctx_t *ctx, const rd_kafka_message_t *
     *emitted = false;
     if (msg->err && msg->err != RD_KAFKA_RESP_ERR__PARTITION_EOF)
         return consumer_error(s, ctx, msg);
-    if (msg->partition < 0 || msg->partition >= s->partition_count || s->index[msg->partition] < 0)
+    if (msg->rkt != s->last_rkt) {
+        s->last_topic = msg->rkt ? topic_index(s, rd_kafka_topic_name(msg->rkt)) : -1;
+        s->last_rkt = msg->rkt;
+    }
+    int at = find(s, s->last_topic, msg->partition);
+    if (at < 0)
         return NULL; /* not assigned to this subtask: cannot happen with assign() */
-    tpc__kafka_source_part_t *part = &s->parts[s->index[msg->partition]];
+    tpc__kafka_source_part_t *part = &s->parts[at];
     if (part->done || msg->offset < part->next)
         return NULL; /* fetched before the partition was paused */
     if (msg->err || (part->end >= 0 && msg->offset >= part->end)) {
@@ -491,7 +542,8 @@ static tpc_error_t *source_snapshot(void *self, tpc_ctx_t *ctx, uint64_t checkpo
     unsigned char buf[TPC__KAFKA_SOURCE_ENTRY_MAX];
     tpc_error_t *err = NULL;
     for (size_t i = 0; !err && i < s->nparts; i++) {
-        size_t len = tpc__kafka_source_encode(s->conf->topic, &s->parts[i], buf);
+        size_t len =
+            tpc__kafka_source_encode(s->conf->topics[s->parts[i].topic], &s->parts[i], buf);
         err = tpc_state_add(w, TPC_STATE_LIST, buf, len);
         s->snapshot_next[i] = s->parts[i].next;
     }
@@ -511,8 +563,9 @@ static tpc_error_t *source_notify(void *self, tpc_ctx_t *ctx, uint64_t checkpoin
         return NULL;
     rd_kafka_topic_partition_list_t *list = rd_kafka_topic_partition_list_new((int)s->nparts);
     for (size_t i = 0; i < s->nparts; i++)
-        rd_kafka_topic_partition_list_add(list, s->conf->topic, s->parts[i].partition)->offset =
-            s->snapshot_next[i];
+        rd_kafka_topic_partition_list_add(list, s->conf->topics[s->parts[i].topic],
+                                          s->parts[i].partition)
+            ->offset = s->snapshot_next[i];
     if (!rd_kafka_commit_queue(s->rk, list, s->commits, NULL, NULL))
         s->commits_in_flight++; /* asynchronous: the result comes through s->commits */
     rd_kafka_topic_partition_list_destroy(list);

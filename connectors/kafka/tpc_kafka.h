@@ -128,8 +128,8 @@ TPC_API tpc_error_t *tpc_kafka_end_transaction(const char *bootstrap, const char
  * seen) and keeps, in its checkpoint state, the next offset to read of every partition. A restore
  * resumes right after the last record the restored checkpoint includes, so a job whose sinks are
  * exactly-once sees every committed input record exactly once. Partitions are assigned by the
- * source itself (no consumer group rebalancing): on a fresh start, partition p belongs to subtask
- * p % parallelism.
+ * source itself (no consumer group rebalancing): on a fresh start, the partitions of all its
+ * topics, topics in name order, are dealt round robin, the i-th to subtask i % parallelism.
  *
  * Records carry the message's key, value and timestamp (milliseconds since the epoch; 0 when the
  * message has none). Headers are not passed on.
@@ -145,9 +145,9 @@ typedef struct tpc_kafka_source_s tpc_kafka_source_t;
  * @brief Make a new Kafka source reading @p topic.
  * @param bootstrap bootstrap servers ("host:port,..."), copied; the same as
  * kafka.bootstrap.servers.
- * @param topic the topic to read, copied.
+ * @param topic the topic to read, or several separated by commas ("orders,refunds"), copied.
  * @param[out] out the new source, owned by the caller (tpc_kafka_source_destroy() after the job).
- * @returns NULL, or TPC_ERR_INVALID_ARG / TPC_ERR_NOMEM.
+ * @returns NULL, or TPC_ERR_INVALID_ARG (also for an empty name in the list) / TPC_ERR_NOMEM.
  */
 TPC_API tpc_error_t *tpc_kafka_source_new(const char *bootstrap, const char *topic,
                                           tpc_kafka_source_t **out);

@@ -6,7 +6,11 @@
  *     when every record is older;
  *   - start=group reads from the group's committed offsets, and a partition the group has none
  *     for from its first offset (start.fallback=earliest) or its end (start.fallback=latest);
- *     start=group without a group fails at open.
+ *     start=group without a group fails at open;
+ *   - a source over several topics ("b,a") reads every partition of each exactly once, dealt
+ *     over its subtasks;
+ *   - an offset stored in a checkpoint that retention deleted (DeleteRecords) while the job was
+ *     stopped fails the restored job with TPC_ERR_DATA_LOSS.
  */
 #include "check_kafka_common.h"
 #include "check_kafka_source_fill.h"
@@ -14,6 +18,7 @@
 #include "tpc_test_ops.h"
 
 #include <pthread.h>
+#include <unistd.h>
 #include <stdlib.h>
 #include <time.h>
 
@@ -237,6 +242,122 @@ START_TEST(test_start_at_the_group_offsets)
 }
 END_TEST
 
+START_TEST(test_several_topics)
+{
+    char a[128], b[128], both[300];
+    tpc_test_unique_name(a, sizeof a, "twopc-src-a", '-');
+    tpc_test_unique_name(b, sizeof b, "twopc-src-b", '-');
+    kt_create_topic(bootstrap, a, 2);
+    kt_create_topic(bootstrap, b, 3);
+    for (int p = 0; p < 2; p++)
+        write_range(a, p, 40 * (uint64_t)p, 40, 0);
+    for (int p = 0; p < 3; p++)
+        write_range(b, p, 80 + 40 * (uint64_t)p, 40, 0);
+    snprintf(both, sizeof both, "%s, %s", b, a);
+    set_ok(run_bounded(both, 2, NULL));
+    expect_ranges("two topics, two subtasks", (const uint64_t[]){0, 200, 0, 0});
+    set_ok(run_bounded(both, 4, NULL));
+    expect_ranges("two topics, four subtasks", (const uint64_t[]){0, 200, 0, 0});
+
+    tpc_kafka_source_t *src = NULL;
+    tpc_error_t *err = tpc_kafka_source_new(bootstrap, "a,,b", &src);
+    ck_assert_msg(err && strstr(tpc_error_message(err), "empty topic name"), "a,,b accepted");
+    tpc_error_destroy(err);
+}
+END_TEST
+
+static void delete_records_before(const char *topic, int64_t offset)
+{
+    char errstr[512];
+    rd_kafka_conf_t *conf = rd_kafka_conf_new();
+    kt_set(conf, "bootstrap.servers", bootstrap);
+    rd_kafka_t *rk = rd_kafka_new(RD_KAFKA_PRODUCER, conf, errstr, sizeof errstr);
+    ck_assert_msg(rk != NULL, "%s", errstr);
+    rd_kafka_topic_partition_list_t *list = rd_kafka_topic_partition_list_new(1);
+    rd_kafka_topic_partition_list_add(list, topic, 0)->offset = offset;
+    rd_kafka_DeleteRecords_t *del = rd_kafka_DeleteRecords_new(list);
+    rd_kafka_queue_t *q = rd_kafka_queue_new(rk);
+    rd_kafka_DeleteRecords(rk, &del, 1, NULL, q);
+    rd_kafka_event_t *ev = rd_kafka_queue_poll(q, KT_TIMEOUT_MS);
+    ck_assert_msg(ev && !rd_kafka_event_error(ev), "delete records: %s",
+                  ev ? rd_kafka_event_error_string(ev) : "timed out");
+    const rd_kafka_topic_partition_list_t *res =
+        rd_kafka_DeleteRecords_result_offsets(rd_kafka_event_DeleteRecords_result(ev));
+    ck_assert_msg(res && res->cnt == 1 && !res->elems[0].err, "delete records: %s",
+                  res && res->cnt ? rd_kafka_err2str(res->elems[0].err) : "no result");
+    rd_kafka_event_destroy(ev);
+    rd_kafka_queue_destroy(q);
+    rd_kafka_DeleteRecords_destroy(del);
+    rd_kafka_topic_partition_list_destroy(list);
+    rd_kafka_destroy(rk);
+}
+
+static void *stop_after_50(void *arg)
+{
+    for (int waited = 0; waited < 20000; waited++) {
+        pthread_mutex_lock(&got.lock);
+        size_t n = got.count;
+        pthread_mutex_unlock(&got.lock);
+        if (n >= 50)
+            break;
+        usleep(1000);
+    }
+    return tpc_job_stop_with_savepoint(arg, false, NULL);
+}
+
+/* An unbounded one-subtask job over @topic keeping its checkpoints in @ckpt; @stop: stop it
+ * with a savepoint once it has 50 records. @returns the job's error. */
+static tpc_error_t *run_unbounded(const char *topic, const char *ckpt, bool stop)
+{
+    tpc_kafka_source_t *src = NULL;
+    tpc_job_t *job = tpc_job_new("kafka-source-start");
+    int s, k;
+    pthread_mutex_lock(&got.lock);
+    got.count = 0;
+    pthread_mutex_unlock(&got.lock);
+    set_ok(tpc_job_set(job, "checkpoint.dir", ckpt));
+    set_ok(tpc_job_set(job, "checkpoint.interval.ms", "0"));
+    set_ok(tpc_job_set(job, "restart.attempts", "0"));
+    set_ok(tpc_kafka_source_new(bootstrap, topic, &src));
+    set_ok(tpc_kafka_source_add_to_job(src, job, "source", 1, &s));
+    set_ok(tpc_job_add_vertex(job, "collect", 1, &collect_ops, NULL, &k));
+    set_ok(tpc_job_connect(job, s, k, TPC_EDGE_FORWARD));
+    pthread_t stopper;
+    if (stop)
+        pthread_create(&stopper, NULL, stop_after_50, job);
+    tpc_job_result_t result = TPC_JOB_CANCELED;
+    tpc_error_t *err = tpc_job_run(job, &result);
+    if (stop) {
+        void *stop_err = NULL;
+        pthread_join(stopper, &stop_err);
+        set_ok(stop_err);
+        ck_assert_int_eq(result, TPC_JOB_STOPPED);
+    }
+    tpc_job_destroy(job);
+    tpc_kafka_source_destroy(src);
+    return err;
+}
+
+START_TEST(test_deleted_offset_is_data_loss)
+{
+    char topic[128];
+    tpc_test_unique_name(topic, sizeof topic, "twopc-src-lost", '-');
+    kt_create_topic(bootstrap, topic, 1);
+    write_range(topic, 0, 0, 50, 0); /* offsets 0-49, marker 50 */
+    char *ckpt = tpc_test_tmpdir("kafka-source-lost");
+    set_ok(run_unbounded(topic, ckpt, true)); /* the savepoint stores offset 51 */
+    write_range(topic, 0, 50, 50, 0);         /* offsets 51-100, marker 101 */
+    delete_records_before(topic, 80);
+    tpc_error_t *err = run_unbounded(topic, ckpt, false);
+    ck_assert_msg(err && tpc_error_code(err) == TPC_ERR_DATA_LOSS, "restore after deletion: %s",
+                  err ? tpc_error_message(err) : "no error");
+    ck_assert_msg(strstr(tpc_error_message(err), topic), "%s", tpc_error_message(err));
+    tpc_error_destroy(err);
+    tpc_test_rmdir(ckpt);
+    free(ckpt);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("kafka_source_start");
@@ -245,6 +366,8 @@ int main(void)
     tcase_set_timeout(tc, 60);
     tcase_add_test(tc, test_start_at_a_timestamp);
     tcase_add_test(tc, test_start_at_the_group_offsets);
+    tcase_add_test(tc, test_several_topics);
+    tcase_add_test(tc, test_deleted_offset_is_data_loss);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);
