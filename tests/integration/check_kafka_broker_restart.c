@@ -27,16 +27,16 @@ START_TEST(test_broker_restart_mid_run)
                                    NULL};
     pid_t pid = kc_spawn(&sc, options);
     int status = 0;
-    ck_assert_msg(!kc_wait(pid, 1500, &status), "the job ended before the broker restart");
-    int64_t t0 = kc_now_ms();
+    ck_assert_msg(!tpc_test_wait(pid, 1500, &status), "the job ended before the broker restart");
+    int64_t t0 = tpc_test_now_ms();
     int rc = system(restart);
     ck_assert_msg(rc == 0, "the broker restart command failed (%d)", rc);
-    int64_t down = kc_now_ms() - t0;
-    bool ended = kc_wait(pid, 120000, &status);
+    int64_t down = tpc_test_now_ms() - t0;
+    bool ended = tpc_test_wait(pid, 120000, &status);
     if (!ended)
-        kc_kill(pid);
+        tpc_test_kill(pid);
     if (!ended || !WIFEXITED(status) || WEXITSTATUS(status) != 0)
-        kc_dump_log(&sc);
+        tpc_test_dump_log(sc.log);
     ck_assert_msg(ended, "the job did not end within 120 s of the broker restart");
     ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0, "the job failed");
     char what[160];

@@ -13,6 +13,7 @@
 
 #include "check_kafka_common.h"
 #include "tpc_kafka.h"
+#include "tpc_test_crash.h"
 #include "tpc_test_ops.h"
 
 #include <signal.h>
@@ -124,9 +125,7 @@ static inline void kc_scenario_init(kc_scenario_t *sc, const char *tag)
     kt_create_topic(sc->bootstrap, sc->topic, 1);
     sc->ckpt = tpc_test_tmpdir(tag);
     snprintf(sc->log, sizeof sc->log, "%s.log", sc->ckpt);
-    ssize_t n = readlink("/proc/self/exe", sc->self, sizeof sc->self - 1);
-    ck_assert_int_gt(n, 0);
-    sc->self[n] = '\0';
+    ck_assert(tpc_test_self_path(sc->self, sizeof sc->self));
 }
 
 /* Start a child on the scenario with up to 8 options (NULL-terminated). */
@@ -137,43 +136,9 @@ static inline pid_t kc_spawn(const kc_scenario_t *sc, const char *const *options
     for (int i = 0; options && options[i] && argc < 15; i++)
         argv[argc++] = options[i];
     argv[argc] = NULL;
-    pid_t pid = fork();
-    if (pid == 0) {
-        FILE *f = freopen(sc->log, "a", stderr);
-        (void)f;
-        execv(sc->self, (char *const *)argv);
-        _exit(127);
-    }
+    pid_t pid = tpc_test_spawn(argv, sc->log, -1);
     ck_assert_int_gt(pid, 0);
     return pid;
-}
-
-static inline int64_t kc_now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-/* Wait up to @ms for the child to end. */
-static inline bool kc_wait(pid_t pid, int ms, int *status)
-{
-    int64_t end = kc_now_ms() + ms;
-    for (;;) {
-        pid_t r = waitpid(pid, status, WNOHANG);
-        if (r == pid)
-            return true;
-        if (kc_now_ms() >= end)
-            return false;
-        usleep(2000);
-    }
-}
-
-static inline void kc_kill(pid_t pid)
-{
-    int status;
-    kill(pid, SIGKILL);
-    waitpid(pid, &status, 0);
 }
 
 static inline bool kc_log_has(const kc_scenario_t *sc, const char *needle)
@@ -188,26 +153,16 @@ static inline bool kc_log_has(const kc_scenario_t *sc, const char *needle)
     return found;
 }
 
-static inline void kc_dump_log(const kc_scenario_t *sc)
-{
-    FILE *f = fopen(sc->log, "r");
-    char line[2048];
-    while (f && fgets(line, sizeof line, f))
-        fputs(line, stderr);
-    if (f)
-        fclose(f);
-}
-
 /* Run a child to its end (within @ms); fail the test, showing the log, if it does not finish. */
 static inline void kc_run_to_end(const kc_scenario_t *sc, const char *const *options, int ms)
 {
     int status = 0;
     pid_t pid = kc_spawn(sc, options);
-    bool ended = kc_wait(pid, ms, &status);
+    bool ended = tpc_test_wait(pid, ms, &status);
     if (!ended)
-        kc_kill(pid);
+        tpc_test_kill(pid);
     if (!ended || !WIFEXITED(status) || WEXITSTATUS(status) != 0) {
-        kc_dump_log(sc);
+        tpc_test_dump_log(sc->log);
         ck_abort_msg("the last run %s", ended ? "failed" : "did not end");
     }
 }
@@ -243,7 +198,7 @@ static inline void kc_check_exactly_once(const kc_scenario_t *sc, uint64_t recor
     }
     free(t.seen);
     if (dups || missing || t.foreign)
-        kc_dump_log(sc);
+        tpc_test_dump_log(sc->log);
     ck_assert_msg(!dups && !missing && !t.foreign && total == (long)records,
                   "%s: %ld records, %ld duplicates, %ld missing, %ld foreign", what, total, dups,
                   missing, t.foreign);

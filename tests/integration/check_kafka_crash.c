@@ -18,15 +18,7 @@
 #define SCENARIOS      3
 #define KILLS_PER_SCEN 10
 
-static uint64_t rng_state;
-
-static uint64_t rnd(void)
-{
-    rng_state ^= rng_state << 13;
-    rng_state ^= rng_state >> 7;
-    rng_state ^= rng_state << 17;
-    return rng_state;
-}
+static tpc_test_rng_t rng;
 
 static const char *const crash_options[] = {"records=4000", NULL};
 
@@ -42,15 +34,15 @@ static void start_child(random_run_t *r)
 {
     r->pid = kc_spawn(&r->sc, crash_options);
     /* A quarter of the kills land in start-up and recovery, the rest while records flow. */
-    int ms = rnd() % 4 == 0 ? (int)(rnd() % 300) : 300 + (int)(rnd() % 1000);
-    r->kill_at = kc_now_ms() + ms;
+    int ms = tpc_test_rng_next(&rng) % 4 == 0 ? (int)(tpc_test_rng_next(&rng) % 300)
+                                              : 300 + (int)(tpc_test_rng_next(&rng) % 1000);
+    r->kill_at = tpc_test_now_ms() + ms;
 }
 
 START_TEST(test_kill_9_at_random_and_restart)
 {
-    const char *seed_env = getenv("TWOPC_CRASH_SEED");
-    uint64_t seed = seed_env ? strtoull(seed_env, NULL, 10) : (uint64_t)time(NULL) ^ getpid();
-    rng_state = seed ? seed : 1;
+    uint64_t seed = tpc_test_crash_seed();
+    tpc_test_rng_init(&rng, seed);
     random_run_t runs[SCENARIOS];
     memset(runs, 0, sizeof runs);
     for (int i = 0; i < SCENARIOS; i++) {
@@ -71,9 +63,9 @@ START_TEST(test_kill_9_at_random_and_restart)
                 continue;
             }
             busy++;
-            if (kc_now_ms() < r->kill_at)
+            if (tpc_test_now_ms() < r->kill_at)
                 continue;
-            kc_kill(r->pid);
+            tpc_test_kill(r->pid);
             r->pid = 0;
             if (++r->kills < KILLS_PER_SCEN)
                 start_child(r);
@@ -106,7 +98,7 @@ START_TEST(test_kill_between_completion_and_commit)
         const char *const options[] = {"records=3000", kill_at, NULL};
         pid_t pid = kc_spawn(&sc, options);
         int status = 0;
-        ck_assert(kc_wait(pid, 30000, &status));
+        ck_assert(tpc_test_wait(pid, 30000, &status));
         ck_assert_msg(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL,
                       "the child was to kill itself at checkpoint %d", at);
     }
@@ -114,7 +106,7 @@ START_TEST(test_kill_between_completion_and_commit)
     kc_run_to_end(&sc, options, 60000);
     bool recovered = kc_log_has(&sc, "during recovery");
     if (!recovered)
-        kc_dump_log(&sc);
+        tpc_test_dump_log(sc.log);
     ck_assert_msg(recovered, "no transaction was committed during recovery");
     kc_check_exactly_once(&sc, 3000,
                           "kafka crash test (3 kills after checkpoint completion, before commit)");

@@ -21,21 +21,21 @@ START_TEST(test_older_instance_is_fenced_and_fails)
     pid_t older = kc_spawn(&sc, options);
     int status = 0;
     /* Let it commit a few checkpoints; it needs about 3 s for all records. */
-    ck_assert_msg(!kc_wait(older, 1500, &status), "the first instance ended too early");
+    ck_assert_msg(!tpc_test_wait(older, 1500, &status), "the first instance ended too early");
     ck_assert_int_eq(kill(older, SIGSTOP), 0);
 
     kc_run_to_end(&sc, options, 60000);
     kc_check_exactly_once(&sc, RECORDS, "kafka fencing (second instance finished)");
 
     ck_assert_int_eq(kill(older, SIGCONT), 0);
-    bool ended = kc_wait(older, 60000, &status);
+    bool ended = tpc_test_wait(older, 60000, &status);
     if (!ended)
-        kc_kill(older);
+        tpc_test_kill(older);
     bool fenced = kc_log_has(&sc, "the producer was fenced");
     bool hinted = kc_log_has(&sc, "its own transactional.id.prefix");
     bool restarted = kc_log_has(&sc, "restarts (attempt");
     if (!ended || !fenced || !hinted || restarted)
-        kc_dump_log(&sc);
+        tpc_test_dump_log(sc.log);
     ck_assert_msg(ended, "the fenced instance did not end");
     ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 1,
                   "the fenced instance should fail (status %d)", status);

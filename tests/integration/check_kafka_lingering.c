@@ -36,14 +36,14 @@ static rd_kafka_t *consumer(const kc_scenario_t *sc, const char *isolation)
 /* Milliseconds until @rk returns its first record, or -1 after @limit_ms. */
 static int64_t first_record_ms(rd_kafka_t *rk, int64_t limit_ms)
 {
-    int64_t t0 = kc_now_ms();
-    while (kc_now_ms() - t0 < limit_ms) {
+    int64_t t0 = tpc_test_now_ms();
+    while (tpc_test_now_ms() - t0 < limit_ms) {
         rd_kafka_message_t *msg = rd_kafka_consumer_poll(rk, 50);
         bool record = msg && !msg->err;
         if (msg)
             rd_kafka_message_destroy(msg);
         if (record)
-            return kc_now_ms() - t0;
+            return tpc_test_now_ms() - t0;
     }
     return -1;
 }
@@ -77,7 +77,7 @@ START_TEST(test_lingering_transaction_does_not_block_consumers_after_restart)
     rd_kafka_t *uncommitted = consumer(&sc, "read_uncommitted");
     int64_t seen = first_record_ms(uncommitted, 30000);
     close_consumer(uncommitted);
-    kc_kill(first);
+    tpc_test_kill(first);
     ck_assert_msg(seen >= 0, "the first run wrote nothing within 30 s");
     ck_assert_msg(!has_checkpoint(sc.ckpt), "the first run took a checkpoint");
 
@@ -87,11 +87,11 @@ START_TEST(test_lingering_transaction_does_not_block_consumers_after_restart)
     int64_t visible = first_record_ms(committed, 60000);
     close_consumer(committed);
     int status = 0;
-    bool ended = kc_wait(second, 60000, &status);
+    bool ended = tpc_test_wait(second, 60000, &status);
     if (!ended)
-        kc_kill(second);
+        tpc_test_kill(second);
     if (visible < 0 || !ended || !WIFEXITED(status) || WEXITSTATUS(status) != 0)
-        kc_dump_log(&sc);
+        tpc_test_dump_log(sc.log);
     ck_assert_msg(visible >= 0, "read_committed consumer saw nothing within 60 s of the restart");
     ck_assert_msg(ended && WIFEXITED(status) && WEXITSTATUS(status) == 0,
                   "the restarted job did not finish");

@@ -14,17 +14,16 @@
  *   end (the final checkpoint).
  */
 #include "tpc_pg.h"
+#include "tpc_test_crash.h"
 #include "tpc_test_env.h"
 #include "tpc_test_ops.h"
 #include "tpc_test_pg.h"
 
 #include <check.h>
 #include <pthread.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -94,48 +93,6 @@ static int child_main(char **argv)
     return rc;
 }
 
-static uint64_t rng_state;
-
-static uint64_t rnd(void)
-{
-    rng_state ^= rng_state << 13;
-    rng_state ^= rng_state >> 7;
-    rng_state ^= rng_state << 17;
-    return rng_state;
-}
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
-static bool wait_for(pid_t pid, double ms, int *status)
-{
-    double end = now_s() + ms / 1000.0;
-    for (;;) {
-        pid_t r = waitpid(pid, status, WNOHANG);
-        if (r == pid)
-            return true;
-        ck_assert_int_eq(r, 0);
-        if (now_s() >= end)
-            return false;
-        struct timespec ts = {0, 500000};
-        nanosleep(&ts, NULL);
-    }
-}
-
-static void dump_log(const char *log)
-{
-    FILE *f = fopen(log, "r");
-    char line[1024];
-    while (f && fgets(line, sizeof line, f))
-        fputs(line, stderr);
-    if (f)
-        fclose(f);
-}
-
 /* The table holds keys of source subtask @sub 0 .. n-1 exactly once each, and nothing else. */
 static void expect_exactly(PGconn *pg, const char *table, long long total, const char *why)
 {
@@ -149,68 +106,47 @@ static void expect_exactly(PGconn *pg, const char *table, long long total, const
 
 START_TEST(test_kill_9_and_restart)
 {
-    const char *seed_env = getenv("TWOPC_CRASH_SEED");
-    uint64_t seed =
-        seed_env ? strtoull(seed_env, NULL, 10) : (uint64_t)time(NULL) ^ (uint64_t)getpid();
-    rng_state = seed ? seed : 1;
+    uint64_t seed = tpc_test_crash_seed();
+    tpc_test_rng_t rng;
+    tpc_test_rng_init(&rng, seed);
     char self[4096];
-    ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
-    ck_assert_int_gt(n, 0);
-    self[n] = '\0';
+    ck_assert(tpc_test_self_path(self, sizeof self));
     PGconn *pg = tpc_test_pg_connect();
     ck_assert_ptr_nonnull(pg);
 
     int kills = 0, runs = 0, scenarios = 0;
-    double t0 = now_s();
+    double t0 = tpc_test_now_s();
     while (kills < KILLS_WANTED) {
         char table[96], prefix[96], marker[96], interval[16], log[4200];
         tpc_test_unique_name(table, sizeof table, "pgcrash", '_');
         tpc_test_unique_name(prefix, sizeof prefix, "pgcrash", '-');
         tpc_test_unique_name(marker, sizeof marker, "pgcrash_markers", '_');
-        snprintf(interval, sizeof interval, "%d", 50 + (int)(rnd() % 151));
+        snprintf(interval, sizeof interval, "%d", 50 + (int)(tpc_test_rng_next(&rng) % 151));
         ck_assert(tpc_test_pg_exec(pg, "CREATE TABLE %s (k bytea, v bytea)", table));
         char *ckpt = tpc_test_tmpdir("pgcrash-ckpt");
         snprintf(log, sizeof log, "%s.log", ckpt);
-        int here = 0;
-        for (;;) {
-            pid_t pid = fork();
-            if (pid == 0) {
-                FILE *f = freopen(log, "a", stderr);
-                (void)f;
-                execl(self, self, "--crash-child", ckpt, table, prefix, marker, interval,
-                      (char *)NULL);
-                _exit(127);
-            }
-            ck_assert_int_gt(pid, 0);
-            runs++;
-            int status = 0;
-            bool ended;
-            if (here < KILLS_PER_SCENARIO && kills < KILLS_WANTED) {
-                double ms = rnd() % 5 == 0 ? (double)(rnd() % 30) : 20.0 + (double)(rnd() % 300);
-                ended = wait_for(pid, ms, &status);
-                if (!ended) {
-                    kill(pid, SIGKILL);
-                    ck_assert_int_eq(waitpid(pid, &status, 0), pid);
-                    kills++;
-                    here++;
-                    continue;
-                }
-            } else {
-                ended = wait_for(pid, 60000, &status);
-                if (!ended) {
-                    kill(pid, SIGKILL);
-                    waitpid(pid, &status, 0);
-                }
-            }
-            if (!ended || !WIFEXITED(status) || WEXITSTATUS(status) != 0) {
-                dump_log(log);
-                ck_abort_msg("child run %d (seed %llu) %s", runs, (unsigned long long)seed,
-                             ended ? "failed" : "did not end");
-            }
-            break;
+        const char *argv[] = {self, "--crash-child", ckpt, table, prefix, marker, interval, NULL};
+        tpc_test_crash_plan_t plan = {.argv = argv,
+                                      .log = log,
+                                      .kills = KILLS_PER_SCENARIO < KILLS_WANTED - kills
+                                                   ? KILLS_PER_SCENARIO
+                                                   : KILLS_WANTED - kills,
+                                      .early_one_in = 5,
+                                      .early_ms = 30,
+                                      .min_ms = 20,
+                                      .span_ms = 300,
+                                      .last_run_ms = 60000};
+        tpc_test_crash_result_t res;
+        bool ok = tpc_test_crash_run(&plan, &rng, &res);
+        kills += res.kills;
+        runs += res.runs;
+        if (!ok) {
+            tpc_test_dump_log(log);
+            ck_abort_msg("child run %d (seed %llu) %s", runs, (unsigned long long)seed,
+                         res.ended ? "failed" : "did not end");
         }
         char why[128];
-        snprintf(why, sizeof why, "after %d kills (seed %llu, interval %s ms)", here,
+        snprintf(why, sizeof why, "after %d kills (seed %llu, interval %s ms)", res.kills,
                  (unsigned long long)seed, interval);
         expect_exactly(pg, table, RECORDS, why);
         ck_assert_msg(tpc_test_pg_prepared(pg, prefix) == 0, "prepared transactions left %s", why);
@@ -222,7 +158,7 @@ START_TEST(test_kill_9_and_restart)
         scenarios++;
     }
     printf("pg crash test: %d kill -9 over %d runs in %d scenarios, %.1f s, seed %llu\n", kills,
-           runs, scenarios, now_s() - t0, (unsigned long long)seed);
+           runs, scenarios, tpc_test_now_s() - t0, (unsigned long long)seed);
     fflush(stdout);
     PQfinish(pg);
 }

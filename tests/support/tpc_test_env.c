@@ -1,5 +1,5 @@
 /*
- * Environment and naming helpers shared by the tests (see tpc_test_env.h).
+ * Environment, naming and clock helpers shared by the tests (see tpc_test_env.h).
  */
 #include "tpc_test_env.h"
 
@@ -41,4 +41,16 @@ char *tpc_test_unique_name(char *buf, size_t len, const char *prefix, char sep)
              (long long)ts.tv_sec, sep, atomic_fetch_add(&counter, 1) + 1, sep,
              (unsigned)(mix & 0xffffff));
     return buf;
+}
+
+double tpc_test_now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+int64_t tpc_test_now_ms(void)
+{
+    return (int64_t)(tpc_test_now_s() * 1000.0);
 }

@@ -1,7 +1,7 @@
 /*
- * What tests need from their environment: settings from environment variables, and names that no
+ * What tests need from their environment: settings from environment variables, names that no
  * earlier or concurrent run uses (topics, tables, transactional ids), so that tests against shared,
- * long-running servers never see each other's data.
+ * long-running servers never see each other's data, and the monotonic clock.
  *
  * No Check calls here: benchmarks link this too.
  */
@@ -9,6 +9,7 @@
 #define TPC_TEST_ENV_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 /** @returns the value of environment variable @p name, or NULL if it is unset or empty. */
 const char *tpc_test_env(const char *name);
@@ -29,5 +30,10 @@ const char *tpc_test_env_require(const char *name);
  * @returns @p buf
  */
 char *tpc_test_unique_name(char *buf, size_t len, const char *prefix, char sep);
+
+/** @returns the monotonic clock in seconds. */
+double tpc_test_now_s(void);
+/** @returns the monotonic clock in milliseconds. */
+int64_t tpc_test_now_ms(void);
 
 #endif

@@ -1,18 +1,17 @@
 /*
  * kill -9 of a process running a job with a counting stateful operator, at random moments, then
  * restart on the same checkpoint.dir until the job ends: the final counts equal the input exactly
- * once. The test re-executes its own binary as the job process ("--child DIR OUT").
+ * once. The test re-executes its own binary as the job process ("--child DIR OUT",
+ * tpc_test_crash.h); set TWOPC_CRASH_SEED to repeat the kill moments of a run.
  */
-#include "tpc_internal.h"
+#include "tpc_test_crash.h"
 #include "tpc_test_ops.h"
 #include "tpc_test_sink.h"
 
 #include <check.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #define N     60000
@@ -49,16 +48,6 @@ static int child_main(const char *dir, const char *out)
     return 0;
 }
 
-static pid_t spawn(const char *dir, const char *out)
-{
-    pid_t pid = fork();
-    if (pid == 0) {
-        execl(self_path, self_path, "--child", dir, out, (char *)NULL);
-        _exit(127);
-    }
-    return pid;
-}
-
 START_TEST(test_kill9_and_restart_counts_exactly_once)
 {
     char *dir = tpc_test_tmpdir("crash");
@@ -66,37 +55,26 @@ START_TEST(test_kill9_and_restart_counts_exactly_once)
     snprintf(out, sizeof out, "%s/result", dir);
     char ckdir[600];
     snprintf(ckdir, sizeof ckdir, "%s/ckpt", dir);
-    unsigned seed = (unsigned)getpid();
-    srand(seed);
-    int kills = 0, status = 0;
-    for (int run = 0;; run++) {
-        pid_t pid = spawn(ckdir, out);
-        if (kills < KILLS) {
-            tpc__sleep_us(20000 + (uint64_t)(rand() % 150000));
-            if (waitpid(pid, &status, WNOHANG) == 0) {
-                kill(pid, SIGKILL);
-                waitpid(pid, &status, 0);
-                kills++;
-                continue;
-            }
-        } else {
-            waitpid(pid, &status, 0);
-        }
-        ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0,
-                      "run %d (seed %u) ended with status %d", run, seed, status);
-        break;
-    }
+    uint64_t seed = tpc_test_crash_seed();
+    tpc_test_rng_t rng;
+    tpc_test_rng_init(&rng, seed);
+    const char *argv[] = {self_path, "--child", ckdir, out, NULL};
+    tpc_test_crash_plan_t plan = {.argv = argv, .kills = KILLS, .min_ms = 20, .span_ms = 150};
+    tpc_test_crash_result_t res;
+    bool ok = tpc_test_crash_run(&plan, &rng, &res);
+    ck_assert_msg(ok, "run %d (seed %llu) ended with status %d", res.runs - 1,
+                  (unsigned long long)seed, res.status);
     FILE *f = fopen(out, "r");
     ck_assert_ptr_nonnull(f);
     for (int k = 0; k < 2; k++) {
         unsigned long long count = 0, sum = 0;
         ck_assert_int_eq(fscanf(f, "%llu %llu", &count, &sum), 2);
-        ck_assert_msg(count == N, "seed %u: source %d counted %llu, expected %d", seed, k, count,
-                      N);
+        ck_assert_msg(count == N, "seed %llu: source %d counted %llu, expected %d",
+                      (unsigned long long)seed, k, count, N);
         ck_assert_uint_eq(sum, (unsigned long long)N * (N - 1) / 2);
     }
     fclose(f);
-    ck_assert_int_ge(kills, KILLS / 2);
+    ck_assert_int_ge(res.kills, KILLS / 2);
     tpc_test_rmdir(dir);
     free(dir);
 }
@@ -106,10 +84,8 @@ int main(int argc, char **argv)
 {
     if (argc == 4 && strcmp(argv[1], "--child") == 0)
         return child_main(argv[2], argv[3]);
-    ssize_t n = readlink("/proc/self/exe", self_path, sizeof self_path - 1);
-    if (n <= 0)
+    if (!tpc_test_self_path(self_path, sizeof self_path))
         return EXIT_FAILURE;
-    self_path[n] = 0;
     Suite *s = suite_create("crash_restore");
     TCase *tc = tcase_create("core");
     tcase_set_timeout(tc, 240);

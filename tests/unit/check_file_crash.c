@@ -7,20 +7,19 @@
  * between a checkpoint's completion and its commit, and halfway through multi-part renames (parts
  * are small so that every commit renames several files).
  *
- * The child is this test binary itself, run again with "--crash-child". The random seed is
- * printed; set TWOPC_CRASH_SEED to repeat a run.
+ * The child is this test binary itself, run again with "--crash-child" (tpc_test_crash.h). The
+ * random seed is printed; set TWOPC_CRASH_SEED to repeat a run.
  */
 #include "tpc_file.h"
+#include "tpc_test_crash.h"
+#include "tpc_test_env.h"
 #include "tpc_test_file.h"
 #include "tpc_test_ops.h"
 
 #include <check.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
 
 #define KILLS_WANTED       36 /* over all scenarios of one test run */
@@ -64,119 +63,51 @@ static int child_main(const char *ckpt, const char *out)
     return rc;
 }
 
-static uint64_t rng_state;
-
-static uint64_t rnd(void)
-{
-    rng_state ^= rng_state << 13;
-    rng_state ^= rng_state >> 7;
-    rng_state ^= rng_state << 17;
-    return rng_state;
-}
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
-static pid_t spawn(const char *self, const char *ckpt, const char *out, const char *log)
-{
-    pid_t pid = fork();
-    if (pid == 0) {
-        FILE *f = freopen(log, "a", stderr);
-        (void)f;
-        execl(self, self, "--crash-child", ckpt, out, (char *)NULL);
-        _exit(127);
-    }
-    ck_assert_int_gt(pid, 0);
-    return pid;
-}
-
-/* Wait up to @ms for @pid; @returns true with its status if it ended. */
-static bool wait_for(pid_t pid, double ms, int *status)
-{
-    double end = now_s() + ms / 1000.0;
-    for (;;) {
-        pid_t r = waitpid(pid, status, WNOHANG);
-        if (r == pid)
-            return true;
-        ck_assert_int_eq(r, 0);
-        if (now_s() >= end)
-            return false;
-        struct timespec ts = {0, 500000};
-        nanosleep(&ts, NULL);
-    }
-}
-
-static void dump_log(const char *log)
-{
-    FILE *f = fopen(log, "r");
-    char line[512];
-    while (f && fgets(line, sizeof line, f))
-        fputs(line, stderr);
-    if (f)
-        fclose(f);
-}
-
 START_TEST(test_kill_9_and_restart)
 {
-    const char *seed_env = getenv("TWOPC_CRASH_SEED");
-    uint64_t seed =
-        seed_env ? strtoull(seed_env, NULL, 10) : (uint64_t)time(NULL) ^ (uint64_t)getpid();
-    rng_state = seed ? seed : 1;
+    uint64_t seed = tpc_test_crash_seed();
+    tpc_test_rng_t rng;
+    tpc_test_rng_init(&rng, seed);
     char self[4096];
-    ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
-    ck_assert_int_gt(n, 0);
-    self[n] = '\0';
+    ck_assert(tpc_test_self_path(self, sizeof self));
 
     int kills = 0, runs = 0, scenarios = 0;
-    double t0 = now_s();
+    double t0 = tpc_test_now_s();
     while (kills < KILLS_WANTED) {
         char *ckpt = tpc_test_tmpdir("crash-ckpt");
         char *out = tpc_test_tmpdir("crash-out");
         char log[4200];
         snprintf(log, sizeof log, "%s.log", ckpt);
-        int here = 0;
-        for (;;) {
-            pid_t pid = spawn(self, ckpt, out, log);
-            runs++;
-            int status = 0;
-            bool ended;
-            if (here < KILLS_PER_SCENARIO && kills < KILLS_WANTED) {
-                /* Mostly anywhere in a run, sometimes right at its start (recovery). */
-                double ms = rnd() % 5 == 0 ? (double)(rnd() % 15) : 10.0 + (double)(rnd() % 110);
-                ended = wait_for(pid, ms, &status);
-                if (!ended) {
-                    kill(pid, SIGKILL);
-                    ck_assert_int_eq(waitpid(pid, &status, 0), pid);
-                    kills++;
-                    here++;
-                    continue;
-                }
-            } else {
-                ended = wait_for(pid, 60000, &status);
-                if (!ended) {
-                    kill(pid, SIGKILL);
-                    waitpid(pid, &status, 0);
-                }
-            }
-            if (!ended || !WIFEXITED(status) || WEXITSTATUS(status) != 0) {
-                dump_log(log);
-                ck_abort_msg("child run %d (seed %llu) %s", runs, (unsigned long long)seed,
-                             ended ? "failed" : "did not end");
-            }
-            break;
+        const char *argv[] = {self, "--crash-child", ckpt, out, NULL};
+        /* Mostly anywhere in a run, sometimes right at its start (recovery). */
+        tpc_test_crash_plan_t plan = {.argv = argv,
+                                      .log = log,
+                                      .kills = KILLS_PER_SCENARIO < KILLS_WANTED - kills
+                                                   ? KILLS_PER_SCENARIO
+                                                   : KILLS_WANTED - kills,
+                                      .early_one_in = 5,
+                                      .early_ms = 15,
+                                      .min_ms = 10,
+                                      .span_ms = 110,
+                                      .last_run_ms = 60000};
+        tpc_test_crash_result_t res;
+        bool ok = tpc_test_crash_run(&plan, &rng, &res);
+        kills += res.kills;
+        runs += res.runs;
+        if (!ok) {
+            tpc_test_dump_log(log);
+            ck_abort_msg("child run %d (seed %llu) %s", runs, (unsigned long long)seed,
+                         res.ended ? "failed" : "did not end");
         }
         tpc_test_file_out_t files;
         char why[256];
         uint64_t count = RECORDS;
         ck_assert_msg(tpc_test_file_read(out, "part", &files, why, sizeof why), "%s", why);
-        bool ok = tpc_test_file_check(&files, VALUE_PAD, 1, &count, true, why, sizeof why);
+        ok = tpc_test_file_check(&files, VALUE_PAD, 1, &count, true, why, sizeof why);
         if (!ok)
-            dump_log(log);
-        ck_assert_msg(ok, "after %d kills (seed %llu): %s", here, (unsigned long long)seed, why);
+            tpc_test_dump_log(log);
+        ck_assert_msg(ok, "after %d kills (seed %llu): %s", res.kills, (unsigned long long)seed,
+                      why);
         ck_assert_msg(files.inprogress == 0, "%d in-progress files left (seed %llu)",
                       files.inprogress, (unsigned long long)seed);
         ck_assert_uint_eq(files.len, (size_t)RECORDS * (9 + VALUE_PAD));
@@ -189,7 +120,7 @@ START_TEST(test_kill_9_and_restart)
         scenarios++;
     }
     printf("file crash test: %d kill -9 over %d runs in %d scenarios, %.1f s, seed %llu\n", kills,
-           runs, scenarios, now_s() - t0, (unsigned long long)seed);
+           runs, scenarios, tpc_test_now_s() - t0, (unsigned long long)seed);
     fflush(stdout);
 }
 END_TEST

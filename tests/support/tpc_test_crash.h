@@ -1,0 +1,85 @@
+/*
+ * Crash tests: the test binary runs itself again as a child process that does the real work, and
+ * kills that child with SIGKILL at random moments, starting it again until one run ends on its
+ * own. This file holds the parts every such test needs: a seeded random generator (the seed comes
+ * from TWOPC_CRASH_SEED, so that a printed seed repeats a run), starting and waiting for children,
+ * the kill loop itself, and showing a child's log when something went wrong.
+ *
+ * No Check calls here: benchmarks link this too. Functions report failures, the caller asserts.
+ */
+#ifndef TPC_TEST_CRASH_H
+#define TPC_TEST_CRASH_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+/** The variable that sets the seed of a crash test's random choices, in decimal. */
+#define TPC_TEST_CRASH_SEED_ENV "TWOPC_CRASH_SEED"
+
+/** A small xorshift generator: the same seed gives the same kill moments. */
+typedef struct {
+    uint64_t state;
+} tpc_test_rng_t;
+
+/**
+ * The seed of this run: TWOPC_CRASH_SEED if set, else one from the time and the process id.
+ * @returns the seed, to be printed with the test's results.
+ */
+uint64_t tpc_test_crash_seed(void);
+void tpc_test_rng_init(tpc_test_rng_t *rng, uint64_t seed);
+uint64_t tpc_test_rng_next(tpc_test_rng_t *rng);
+
+/** The path of the running binary into @p buf. @returns false if it cannot be read. */
+bool tpc_test_self_path(char *buf, size_t len);
+
+/**
+ * Start a child process running @p argv (argv[0] the program, NULL-terminated), with its stderr
+ * appended to @p log unless that is NULL, and its stdout on @p stdout_fd unless that is negative.
+ * @returns the child's pid, or -1 if fork() failed.
+ */
+pid_t tpc_test_spawn(const char *const *argv, const char *log, int stdout_fd);
+
+/**
+ * Wait up to @p ms milliseconds for child @p pid to end.
+ * @returns true with its wait status in @p status if it ended (status -1 if waitpid() failed),
+ * false if it still runs.
+ */
+bool tpc_test_wait(pid_t pid, double ms, int *status);
+
+/** Kill child @p pid with SIGKILL and reap it. */
+void tpc_test_kill(pid_t pid);
+
+/** Copy the file @p log to stderr, if it exists. */
+void tpc_test_dump_log(const char *log);
+
+/** One scenario of a kill loop. */
+typedef struct {
+    const char *const *argv; /**< the child's command line, argv[0] the program, NULL-terminated */
+    const char *log;         /**< the child's stderr is appended here; NULL: inherited */
+    int kills;               /**< kill this many runs, then let one run end on its own */
+    /** When to kill a run, after its start: with a chance of 1 in @c early_one_in (0: never)
+     * within the first @c early_ms (start-up and recovery), else between @c min_ms and
+     * @c min_ms + @c span_ms. */
+    int early_one_in, early_ms, min_ms, span_ms;
+    int last_run_ms; /**< how long the last run may take; 0: no limit */
+} tpc_test_crash_plan_t;
+
+typedef struct {
+    int runs;   /**< children started */
+    int kills;  /**< children killed */
+    bool ended; /**< the last run ended (within last_run_ms) */
+    int status; /**< its wait status */
+} tpc_test_crash_result_t;
+
+/**
+ * Run @p plan: start the child, kill it at a random moment drawn from @p rng, start it again, and
+ * so on; a run that ends before its kill, or the one after the last kill, is the last run. A last
+ * run that exceeds last_run_ms is killed.
+ * @returns true if the last run ended with exit status 0.
+ */
+bool tpc_test_crash_run(const tpc_test_crash_plan_t *plan, tpc_test_rng_t *rng,
+                        tpc_test_crash_result_t *result);
+
+#endif
