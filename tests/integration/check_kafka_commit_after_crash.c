@@ -14,9 +14,7 @@
 #include "check_kafka_common.h"
 #include "tpc_kafka.h"
 
-#include <signal.h>
 #include <stdlib.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #define RECORDS 100
@@ -29,87 +27,21 @@ static void setup(void)
     ck_assert_msg(bootstrap != NULL, "TWOPC_TEST_KAFKA_BOOTSTRAP is not set");
 }
 
-static long child_pid = -1;
-static int child_epoch = -1;
-
-static int child_stats(rd_kafka_t *rk, char *json, size_t len, void *opaque)
-{
-    (void)rk, (void)len, (void)opaque;
-    const char *eos = strstr(json, "\"eos\":");
-    const char *p = eos ? strstr(eos, "\"producer_id\":") : NULL;
-    const char *e = eos ? strstr(eos, "\"producer_epoch\":") : NULL;
-    const char *state = eos ? strstr(eos, "\"idemp_state\":") : NULL;
-    const char *assigned = state ? strstr(state, "Assigned") : NULL;
-    if (p && e && assigned && assigned - state < 24) {
-        child_pid = atol(p + strlen("\"producer_id\":"));
-        child_epoch = atoi(e + strlen("\"producer_epoch\":"));
-    }
-    return 0;
-}
-
-/* The producer that crashes: begin, produce, flush, report, wait to be killed. */
+/* The producer that crashes. */
 static int child_main(const char *bs, const char *topic, const char *id, const char *timeout)
 {
     char errstr[512];
-    alarm(40); /* never outlive the test */
     rd_kafka_conf_t *conf = rd_kafka_conf_new();
     rd_kafka_conf_set(conf, "bootstrap.servers", bs, errstr, sizeof errstr);
-    rd_kafka_conf_set(conf, "transactional.id", id, errstr, sizeof errstr);
-    rd_kafka_conf_set(conf, "transaction.timeout.ms", timeout, errstr, sizeof errstr);
-    rd_kafka_conf_set(conf, "statistics.interval.ms", "50", errstr, sizeof errstr);
-    rd_kafka_conf_set_stats_cb(conf, child_stats);
-    rd_kafka_t *rk = rd_kafka_new(RD_KAFKA_PRODUCER, conf, errstr, sizeof errstr);
-    if (!rk || rd_kafka_init_transactions(rk, KT_TIMEOUT_MS) || rd_kafka_begin_transaction(rk))
-        return 2;
-    for (int i = 0; i < RECORDS; i++) {
-        char value[32];
-        int n = snprintf(value, sizeof value, "crash-%d", i);
-        if (rd_kafka_producev(rk, RD_KAFKA_V_TOPIC(topic), RD_KAFKA_V_VALUE(value, (size_t)n),
-                              RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY), RD_KAFKA_V_END))
-            return 3;
-    }
-    if (rd_kafka_flush(rk, KT_TIMEOUT_MS))
-        return 4;
-    /* The id and epoch were assigned by init_transactions and do not change within the
-     * transaction; they may already have been seen (a 1 s transaction may time out before the
-     * next statistics, and then the state is no longer "Assigned"). */
-    while (child_pid < 0)
-        rd_kafka_poll(rk, 20);
-    printf("%ld %d\n", child_pid, child_epoch);
-    fflush(stdout);
-    for (;;)
-        pause();
+    return kt_crash_child(conf, topic, id, timeout, "crash", RECORDS);
 }
 
 /* Run the child, read its producer id and epoch, kill -9 it. */
 static void crash_producer(const char *topic, const char *id, const char *timeout, int64_t *pid,
                            int16_t *epoch)
 {
-    char self[4096];
-    ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
-    ck_assert_int_gt(n, 0);
-    self[n] = '\0';
-    int fds[2];
-    ck_assert_int_eq(pipe(fds), 0);
-    pid_t child = fork();
-    if (child == 0) {
-        dup2(fds[1], 1);
-        close(fds[0]);
-        execl(self, self, "--child", bootstrap, topic, id, timeout, (char *)NULL);
-        _exit(127);
-    }
-    close(fds[1]);
-    FILE *f = fdopen(fds[0], "r");
-    long p = -1;
-    int e = -1;
-    int got = fscanf(f, "%ld %d", &p, &e);
-    fclose(f);
-    kill(child, SIGKILL);
-    int status = 0;
-    waitpid(child, &status, 0);
-    ck_assert_msg(got == 2, "the producer process reported no producer id (status %d)", status);
-    *pid = p;
-    *epoch = (int16_t)e;
+    const char *const args[] = {"--child", bootstrap, topic, id, timeout, NULL};
+    kt_crash_producer(args, "producer process", pid, epoch);
 }
 
 static void name_pair(char *topic, char *id, size_t cap)

@@ -1,19 +1,25 @@
 /*
- * What the Kafka connector tests share: creating a topic, and reading a whole topic from the
+ * What the Kafka connector tests share: creating a topic, reading a whole topic from the
  * beginning to its end as an independent read_committed consumer sees it (up to the last stable
- * offset of every partition), handing each record to a callback.
+ * offset of every partition), handing each record to a callback, and a transactional producer
+ * that is killed with SIGKILL before it commits, for the tests that end its transaction.
  */
 #ifndef CHECK_KAFKA_COMMON_H
 #define CHECK_KAFKA_COMMON_H
 
+#include "tpc_test_crash.h"
 #include "tpc_test_env.h"
 
 #include <check.h>
 #include <librdkafka/rdkafka.h>
 
+#include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <time.h>
+#include <unistd.h>
 
 #define KT_TIMEOUT_MS 30000
 
@@ -102,6 +108,101 @@ static inline long kt_read_topic(const char *bootstrap, const char *topic, const
     rd_kafka_consumer_close(rk);
     rd_kafka_destroy(rk);
     return count;
+}
+
+/* ---- a transactional producer that crashes --------------------------------------------------
+ * The test runs its own binary again as a child (kt_crash_producer()), whose main calls
+ * kt_crash_child(): it begins a transaction, produces and flushes, prints its producer id and
+ * epoch and waits to be killed. */
+
+typedef struct {
+    long pid;
+    int epoch;
+} kt_producer_id_t;
+
+static inline int kt_crash_stats(rd_kafka_t *rk, char *json, size_t len, void *opaque)
+{
+    (void)rk, (void)len;
+    kt_producer_id_t *out = opaque;
+    const char *eos = strstr(json, "\"eos\":");
+    const char *p = eos ? strstr(eos, "\"producer_id\":") : NULL;
+    const char *e = eos ? strstr(eos, "\"producer_epoch\":") : NULL;
+    const char *state = eos ? strstr(eos, "\"idemp_state\":") : NULL;
+    const char *assigned = state ? strstr(state, "Assigned") : NULL;
+    if (p && e && assigned && assigned - state < 24) {
+        out->pid = atol(p + strlen("\"producer_id\":"));
+        out->epoch = atoi(e + strlen("\"producer_epoch\":"));
+    }
+    return 0;
+}
+
+/* In the child: with @conf (which has the bootstrap servers and any security properties; taken
+ * over), begin a transaction of @id with a transaction timeout of @timeout_ms, produce @records
+ * values "<tag>-<i>" to @topic, flush, print "<producer id> <epoch>" on stdout and wait to be
+ * killed. No Check calls: this runs outside any test. @returns an exit status on failure. */
+static inline int kt_crash_child(rd_kafka_conf_t *conf, const char *topic, const char *id,
+                                 const char *timeout_ms, const char *tag, int records)
+{
+    char errstr[512];
+    static kt_producer_id_t seen = {-1, -1};
+    alarm(40); /* never outlive the test */
+    rd_kafka_conf_set(conf, "transactional.id", id, errstr, sizeof errstr);
+    rd_kafka_conf_set(conf, "transaction.timeout.ms", timeout_ms, errstr, sizeof errstr);
+    rd_kafka_conf_set(conf, "statistics.interval.ms", "50", errstr, sizeof errstr);
+    rd_kafka_conf_set_stats_cb(conf, kt_crash_stats);
+    rd_kafka_conf_set_opaque(conf, &seen);
+    rd_kafka_t *rk = rd_kafka_new(RD_KAFKA_PRODUCER, conf, errstr, sizeof errstr);
+    rd_kafka_error_t *error = rk ? rd_kafka_init_transactions(rk, KT_TIMEOUT_MS) : NULL;
+    if (!rk || error || rd_kafka_begin_transaction(rk)) {
+        fprintf(stderr, "child: %s\n", rk ? rd_kafka_error_string(error) : errstr);
+        return 3;
+    }
+    for (int i = 0; i < records; i++) {
+        char value[64];
+        int n = snprintf(value, sizeof value, "%s-%d", tag, i);
+        if (rd_kafka_producev(rk, RD_KAFKA_V_TOPIC(topic), RD_KAFKA_V_VALUE(value, (size_t)n),
+                              RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY), RD_KAFKA_V_END))
+            return 4;
+    }
+    if (rd_kafka_flush(rk, KT_TIMEOUT_MS))
+        return 5;
+    /* The id and epoch were assigned by init_transactions and do not change within the
+     * transaction; they may already have been seen (a 1 s transaction may time out before the
+     * next statistics, and then the state is no longer "Assigned"). */
+    while (seen.pid < 0)
+        rd_kafka_poll(rk, 20);
+    printf("%ld %d\n", seen.pid, seen.epoch);
+    fflush(stdout);
+    for (;;)
+        pause();
+}
+
+/* Run @args (the child's arguments after the binary's path, NULL-terminated, at most 8), read
+ * the producer id and epoch it prints, kill -9 it. @what names it in a failure. */
+static inline void kt_crash_producer(const char *const *args, const char *what, int64_t *pid,
+                                     int16_t *epoch)
+{
+    char self[4096];
+    ck_assert(tpc_test_self_path(self, sizeof self));
+    const char *argv[10] = {self};
+    for (int i = 0; args[i] && i < 8; i++)
+        argv[i + 1] = args[i];
+    int fds[2];
+    ck_assert_int_eq(pipe(fds), 0);
+    pid_t child = tpc_test_spawn(argv, NULL, fds[1]);
+    ck_assert_int_gt(child, 0);
+    close(fds[1]);
+    FILE *f = fdopen(fds[0], "r");
+    long p = -1;
+    int e = -1;
+    int got = fscanf(f, "%ld %d", &p, &e);
+    fclose(f);
+    kill(child, SIGKILL);
+    int status = 0;
+    waitpid(child, &status, 0);
+    ck_assert_msg(got == 2, "the %s reported no producer id (status %d)", what, status);
+    *pid = p;
+    *epoch = (int16_t)e;
 }
 
 #endif

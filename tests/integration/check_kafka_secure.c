@@ -121,29 +121,10 @@ static tpc_error_t *end_txn(const profile_t *p, const char *id, int64_t pid, int
 
 /* ---- the producer that crashes ----------------------------------------------------------- */
 
-static long child_pid = -1;
-static int child_epoch = -1;
-
-static int child_stats(rd_kafka_t *rk, char *json, size_t len, void *opaque)
-{
-    (void)rk, (void)len, (void)opaque;
-    const char *eos = strstr(json, "\"eos\":");
-    const char *p = eos ? strstr(eos, "\"producer_id\":") : NULL;
-    const char *e = eos ? strstr(eos, "\"producer_epoch\":") : NULL;
-    const char *state = eos ? strstr(eos, "\"idemp_state\":") : NULL;
-    const char *assigned = state ? strstr(state, "Assigned") : NULL;
-    if (p && e && assigned && assigned - state < 24) {
-        child_pid = atol(p + strlen("\"producer_id\":"));
-        child_epoch = atoi(e + strlen("\"producer_epoch\":"));
-    }
-    return 0;
-}
-
 /* Begin, produce, flush, report the producer id and epoch, wait to be killed. */
 static int child_main(const char *which, const char *topic, const char *id)
 {
     char errstr[512];
-    alarm(40); /* never outlive the test */
     profile_t p;
     profile_make(&p, which);
     /* librdkafka before 2.6.1 repeats the client nonce in the SCRAM client-final message, which
@@ -157,62 +138,16 @@ static int child_main(const char *which, const char *topic, const char *id)
             return 2;
         }
     rd_kafka_conf_set(conf, "bootstrap.servers", p.bootstrap, errstr, sizeof errstr);
-    rd_kafka_conf_set(conf, "transactional.id", id, errstr, sizeof errstr);
-    rd_kafka_conf_set(conf, "transaction.timeout.ms", "60000", errstr, sizeof errstr);
-    rd_kafka_conf_set(conf, "statistics.interval.ms", "50", errstr, sizeof errstr);
-    rd_kafka_conf_set_stats_cb(conf, child_stats);
-    rd_kafka_t *rk = rd_kafka_new(RD_KAFKA_PRODUCER, conf, errstr, sizeof errstr);
-    rd_kafka_error_t *error = rk ? rd_kafka_init_transactions(rk, KT_TIMEOUT_MS) : NULL;
-    if (!rk || error || rd_kafka_begin_transaction(rk)) {
-        fprintf(stderr, "child: %s\n", rk ? rd_kafka_error_string(error) : errstr);
-        return 3;
-    }
-    for (int i = 0; i < RECORDS; i++) {
-        char value[32];
-        int n = snprintf(value, sizeof value, "%s-%d", which, i);
-        if (rd_kafka_producev(rk, RD_KAFKA_V_TOPIC(topic), RD_KAFKA_V_VALUE(value, (size_t)n),
-                              RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY), RD_KAFKA_V_END))
-            return 4;
-    }
-    if (rd_kafka_flush(rk, KT_TIMEOUT_MS))
-        return 5;
-    child_pid = -1;
-    while (child_pid < 0)
-        rd_kafka_poll(rk, 20);
-    printf("%ld %d\n", child_pid, child_epoch);
-    fflush(stdout);
-    for (;;)
-        pause();
+    return kt_crash_child(conf, topic, id, "60000", which, RECORDS);
 }
 
 static void crash_producer(const char *which, const char *topic, const char *id, int64_t *pid,
                            int16_t *epoch)
 {
-    char self[4096];
-    ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
-    ck_assert_int_gt(n, 0);
-    self[n] = '\0';
-    int fds[2];
-    ck_assert_int_eq(pipe(fds), 0);
-    pid_t child = fork();
-    if (child == 0) {
-        dup2(fds[1], 1);
-        close(fds[0]);
-        execl(self, self, "--child", which, topic, id, (char *)NULL);
-        _exit(127);
-    }
-    close(fds[1]);
-    FILE *f = fdopen(fds[0], "r");
-    long p = -1;
-    int e = -1;
-    int got = fscanf(f, "%ld %d", &p, &e);
-    fclose(f);
-    kill(child, SIGKILL);
-    int status = 0;
-    waitpid(child, &status, 0);
-    ck_assert_msg(got == 2, "the %s producer reported no producer id (status %d)", which, status);
-    *pid = p;
-    *epoch = (int16_t)e;
+    const char *const args[] = {"--child", which, topic, id, NULL};
+    char what[64];
+    snprintf(what, sizeof what, "%s producer", which);
+    kt_crash_producer(args, what, pid, epoch);
 }
 
 /* ---- tests ------------------------------------------------------------------------------- */
