@@ -12,66 +12,33 @@
  * Environment: TWOPC_BENCH_RECORDS (default 4000000), TMPDIR (where the files go).
  */
 #include "tpc_file.h"
+#include "tpc_test_bench.h"
+#include "tpc_test_env.h"
 #include "tpc_test_ops.h"
 
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
 #define VALUE_BYTES  100
 #define RECORD_BYTES (VALUE_BYTES + 1)
 #define BUFFER_BYTES (1u << 20)
 
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
-static void die(const char *what, tpc_error_t *err)
-{
-    fprintf(stderr, "bench_file: %s: %s\n", what, err ? tpc_error_message(err) : "failed");
-    exit(1);
-}
-
 static double run_sink(uint64_t records)
 {
     char *ckpt = tpc_test_tmpdir("bench-file-ckpt");
     char *out = tpc_test_tmpdir("bench-file-out");
     if (!ckpt || !out)
-        die("temporary folder", NULL);
+        tpc_test_bench_die("temporary folder", NULL);
     tpc_test_seq_conf_t src = {
         .count_default = records, .per_poll = 256, .value_pad = VALUE_BYTES - 8};
-    tpc_job_t *job = tpc_job_new("bench-file");
     tpc_txn_sink_t *sink = NULL;
-    int s, k;
-    tpc_error_t *err = tpc_job_set(job, "checkpoint.dir", ckpt);
-    if (!err)
-        err = tpc_job_set(job, "checkpoint.interval.ms", "1000");
-    if (!err)
-        err = tpc_file_sink_new(out, &sink);
-    if (!err)
-        err = tpc_job_add_vertex(job, "generator", 1, &tpc_test_seq_source_ops, &src, &s);
-    if (!err)
-        err = tpc_txn_sink_add_to_job(sink, job, "files", 1, &k);
-    if (!err)
-        err = tpc_job_connect(job, s, k, TPC_EDGE_FORWARD);
+    tpc_error_t *err = tpc_file_sink_new(out, &sink);
     if (err)
-        die("job setup", err);
-    double t0 = now_s();
-    err = tpc_job_run(job, NULL);
-    double secs = now_s() - t0;
-    if (err)
-        die("job", err);
-    tpc_txn_sink_stats_t st;
-    tpc_txn_sink_get_stats(sink, &st);
-    if (st.records != records || st.pending)
-        die("sink statistics do not add up", NULL);
-    tpc_job_destroy(job);
+        tpc_test_bench_die("job setup", err);
+    double secs = tpc_test_bench_run_sink("bench-file", ckpt, &src, sink, "files");
     tpc_txn_sink_destroy(sink);
     tpc_test_rmdir(ckpt);
     tpc_test_rmdir(out);
@@ -85,7 +52,7 @@ static void write_all(int fd, const unsigned char *p, size_t n)
     while (n) {
         ssize_t w = write(fd, p, n);
         if (w <= 0)
-            die("write", NULL);
+            tpc_test_bench_die("write", NULL);
         p += w;
         n -= (size_t)w;
     }
@@ -99,14 +66,14 @@ static double run_raw(uint64_t records)
     unsigned char *buf = malloc(BUFFER_BYTES);
     int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     if (!buf || fd < 0)
-        die("raw file", NULL);
-    double t0 = now_s(), next_sync = t0 + 1.0;
+        tpc_test_bench_die("raw file", NULL);
+    double t0 = tpc_test_now_s(), next_sync = t0 + 1.0;
     size_t len = 0;
     for (uint64_t i = 0; i < records; i++) {
         if (len + RECORD_BYTES > BUFFER_BYTES) {
             write_all(fd, buf, len);
             len = 0;
-            if (now_s() >= next_sync) {
+            if (tpc_test_now_s() >= next_sync) {
                 fsync(fd);
                 next_sync += 1.0;
             }
@@ -121,7 +88,7 @@ static double run_raw(uint64_t records)
     write_all(fd, buf, len);
     fsync(fd);
     close(fd);
-    double secs = now_s() - t0;
+    double secs = tpc_test_now_s() - t0;
     free(buf);
     tpc_test_rmdir(dir);
     free(dir);

@@ -12,6 +12,7 @@
  * Environment: TWOPC_TEST_PG_CONNINFO (the server), TWOPC_BENCH_ROWS (default 1000000).
  */
 #include "tpc_pg.h"
+#include "tpc_test_bench.h"
 #include "tpc_test_env.h"
 #include "tpc_test_ops.h"
 #include "tpc_test_pg.h"
@@ -19,25 +20,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
 #define TEXT_BYTES  100
 #define COPY_BUFFER (256u << 10)
 #define MAX_COMMITS 4096
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
-static void die(const char *what, tpc_error_t *err)
-{
-    fprintf(stderr, "bench_pg: %s: %s\n", what, err ? tpc_error_message(err) : "failed");
-    exit(1);
-}
 
 /* The text column: the row number in decimal, padded with letters to TEXT_BYTES. */
 static void text_of(uint64_t seq, char *out)
@@ -69,10 +56,10 @@ static int commits;
 
 static tpc_error_t *timed_commit(void *conn, void *txn)
 {
-    double t0 = now_s();
+    double t0 = tpc_test_now_s();
     tpc_error_t *err = pg_ops->commit(conn, txn);
     if (!err && commits < MAX_COMMITS)
-        commit_ms[commits++] = (now_s() - t0) * 1000.0;
+        commit_ms[commits++] = (tpc_test_now_s() - t0) * 1000.0;
     return err;
 }
 
@@ -83,8 +70,6 @@ static double run_sink(const char *conninfo, const char *table, uint64_t rows)
     tpc_test_unique_name(prefix, sizeof prefix, "bench-pg", '-');
     tpc_test_seq_conf_t src = {.count_default = rows, .per_poll = 256};
     tpc_txn_sink_t *conf_sink = NULL, *sink = NULL;
-    tpc_job_t *job = tpc_job_new("bench-pg");
-    int s, k;
     tpc_error_t *err = tpc_pg_sink_new(&conf_sink);
     const char *kv[][2] = {
         {"pg.conninfo", conninfo}, {"pg.table", table}, {"pg.gid-prefix", prefix}};
@@ -102,28 +87,9 @@ static double run_sink(const char *conninfo, const char *table, uint64_t rows)
         timed_ops.release = NULL;
         err = tpc_txn_sink_new(&timed_ops, tpc_txn_sink_connector_arg(conf_sink), &sink);
     }
-    if (!err)
-        err = tpc_job_set(job, "checkpoint.dir", ckpt);
-    if (!err)
-        err = tpc_job_set(job, "checkpoint.interval.ms", "1000");
-    if (!err)
-        err = tpc_job_add_vertex(job, "generator", 1, &tpc_test_seq_source_ops, &src, &s);
-    if (!err)
-        err = tpc_txn_sink_add_to_job(sink, job, "rows", 1, &k);
-    if (!err)
-        err = tpc_job_connect(job, s, k, TPC_EDGE_FORWARD);
     if (err)
-        die("job setup", err);
-    double t0 = now_s();
-    err = tpc_job_run(job, NULL);
-    double secs = now_s() - t0;
-    if (err)
-        die("job", err);
-    tpc_txn_sink_stats_t st;
-    tpc_txn_sink_get_stats(sink, &st);
-    if (st.records != rows || st.pending)
-        die("sink statistics do not add up", NULL);
-    tpc_job_destroy(job);
+        tpc_test_bench_die("job setup", err);
+    double secs = tpc_test_bench_run_sink("bench-pg", ckpt, &src, sink, "rows");
     tpc_txn_sink_destroy(sink);
     tpc_txn_sink_destroy(conf_sink);
     tpc_test_rmdir(ckpt);
@@ -173,10 +139,10 @@ static double run_raw(const char *table, uint64_t rows)
     PGconn *data = tpc_test_pg_connect(), *control = tpc_test_pg_connect();
     unsigned char *buf = malloc(COPY_BUFFER + 256);
     if (!data || !control || !buf)
-        die("raw connections", NULL);
+        tpc_test_bench_die("raw connections", NULL);
     char copy[256];
     snprintf(copy, sizeof copy, "COPY %s FROM STDIN (FORMAT binary)", table);
-    double t0 = now_s(), next = t0 + 1.0;
+    double t0 = tpc_test_now_s(), next = t0 + 1.0;
     size_t len = 0;
     int txns = 0;
     start_txn(data, copy);
@@ -191,7 +157,7 @@ static double run_raw(const char *table, uint64_t rows)
         if (len >= COPY_BUFFER) {
             PQputCopyData(data, (const char *)buf, (int)len);
             len = 0;
-            if (now_s() >= next) {
+            if (tpc_test_now_s() >= next) {
                 end_txn(data, control, txns++);
                 start_txn(data, copy);
                 next += 1.0;
@@ -200,7 +166,7 @@ static double run_raw(const char *table, uint64_t rows)
     }
     PQputCopyData(data, (const char *)buf, (int)len);
     end_txn(data, control, txns++);
-    double secs = now_s() - t0;
+    double secs = tpc_test_now_s() - t0;
     free(buf);
     PQfinish(data);
     PQfinish(control);
@@ -228,7 +194,7 @@ int main(void)
     tpc_test_unique_name(raw_table, sizeof raw_table, "bench_pg_raw", '_');
     if (!pg || !tpc_test_pg_exec(pg, "CREATE TABLE %s (id bigint, payload text)", sink_table) ||
         !tpc_test_pg_exec(pg, "CREATE TABLE %s (id bigint, payload text)", raw_table))
-        die("tables", NULL);
+        tpc_test_bench_die("tables", NULL);
     double raw = run_raw(raw_table, rows);
     double sink = run_sink(conninfo, sink_table, rows);
     long long got = tpc_test_pg_long(pg, "SELECT count(*) FROM %s", sink_table);
@@ -236,7 +202,7 @@ int main(void)
     tpc_test_pg_exec(pg, "DROP TABLE %s", raw_table);
     PQfinish(pg);
     if (got != (long long)rows)
-        die("the sink's table does not hold every row", NULL);
+        tpc_test_bench_die("the sink's table does not hold every row", NULL);
     qsort(commit_ms, (size_t)commits, sizeof *commit_ms, cmp_double);
     double p50 = commits ? commit_ms[commits / 2] : 0;
     double p99 = commits ? commit_ms[(commits * 99) / 100 < commits ? (commits * 99) / 100 : 0] : 0;

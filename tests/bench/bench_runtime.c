@@ -8,6 +8,7 @@
  * BENCH_SCALE (default 1) scales the record counts of the throughput runs.
  */
 #include "tpc_runtime.h"
+#include "tpc_test_env.h"
 #include "tpc_test_ops.h"
 
 #include <stdatomic.h>
@@ -18,13 +19,6 @@
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
 
 typedef struct {
     double durations_ms[100000];
@@ -67,9 +61,9 @@ static double run_pipeline(int par, uint64_t per_subtask, const char *interval, 
     check(tpc_job_connect(job, m, k, TPC_EDGE_FORWARD));
     if (d)
         tpc_job_set_checkpoint_callback(job, on_ckpt, d);
-    double t0 = now_s();
+    double t0 = tpc_test_now_s();
     check(tpc_job_run(job, NULL));
-    double secs = now_s() - t0;
+    double secs = tpc_test_now_s() - t0;
     tpc_job_destroy(job);
     if (dir) {
         tpc_test_rmdir(dir);
@@ -91,7 +85,7 @@ static tpc_error_t *timed_poll(void *self, tpc_ctx_t *ctx, tpc_poll_result_t *re
 {
     tpc_error_t *err = tpc_test_seq_source_ops.poll(self, ctx, result);
     if (!err && *result == TPC_POLL_END)
-        atomic_store(&last_record_at, now_s());
+        atomic_store(&last_record_at, tpc_test_now_s());
     return err;
 }
 
@@ -111,7 +105,7 @@ static double end_latency_ms(void)
     check(tpc_job_connect(job, g, m, TPC_EDGE_FORWARD));
     check(tpc_job_connect(job, m, k, TPC_EDGE_FORWARD));
     check(tpc_job_run(job, NULL));
-    double end = now_s();
+    double end = tpc_test_now_s();
     tpc_job_destroy(job);
     tpc_test_rmdir(dir);
     free(dir);
