@@ -249,9 +249,7 @@ static void scenario_finish(scenario_t *sc, uint64_t seed, int *restored)
         dump_log(sc);
         ck_abort_msg("the last run of %s %s", sc->in, ended ? "failed" : "did not end");
     }
-    /* Some run resumed from a checkpoint's offsets rather than starting fresh. */
     *restored = count_in_log(sc, "from the restored offsets");
-    ck_assert_msg(sc->kills == 0 || *restored > 0, "no run restored the source's offsets");
 
     values_t got = {0};
     kt_read_topic(bootstrap, sc->out, "read_committed", keep, &got);
@@ -320,6 +318,9 @@ START_TEST(test_kafka_to_kafka_exactly_once_under_kill_9)
         kills += sc[i].kills;
         restored += n;
     }
+    /* Some run resumed from a checkpoint's offsets rather than starting fresh (under a slow
+     * build, one scenario's runs may all die before their first checkpoint). */
+    ck_assert_msg(kills == 0 || restored > 0, "no run restored the source's offsets");
     printf("kafka source crash test: %d kill -9 in %d scenarios, %d subtask restores, seed %llu: "
            "every output read_committed, 0 duplicates, 0 missing, key order kept\n",
            kills, SCENARIOS, restored, (unsigned long long)seed);
