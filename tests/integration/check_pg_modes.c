@@ -7,6 +7,7 @@
  * message), missing privileges, an upsert without a unique index, and a server with
  * max_prepared_transactions = 0 (a second throwaway server started with tests/services/pg.sh).
  */
+#include "tpc_test_check.h"
 #include "tpc_pg.h"
 #include "tpc_test_env.h"
 #include "tpc_test_ops.h"
@@ -19,12 +20,6 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
-
-#define OK(call)                                                                                   \
-    do {                                                                                           \
-        tpc_error_t *err_ = (call);                                                                \
-        ck_assert_msg(err_ == NULL, "%s: %s", #call, tpc_error_message(err_));                     \
-    } while (0)
 
 static PGconn *pg;
 static char table[96], prefix[96], marker[96];
@@ -50,25 +45,25 @@ static void teardown(void)
 static tpc_txn_sink_t *new_sink(const char *conninfo)
 {
     tpc_txn_sink_t *s = NULL;
-    OK(tpc_pg_sink_new(&s));
-    OK(tpc_txn_sink_set(s, "pg.conninfo",
-                        conninfo ? conninfo : tpc_test_env("TWOPC_TEST_PG_CONNINFO")));
-    OK(tpc_txn_sink_set(s, "pg.table", table));
-    OK(tpc_txn_sink_set(s, "pg.gid-prefix", prefix));
-    OK(tpc_txn_sink_set(s, "pg.marker-table", marker));
+    TPC_TEST_OK(tpc_pg_sink_new(&s));
+    TPC_TEST_OK(tpc_txn_sink_set(s, "pg.conninfo",
+                                 conninfo ? conninfo : tpc_test_env("TWOPC_TEST_PG_CONNINFO")));
+    TPC_TEST_OK(tpc_txn_sink_set(s, "pg.table", table));
+    TPC_TEST_OK(tpc_txn_sink_set(s, "pg.gid-prefix", prefix));
+    TPC_TEST_OK(tpc_txn_sink_set(s, "pg.marker-table", marker));
     return s;
 }
 
 static void write_range(uint64_t first, uint64_t n)
 {
     for (uint64_t i = 0; i < n; i += 64)
-        OK(tpc_test_txn_sub_write(&sub, first + i, n - i < 64 ? n - i : 64));
+        TPC_TEST_OK(tpc_test_txn_sub_write(&sub, first + i, n - i < 64 ? n - i : 64));
 }
 
 static void run_checkpoint(uint64_t id)
 {
-    OK(tpc_test_txn_sub_snapshot(&sub, id, NULL));
-    OK(tpc__txn_task_complete(sub.task, id));
+    TPC_TEST_OK(tpc_test_txn_sub_snapshot(&sub, id, NULL));
+    TPC_TEST_OK(tpc__txn_task_complete(sub.task, id));
 }
 
 static uint64_t key_of(const tpc_record_t *r)
@@ -120,9 +115,8 @@ START_TEST(test_copy_every_type)
                                "l jsonb, m json)",
                                table));
     tpc_txn_sink_t *sink = new_sink(NULL);
-    OK(tpc_pg_sink_set_encoder(sink, all_types, NULL));
-    OK(tpc_test_txn_sub_open(&sub, sink, 0, 1, 0));
-    OK(tpc__txn_task_initialize(sub.task, NULL, 0));
+    TPC_TEST_OK(tpc_pg_sink_set_encoder(sink, all_types, NULL));
+    TPC_TEST_OK(tpc_test_txn_sub_start(&sub, sink, 0, NULL));
     write_range(0, 8);
     run_checkpoint(1);
     tpc_test_txn_sub_close(&sub);
@@ -175,9 +169,8 @@ START_TEST(test_value_of_wrong_type_is_named)
 {
     ck_assert(tpc_test_pg_exec(pg, "CREATE TABLE %s (big int8)", table));
     tpc_txn_sink_t *sink = new_sink(NULL);
-    OK(tpc_pg_sink_set_encoder(sink, wrong_type, NULL));
-    OK(tpc_test_txn_sub_open(&sub, sink, 0, 1, 0));
-    OK(tpc__txn_task_initialize(sub.task, NULL, 0));
+    TPC_TEST_OK(tpc_pg_sink_set_encoder(sink, wrong_type, NULL));
+    TPC_TEST_OK(tpc_test_txn_sub_start(&sub, sink, 0, NULL));
     tpc_error_t *err = tpc_test_txn_sub_write(&sub, 0, 1);
     ck_assert_ptr_nonnull(err);
     ck_assert_msg(strstr(tpc_error_message(err), "column \"big\" has type bigint, not integer"),
@@ -192,14 +185,13 @@ START_TEST(test_insert_mode_in_batches)
 {
     ck_assert(tpc_test_pg_exec(pg, "CREATE TABLE %s (k bytea, v bytea)", table));
     tpc_txn_sink_t *sink = new_sink(NULL);
-    OK(tpc_txn_sink_set(sink, "pg.mode", "insert"));
-    OK(tpc_txn_sink_set(sink, "pg.batch-size", "7"));
-    OK(tpc_test_txn_sub_open(&sub, sink, 0, 1, 0));
-    OK(tpc__txn_task_initialize(sub.task, NULL, 0));
+    TPC_TEST_OK(tpc_txn_sink_set(sink, "pg.mode", "insert"));
+    TPC_TEST_OK(tpc_txn_sink_set(sink, "pg.batch-size", "7"));
+    TPC_TEST_OK(tpc_test_txn_sub_start(&sub, sink, 0, NULL));
     write_range(0, 100);
-    OK(tpc_test_txn_sub_snapshot(&sub, 1, NULL));
+    TPC_TEST_OK(tpc_test_txn_sub_snapshot(&sub, 1, NULL));
     ck_assert_int_eq(tpc_test_pg_long(pg, "SELECT count(*) FROM %s", table), 0);
-    OK(tpc__txn_task_complete(sub.task, 1));
+    TPC_TEST_OK(tpc__txn_task_complete(sub.task, 1));
     tpc_test_txn_sub_close(&sub);
     tpc_txn_sink_destroy(sink);
     ck_assert_int_eq(tpc_test_pg_long(pg, "SELECT count(DISTINCT k) FROM %s WHERE k = v", table),
@@ -223,16 +215,15 @@ START_TEST(test_upsert_latest_wins)
 {
     ck_assert(tpc_test_pg_exec(pg, "CREATE TABLE %s (k bytea PRIMARY KEY, v int8)", table));
     tpc_txn_sink_t *sink = new_sink(NULL);
-    OK(tpc_txn_sink_set(sink, "pg.mode", "upsert"));
-    OK(tpc_txn_sink_set(sink, "pg.key-columns", "k"));
-    OK(tpc_txn_sink_set(sink, "pg.batch-size", "8"));
-    OK(tpc_pg_sink_set_encoder(sink, mod10, NULL));
-    OK(tpc_test_txn_sub_open(&sub, sink, 0, 1, 0));
-    OK(tpc__txn_task_initialize(sub.task, NULL, 0));
+    TPC_TEST_OK(tpc_txn_sink_set(sink, "pg.mode", "upsert"));
+    TPC_TEST_OK(tpc_txn_sink_set(sink, "pg.key-columns", "k"));
+    TPC_TEST_OK(tpc_txn_sink_set(sink, "pg.batch-size", "8"));
+    TPC_TEST_OK(tpc_pg_sink_set_encoder(sink, mod10, NULL));
+    TPC_TEST_OK(tpc_test_txn_sub_start(&sub, sink, 0, NULL));
     write_range(0, 100); /* each key ten times, several times in one statement */
-    OK(tpc_test_txn_sub_snapshot(&sub, 1, NULL));
+    TPC_TEST_OK(tpc_test_txn_sub_snapshot(&sub, 1, NULL));
     write_range(100, 25); /* keys the prepared transaction holds: must not wait for it */
-    OK(tpc__txn_task_complete(sub.task, 1));
+    TPC_TEST_OK(tpc__txn_task_complete(sub.task, 1));
     ck_assert_int_eq(tpc_test_pg_long(pg, "SELECT sum(v) FROM %s", table), 945); /* 90..99 */
     run_checkpoint(2);
     tpc_test_txn_sub_close(&sub);
@@ -245,7 +236,7 @@ END_TEST
 static void expect_set_error(const char *key, const char *value, const char *part)
 {
     tpc_txn_sink_t *sink = NULL;
-    OK(tpc_pg_sink_new(&sink));
+    TPC_TEST_OK(tpc_pg_sink_new(&sink));
     tpc_error_t *err = tpc_txn_sink_set(sink, key, value);
     ck_assert_msg(err != NULL, "%s=%s accepted", key, value);
     ck_assert_int_eq(tpc_error_code(err), TPC_ERR_CONFIG);
@@ -291,16 +282,16 @@ START_TEST(test_open_errors)
     ck_assert(tpc_test_pg_exec(pg, "CREATE TABLE %s (k int4, v bytea, w text)", table));
     expect_open_error(new_sink(NULL), TPC_ERR_CONFIG, "default mapping needs two columns");
     tpc_txn_sink_t *s = new_sink(NULL);
-    OK(tpc_txn_sink_set(s, "pg.columns", "v, nope"));
+    TPC_TEST_OK(tpc_txn_sink_set(s, "pg.columns", "v, nope"));
     expect_open_error(s, TPC_ERR_CONFIG, "column \"nope\"");
     s = new_sink(NULL);
-    OK(tpc_txn_sink_set(s, "pg.columns", "v,w"));
-    OK(tpc_txn_sink_set(s, "pg.mode", "upsert"));
-    OK(tpc_txn_sink_set(s, "pg.key-columns", "v"));
+    TPC_TEST_OK(tpc_txn_sink_set(s, "pg.columns", "v,w"));
+    TPC_TEST_OK(tpc_txn_sink_set(s, "pg.mode", "upsert"));
+    TPC_TEST_OK(tpc_txn_sink_set(s, "pg.key-columns", "v"));
     expect_open_error(s, TPC_ERR_CONFIG, "no unique index");
 
     s = new_sink("host=127.0.0.1 port=1 dbname=nowhere user=nobody password=sekrit");
-    OK(tpc_txn_sink_set(s, "pg.connect.deadline.ms", "0"));
+    TPC_TEST_OK(tpc_txn_sink_set(s, "pg.connect.deadline.ms", "0"));
     tpc_error_t *err = open_error(s);
     ck_assert_int_eq(tpc_error_code(err), TPC_ERR_CONNECT);
     ck_assert_msg(strstr(tpc_error_message(err), "port=1") &&
@@ -314,12 +305,12 @@ START_TEST(test_open_errors)
     ck_assert(tpc_test_pg_exec(pg, "CREATE ROLE %s LOGIN", role));
     snprintf(conninfo, sizeof conninfo, "%s user=%s", tpc_test_env("TWOPC_TEST_PG_CONNINFO"), role);
     s = new_sink(conninfo);
-    OK(tpc_txn_sink_set(s, "pg.columns", "v,w"));
+    TPC_TEST_OK(tpc_txn_sink_set(s, "pg.columns", "v,w"));
     expect_open_error(s, TPC_ERR_CONFIG, "permission denied for table");
     ck_assert(tpc_test_pg_exec(pg, "GRANT INSERT ON %s TO %s", table, role));
     ck_assert(tpc_test_pg_exec(pg, "REVOKE CREATE ON SCHEMA public FROM PUBLIC"));
     s = new_sink(conninfo);
-    OK(tpc_txn_sink_set(s, "pg.columns", "v,w"));
+    TPC_TEST_OK(tpc_txn_sink_set(s, "pg.columns", "v,w"));
     err = open_error(s);
     ck_assert_msg(strstr(tpc_error_message(err), "marker table") &&
                       strstr(tpc_error_hint_text(err), "CREATE TABLE"),

@@ -5,6 +5,7 @@
  * transaction rolled back behind the sink's back is reported as data loss, restore commits pending
  * and drops current transactions, and the cleanup at start rolls back only this sink's dead gids.
  */
+#include "tpc_test_check.h"
 #include "tpc_pg.h"
 #include "tpc_test_env.h"
 #include "tpc_test_pg.h"
@@ -15,12 +16,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define OK(call)                                                                                   \
-    do {                                                                                           \
-        tpc_error_t *err_ = (call);                                                                \
-        ck_assert_msg(err_ == NULL, "%s: %s", #call, tpc_error_message(err_));                     \
-    } while (0)
-
 static PGconn *pg;
 static char table[96], prefix[96], marker[96];
 static tpc_txn_sink_t *sink;
@@ -29,13 +24,13 @@ static tpc_test_txn_sub_t sub;
 static tpc_txn_sink_t *new_sink(void)
 {
     tpc_txn_sink_t *s = NULL;
-    OK(tpc_pg_sink_new(&s));
-    OK(tpc_txn_sink_set(s, "pg.conninfo", tpc_test_env("TWOPC_TEST_PG_CONNINFO")));
-    OK(tpc_txn_sink_set(s, "pg.table", table));
-    OK(tpc_txn_sink_set(s, "pg.gid-prefix", prefix));
-    OK(tpc_txn_sink_set(s, "pg.marker-table", marker));
-    OK(tpc_txn_sink_set(s, "commit.retry.backoff.ms", "1"));
-    OK(tpc_txn_sink_set(s, "commit.retry.deadline.ms", "200"));
+    TPC_TEST_OK(tpc_pg_sink_new(&s));
+    TPC_TEST_OK(tpc_txn_sink_set(s, "pg.conninfo", tpc_test_env("TWOPC_TEST_PG_CONNINFO")));
+    TPC_TEST_OK(tpc_txn_sink_set(s, "pg.table", table));
+    TPC_TEST_OK(tpc_txn_sink_set(s, "pg.gid-prefix", prefix));
+    TPC_TEST_OK(tpc_txn_sink_set(s, "pg.marker-table", marker));
+    TPC_TEST_OK(tpc_txn_sink_set(s, "commit.retry.backoff.ms", "1"));
+    TPC_TEST_OK(tpc_txn_sink_set(s, "commit.retry.deadline.ms", "200"));
     return s;
 }
 
@@ -61,14 +56,13 @@ static void teardown(void)
 
 static void start(uint64_t restored, const tpc_test_txn_state_t *state)
 {
-    OK(tpc_test_txn_sub_open(&sub, sink, 0, 1, restored));
-    OK(tpc__txn_task_initialize(sub.task, state ? state->entries : NULL, state ? state->count : 0));
+    TPC_TEST_OK(tpc_test_txn_sub_start(&sub, sink, restored, state));
 }
 
 static void write_range(uint64_t first, uint64_t n)
 {
     for (uint64_t i = 0; i < n; i += 64)
-        OK(tpc_test_txn_sub_write(&sub, first + i, n - i < 64 ? n - i : 64));
+        TPC_TEST_OK(tpc_test_txn_sub_write(&sub, first + i, n - i < 64 ? n - i : 64));
 }
 
 static long long rows(void)
@@ -100,10 +94,10 @@ START_TEST(test_checkpoint_prepares_and_completion_commits)
     start(0, NULL);
     write_range(0, 100);
     ck_assert_int_eq(tpc_test_pg_prepared(pg, prefix), 0);
-    OK(tpc_test_txn_sub_snapshot(&sub, 1, NULL));
+    TPC_TEST_OK(tpc_test_txn_sub_snapshot(&sub, 1, NULL));
     ck_assert(gid_prepared(":0:1:1"));
     ck_assert_int_eq(rows(), 0); /* prepared: durable, invisible */
-    OK(tpc__txn_task_complete(sub.task, 1));
+    TPC_TEST_OK(tpc__txn_task_complete(sub.task, 1));
     ck_assert_int_eq(tpc_test_pg_prepared(pg, prefix), 0);
     expect_exactly(100);
     ck_assert_int_eq(
@@ -112,14 +106,14 @@ START_TEST(test_checkpoint_prepares_and_completion_commits)
         1);
 
     /* An empty transaction: no PREPARE, nothing to commit. */
-    OK(tpc_test_txn_sub_snapshot(&sub, 2, NULL));
+    TPC_TEST_OK(tpc_test_txn_sub_snapshot(&sub, 2, NULL));
     ck_assert_int_eq(tpc_test_pg_prepared(pg, prefix), 0);
-    OK(tpc__txn_task_complete(sub.task, 2));
+    TPC_TEST_OK(tpc__txn_task_complete(sub.task, 2));
 
     write_range(100, 50);
-    OK(tpc_test_txn_sub_snapshot(&sub, 3, NULL));
+    TPC_TEST_OK(tpc_test_txn_sub_snapshot(&sub, 3, NULL));
     write_range(150, 10);
-    OK(tpc__txn_task_complete(sub.task, 3));
+    TPC_TEST_OK(tpc__txn_task_complete(sub.task, 3));
     expect_exactly(150);
     tpc_test_txn_sub_close(&sub); /* the current transaction is rolled back */
     expect_exactly(150);
@@ -133,7 +127,7 @@ START_TEST(test_commit_of_committed_gid_succeeds)
     tpc_test_txn_state_t state = {.count = 0};
     start(0, NULL);
     write_range(0, 40);
-    OK(tpc_test_txn_sub_snapshot(&sub, 1, &state));
+    TPC_TEST_OK(tpc_test_txn_sub_snapshot(&sub, 1, &state));
     tpc_test_txn_sub_close(&sub);
     ck_assert(tpc_test_pg_exec(pg, "COMMIT PREPARED '%s:0:1:1'", prefix));
     start(1, &state);
@@ -151,10 +145,10 @@ START_TEST(test_lost_prepared_transaction_is_data_loss)
     tpc_test_txn_state_t state = {.count = 0};
     start(0, NULL);
     write_range(0, 40);
-    OK(tpc_test_txn_sub_snapshot(&sub, 1, &state));
+    TPC_TEST_OK(tpc_test_txn_sub_snapshot(&sub, 1, &state));
     tpc_test_txn_sub_close(&sub);
     ck_assert(tpc_test_pg_exec(pg, "ROLLBACK PREPARED '%s:0:1:1'", prefix));
-    OK(tpc_test_txn_sub_open(&sub, sink, 0, 1, 1));
+    TPC_TEST_OK(tpc_test_txn_sub_open(&sub, sink, 0, 1, 1));
     tpc_error_t *err = tpc__txn_task_initialize(sub.task, state.entries, state.count);
     ck_assert_ptr_nonnull(err);
     ck_assert_int_eq(tpc_error_code(err), TPC_ERR_DATA_LOSS);
@@ -176,17 +170,17 @@ START_TEST(test_restore_commits_pending_and_rolls_back_current)
     tpc_test_txn_state_t state = {.count = 0};
     start(0, NULL);
     write_range(0, 30);
-    OK(tpc_test_txn_sub_snapshot(&sub, 1, &state));
+    TPC_TEST_OK(tpc_test_txn_sub_snapshot(&sub, 1, &state));
     write_range(30, 20);
-    OK(tpc_test_txn_sub_snapshot(&sub, 2, NULL));
+    TPC_TEST_OK(tpc_test_txn_sub_snapshot(&sub, 2, NULL));
     tpc_test_txn_sub_close(&sub);
     ck_assert_int_eq(tpc_test_pg_prepared(pg, prefix), 2);
     start(1, &state);
     ck_assert_int_eq(tpc_test_pg_prepared(pg, prefix), 0);
     expect_exactly(30);
     write_range(30, 20);
-    OK(tpc_test_txn_sub_snapshot(&sub, 2, NULL));
-    OK(tpc__txn_task_complete(sub.task, 2));
+    TPC_TEST_OK(tpc_test_txn_sub_snapshot(&sub, 2, NULL));
+    TPC_TEST_OK(tpc__txn_task_complete(sub.task, 2));
     tpc_test_txn_sub_close(&sub);
     expect_exactly(50);
     tpc_test_txn_state_free(&state);
@@ -237,16 +231,16 @@ START_TEST(test_commit_survives_lost_connection)
 {
     start(0, NULL);
     write_range(0, 25);
-    OK(tpc_test_txn_sub_snapshot(&sub, 1, NULL));
+    TPC_TEST_OK(tpc_test_txn_sub_snapshot(&sub, 1, NULL));
     ck_assert(
         tpc_test_pg_exec(pg, "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE "
                              "application_name LIKE 'twopc %%' AND datname = current_database() "
                              "AND pid <> pg_backend_pid() AND query NOT LIKE '%%pg_terminate%%'"));
-    OK(tpc__txn_task_complete(sub.task, 1));
+    TPC_TEST_OK(tpc__txn_task_complete(sub.task, 1));
     expect_exactly(25);
     write_range(25, 5); /* the data connection was lost between transactions: reconnects */
-    OK(tpc_test_txn_sub_snapshot(&sub, 2, NULL));
-    OK(tpc__txn_task_complete(sub.task, 2));
+    TPC_TEST_OK(tpc_test_txn_sub_snapshot(&sub, 2, NULL));
+    TPC_TEST_OK(tpc__txn_task_complete(sub.task, 2));
     tpc_test_txn_sub_close(&sub);
     expect_exactly(30);
 }
@@ -258,8 +252,8 @@ START_TEST(test_old_markers_are_deleted)
     start(0, NULL);
     for (uint64_t ck = 1; ck <= 6; ck++) {
         write_range(ck * 10, 10);
-        OK(tpc_test_txn_sub_snapshot(&sub, ck, NULL));
-        OK(tpc__txn_task_complete(sub.task, ck));
+        TPC_TEST_OK(tpc_test_txn_sub_snapshot(&sub, ck, NULL));
+        TPC_TEST_OK(tpc__txn_task_complete(sub.task, ck));
     }
     tpc_test_txn_sub_close(&sub);
     ck_assert_int_le(tpc_test_pg_long(pg, "SELECT count(*) FROM %s", marker), 3);

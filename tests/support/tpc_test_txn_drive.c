@@ -73,6 +73,16 @@ tpc_error_t *tpc_test_txn_sub_snapshot(tpc_test_txn_sub_t *s, uint64_t id,
     return err;
 }
 
+tpc_error_t *tpc_test_txn_sub_start(tpc_test_txn_sub_t *s, tpc_txn_sink_t *sink, uint64_t restored,
+                                    const tpc_test_txn_state_t *state)
+{
+    tpc_error_t *err = tpc_test_txn_sub_open(s, sink, 0, 1, restored);
+    if (!err)
+        err = tpc__txn_task_initialize(s->task, state ? state->entries : NULL,
+                                       state ? state->count : 0);
+    return err;
+}
+
 void tpc_test_txn_sub_close(tpc_test_txn_sub_t *s)
 {
     tpc__txn_task_close(s->task);
@@ -101,4 +111,19 @@ tpc_txn_sink_t *tpc_test_txn_sink(void *recorder)
         return NULL;
     }
     return sink;
+}
+
+tpc_txn_sink_t *tpc_test_txn_rec_sink_new(tpc_test_txn_rec_t *rec, uint64_t max_seq)
+{
+    tpc_test_txn_rec_init(rec, max_seq);
+    tpc_txn_sink_t *sink = tpc_test_txn_sink(rec);
+    if (!sink)
+        tpc_test_txn_rec_free(rec);
+    return sink;
+}
+
+void tpc_test_txn_rec_sink_free(tpc_test_txn_rec_t *rec, tpc_txn_sink_t *sink)
+{
+    tpc_txn_sink_destroy(sink);
+    tpc_test_txn_rec_free(rec);
 }

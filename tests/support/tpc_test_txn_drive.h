@@ -7,6 +7,7 @@
 #ifndef TPC_TEST_TXN_DRIVE_H
 #define TPC_TEST_TXN_DRIVE_H
 
+#include "tpc_test_txn_conn.h"
 #include "txn_internal.h"
 
 #define TPC_TEST_TXN_MAX_ENTRIES 64
@@ -33,11 +34,21 @@ tpc_error_t *tpc_test_txn_sub_write(tpc_test_txn_sub_t *s, uint64_t first, size_
 /* Snapshot into @state (which is reset first; may be NULL). */
 tpc_error_t *tpc_test_txn_sub_snapshot(tpc_test_txn_sub_t *s, uint64_t id,
                                        tpc_test_txn_state_t *state);
+/* Open subtask 0 of 1 as restored from checkpoint @restored, and initialize it with the entries
+ * of @state (NULL: none). */
+tpc_error_t *tpc_test_txn_sub_start(tpc_test_txn_sub_t *s, tpc_txn_sink_t *sink, uint64_t restored,
+                                    const tpc_test_txn_state_t *state);
 void tpc_test_txn_sub_close(tpc_test_txn_sub_t *s);
 void tpc_test_txn_state_free(tpc_test_txn_state_t *state);
 
 /* A sink over the recording connector with short retry pauses. Check-free helpers: the caller
  * asserts. */
 tpc_txn_sink_t *tpc_test_txn_sink(void *recorder);
+
+/* The fixture of the hand-driven tests: initialize @rec for @max_seq records per source subtask
+ * and make a sink over it (tpc_test_txn_sink()). @returns the sink, NULL on failure (@rec is then
+ * freed again). tpc_test_txn_rec_sink_free() releases both. */
+tpc_txn_sink_t *tpc_test_txn_rec_sink_new(tpc_test_txn_rec_t *rec, uint64_t max_seq);
+void tpc_test_txn_rec_sink_free(tpc_test_txn_rec_t *rec, tpc_txn_sink_t *sink);
 
 #endif

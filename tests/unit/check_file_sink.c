@@ -4,6 +4,7 @@
  * recovery), that a missing or foreign file is a loud error, that cleanup deletes exactly the dead
  * in-progress files of this sink and no others, and that configuration mistakes are named.
  */
+#include "tpc_test_check.h"
 #include "tpc_file.h"
 #include "tpc_test_file.h"
 #include "tpc_test_ops.h"
@@ -36,23 +37,16 @@ static void teardown(void)
     free(dir);
 }
 
-#define OK(call)                                                                                   \
-    do {                                                                                           \
-        tpc_error_t *err_ = (call);                                                                \
-        ck_assert_msg(err_ == NULL, "%s: %s", #call, tpc_error_message(err_));                     \
-    } while (0)
-
 static void start(uint64_t restored, const tpc_test_txn_state_t *state)
 {
-    OK(tpc_test_txn_sub_open(&sub, sink, 0, 1, restored));
-    OK(tpc__txn_task_initialize(sub.task, state ? state->entries : NULL, state ? state->count : 0));
+    TPC_TEST_OK(tpc_test_txn_sub_start(&sub, sink, restored, state));
 }
 
 /* Write records [first, first + n) in batches. */
 static void write_range(uint64_t first, uint64_t n)
 {
     for (uint64_t i = 0; i < n; i += 64)
-        OK(tpc_test_txn_sub_write(&sub, first + i, n - i < 64 ? n - i : 64));
+        TPC_TEST_OK(tpc_test_txn_sub_write(&sub, first + i, n - i < 64 ? n - i : 64));
 }
 
 static tpc_test_file_out_t read_out(void)
@@ -94,13 +88,13 @@ START_TEST(test_checkpoint_then_commit)
 {
     start(0, NULL);
     write_range(0, 100);
-    OK(tpc_test_txn_sub_snapshot(&sub, 1, NULL));
+    TPC_TEST_OK(tpc_test_txn_sub_snapshot(&sub, 1, NULL));
     expect_committed(0, 1); /* pre-committed: hidden, durable, not visible */
-    OK(tpc__txn_task_complete(sub.task, 1));
+    TPC_TEST_OK(tpc__txn_task_complete(sub.task, 1));
     ck_assert(exists("part-0-0000000001-0000"));
     expect_committed(100, 0);
-    OK(tpc_test_txn_sub_snapshot(&sub, 2, NULL)); /* empty: no file at all */
-    OK(tpc__txn_task_complete(sub.task, 2));
+    TPC_TEST_OK(tpc_test_txn_sub_snapshot(&sub, 2, NULL)); /* empty: no file at all */
+    TPC_TEST_OK(tpc__txn_task_complete(sub.task, 2));
     tpc_test_file_out_t out = read_out();
     ck_assert_int_eq(out.files, 1);
     tpc_test_file_out_free(&out);
@@ -112,11 +106,11 @@ END_TEST
 
 START_TEST(test_parts_roll_by_size)
 {
-    OK(tpc_txn_sink_set(sink, "file.part-size", "200")); /* 9-byte records: 22 per part */
+    TPC_TEST_OK(tpc_txn_sink_set(sink, "file.part-size", "200")); /* 9-byte records: 22 per part */
     start(0, NULL);
     write_range(0, 1000);
-    OK(tpc_test_txn_sub_snapshot(&sub, 1, NULL));
-    OK(tpc__txn_task_complete(sub.task, 1));
+    TPC_TEST_OK(tpc_test_txn_sub_snapshot(&sub, 1, NULL));
+    TPC_TEST_OK(tpc__txn_task_complete(sub.task, 1));
     tpc_test_txn_sub_close(&sub);
     tpc_test_file_out_t out = read_out();
     ck_assert_int_eq(out.files, 46);
@@ -131,12 +125,12 @@ END_TEST
  * committing it again (a second recovery) changes nothing. */
 START_TEST(test_commit_is_idempotent)
 {
-    OK(tpc_txn_sink_set(sink, "file.part-size", "90"));
+    TPC_TEST_OK(tpc_txn_sink_set(sink, "file.part-size", "90"));
     start(0, NULL);
     tpc_test_txn_state_t state = {.count = 0};
     write_range(0, 30);
-    OK(tpc_test_txn_sub_snapshot(&sub, 1, &state)); /* 3 parts, pending */
-    tpc_test_txn_sub_close(&sub);                   /* the crash, before the notification */
+    TPC_TEST_OK(tpc_test_txn_sub_snapshot(&sub, 1, &state)); /* 3 parts, pending */
+    tpc_test_txn_sub_close(&sub); /* the crash, before the notification */
     tpc_test_file_out_t out = read_out();
     ck_assert_int_eq(out.inprogress, 3);
     tpc_test_file_out_free(&out);
@@ -168,13 +162,13 @@ START_TEST(test_missing_file_is_data_loss)
     start(0, NULL);
     tpc_test_txn_state_t state = {.count = 0};
     write_range(0, 10);
-    OK(tpc_test_txn_sub_snapshot(&sub, 1, &state));
-    OK(tpc__txn_task_complete(sub.task, 1));
+    TPC_TEST_OK(tpc_test_txn_sub_snapshot(&sub, 1, &state));
+    TPC_TEST_OK(tpc__txn_task_complete(sub.task, 1));
     tpc_test_txn_sub_close(&sub);
     char path[1024];
     snprintf(path, sizeof path, "%s/part-0-0000000001-0000", dir);
     ck_assert_int_eq(unlink(path), 0);
-    OK(tpc_test_txn_sub_open(&sub, sink, 0, 1, 1));
+    TPC_TEST_OK(tpc_test_txn_sub_open(&sub, sink, 0, 1, 1));
     tpc_error_t *err = tpc__txn_task_initialize(sub.task, state.entries, state.count);
     ck_assert_ptr_nonnull(err);
     ck_assert_int_eq(tpc_error_code(err), TPC_ERR_DATA_LOSS);
@@ -193,7 +187,7 @@ START_TEST(test_foreign_final_file_is_not_replaced)
 {
     start(0, NULL);
     write_range(0, 10);
-    OK(tpc_test_txn_sub_snapshot(&sub, 1, NULL));
+    TPC_TEST_OK(tpc_test_txn_sub_snapshot(&sub, 1, NULL));
     touch("part-0-0000000001-0000");
     tpc_error_t *err = tpc__txn_task_complete(sub.task, 1);
     ck_assert_ptr_nonnull(err);
@@ -230,16 +224,15 @@ START_TEST(test_lingering_cleanup_rules)
     size_t n = sizeof files / sizeof files[0];
     for (size_t i = 0; i < n; i++)
         touch(files[i].name);
-    OK(tpc_test_txn_sub_open(&sub, sink, 0, 2, 5));
-    OK(tpc__txn_task_initialize(sub.task, NULL, 0));
+    TPC_TEST_OK(tpc_test_txn_sub_open(&sub, sink, 0, 2, 5));
+    TPC_TEST_OK(tpc__txn_task_initialize(sub.task, NULL, 0));
     tpc_test_txn_sub_close(&sub);
     for (size_t i = 0; i < n; i++)
         ck_assert_msg(exists(files[i].name) != files[i].deleted, "%s was %s", files[i].name,
                       files[i].deleted ? "kept" : "deleted");
     ck_assert_ptr_nonnull(strstr(sub.log, "deleted 3 in-progress files"));
     /* A fresh start (no checkpoint) owns every in-progress file of its subtasks. */
-    OK(tpc_test_txn_sub_open(&sub, sink, 0, 1, 0));
-    OK(tpc__txn_task_initialize(sub.task, NULL, 0));
+    TPC_TEST_OK(tpc_test_txn_sub_start(&sub, sink, 0, NULL));
     tpc_test_txn_sub_close(&sub);
     ck_assert(!exists(files[3].name) && !exists(files[4].name));
     ck_assert(exists(files[5].name) && exists(files[6].name) && exists(files[8].name));
@@ -253,7 +246,7 @@ START_TEST(test_restore_commits_pending_and_drops_current)
     start(0, NULL);
     tpc_test_txn_state_t state = {.count = 0};
     write_range(0, 20);
-    OK(tpc_test_txn_sub_snapshot(&sub, 1, &state));
+    TPC_TEST_OK(tpc_test_txn_sub_snapshot(&sub, 1, &state));
     write_range(20, 20);
     tpc_test_file_out_t out = read_out();
     ck_assert_int_eq(out.inprogress, 2);
@@ -280,17 +273,17 @@ END_TEST
 
 START_TEST(test_at_least_once_visible_at_checkpoint)
 {
-    OK(tpc_txn_sink_set(sink, "guarantee", "at-least-once"));
+    TPC_TEST_OK(tpc_txn_sink_set(sink, "guarantee", "at-least-once"));
     start(0, NULL);
     write_range(0, 10);
-    OK(tpc_test_txn_sub_snapshot(&sub, 1, NULL));
+    TPC_TEST_OK(tpc_test_txn_sub_snapshot(&sub, 1, NULL));
     expect_committed(10, 0); /* no waiting for the checkpoint to complete */
     tpc_test_txn_sub_close(&sub);
     /* Checkpoint 1 never completed; a new process numbers its next checkpoint 1 again. The
      * names differ by their token, so nothing collides. */
     start(0, NULL);
     write_range(10, 10);
-    OK(tpc_test_txn_sub_snapshot(&sub, 1, NULL));
+    TPC_TEST_OK(tpc_test_txn_sub_snapshot(&sub, 1, NULL));
     tpc_test_txn_sub_close(&sub);
     tpc_test_file_out_t out = read_out();
     ck_assert_int_eq(out.files, 2);
@@ -319,12 +312,12 @@ static size_t seq_as_text(void *opaque, const tpc_record_t *r, void *buf, size_t
 
 START_TEST(test_encoder)
 {
-    OK(tpc_txn_sink_set(sink, "file.buffer-size", "4096"));
-    OK(tpc_file_sink_set_encoder(sink, seq_as_text, NULL));
+    TPC_TEST_OK(tpc_txn_sink_set(sink, "file.buffer-size", "4096"));
+    TPC_TEST_OK(tpc_file_sink_set_encoder(sink, seq_as_text, NULL));
     start(0, NULL);
     write_range(0, 300);
-    OK(tpc_test_txn_sub_snapshot(&sub, 1, NULL));
-    OK(tpc__txn_task_complete(sub.task, 1));
+    TPC_TEST_OK(tpc_test_txn_sub_snapshot(&sub, 1, NULL));
+    TPC_TEST_OK(tpc__txn_task_complete(sub.task, 1));
     tpc_test_txn_sub_close(&sub);
     tpc_test_file_out_t out = read_out();
     out.data[out.len] = '\0';
@@ -373,9 +366,9 @@ START_TEST(test_configuration_errors)
     ck_assert_str_eq(tpc_error_message(err),
                      "unrecognized configuration key \"file.nope\" for a \"file\" sink");
     tpc_error_destroy(err);
-    OK(tpc_txn_sink_set(sink, "file.prefix", "app-log_1.v2"));
-    OK(tpc_txn_sink_set(sink, "file.suffix", ".log"));
-    OK(tpc_txn_sink_set(sink, "guarantee", "none"));
+    TPC_TEST_OK(tpc_txn_sink_set(sink, "file.prefix", "app-log_1.v2"));
+    TPC_TEST_OK(tpc_txn_sink_set(sink, "file.suffix", ".log"));
+    TPC_TEST_OK(tpc_txn_sink_set(sink, "guarantee", "none"));
 }
 END_TEST
 

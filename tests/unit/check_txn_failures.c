@@ -4,6 +4,7 @@
  * errors are retried until a deadline, an expired transaction on recovery is a failure or a loud
  * data-loss event by configuration, and the sink's own configuration and ops checks speak clearly.
  */
+#include "tpc_test_check.h"
 #include "tpc_test_txn_conn.h"
 #include "tpc_test_txn_drive.h"
 
@@ -18,22 +19,14 @@ static tpc_test_txn_sub_t sub;
 
 static void setup(void)
 {
-    tpc_test_txn_rec_init(&rec, 4096);
-    sink = tpc_test_txn_sink(&rec);
+    sink = tpc_test_txn_rec_sink_new(&rec, 4096);
     ck_assert_ptr_nonnull(sink);
 }
 
 static void teardown(void)
 {
-    tpc_txn_sink_destroy(sink);
-    tpc_test_txn_rec_free(&rec);
+    tpc_test_txn_rec_sink_free(&rec, sink);
 }
-
-#define OK(call)                                                                                   \
-    do {                                                                                           \
-        tpc_error_t *err_ = (call);                                                                \
-        ck_assert_msg(err_ == NULL, "%s: %s", #call, tpc_error_message(err_));                     \
-    } while (0)
 
 /* Assert @err is an error whose message contains @part; free it. */
 static void expect_error(tpc_error_t *err, const char *part)
@@ -46,8 +39,7 @@ static void expect_error(tpc_error_t *err, const char *part)
 
 static void start(void)
 {
-    OK(tpc_test_txn_sub_open(&sub, sink, 0, 1, 0));
-    OK(tpc__txn_task_initialize(sub.task, NULL, 0));
+    TPC_TEST_OK(tpc_test_txn_sub_start(&sub, sink, 0, NULL));
 }
 
 static void no_violation(void)
@@ -59,8 +51,8 @@ START_TEST(test_commit_failure_keeps_pending_in_order)
 {
     start();
     tpc_test_txn_fail(&rec, TPC_TEST_TXN_COMMIT, 1, 1, false);
-    OK(tpc_test_txn_sub_write(&sub, 0, 10));
-    OK(tpc_test_txn_sub_snapshot(&sub, 1, NULL));
+    TPC_TEST_OK(tpc_test_txn_sub_write(&sub, 0, 10));
+    TPC_TEST_OK(tpc_test_txn_sub_snapshot(&sub, 1, NULL));
     tpc_error_t *err = tpc__txn_task_complete(sub.task, 1);
     ck_assert_ptr_nonnull(err);
     ck_assert_str_eq(tpc_error_message(err), "could not commit transaction \"rec-1\" of "
@@ -72,10 +64,10 @@ START_TEST(test_commit_failure_keeps_pending_in_order)
     ck_assert_uint_eq(st.pending, 1);
     /* Still pending, still in the state, committed first by the next notification. */
     tpc_test_txn_state_t state = {.count = 0};
-    OK(tpc_test_txn_sub_write(&sub, 10, 10));
-    OK(tpc_test_txn_sub_snapshot(&sub, 2, &state));
+    TPC_TEST_OK(tpc_test_txn_sub_write(&sub, 10, 10));
+    TPC_TEST_OK(tpc_test_txn_sub_snapshot(&sub, 2, &state));
     ck_assert_uint_eq(state.count, 3);
-    OK(tpc__txn_task_complete(sub.task, 2));
+    TPC_TEST_OK(tpc__txn_task_complete(sub.task, 2));
     tpc_test_txn_sub_close(&sub);
     char *trace = tpc_test_txn_trace(&rec, -1);
     ck_assert_ptr_nonnull(strstr(trace, "begin:3@3 commit:1 commit:2 close"));
@@ -90,9 +82,9 @@ START_TEST(test_retriable_commit_is_retried)
 {
     start();
     tpc_test_txn_fail(&rec, TPC_TEST_TXN_COMMIT, 1, 3, true);
-    OK(tpc_test_txn_sub_write(&sub, 0, 10));
-    OK(tpc_test_txn_sub_snapshot(&sub, 1, NULL));
-    OK(tpc__txn_task_complete(sub.task, 1));
+    TPC_TEST_OK(tpc_test_txn_sub_write(&sub, 0, 10));
+    TPC_TEST_OK(tpc_test_txn_sub_snapshot(&sub, 1, NULL));
+    TPC_TEST_OK(tpc__txn_task_complete(sub.task, 1));
     tpc_test_txn_sub_close(&sub);
     tpc_txn_sink_stats_t st;
     tpc_txn_sink_get_stats(sink, &st);
@@ -106,11 +98,11 @@ END_TEST
 
 START_TEST(test_retries_stop_at_deadline)
 {
-    OK(tpc_txn_sink_set(sink, "commit.retry.deadline.ms", "40"));
+    TPC_TEST_OK(tpc_txn_sink_set(sink, "commit.retry.deadline.ms", "40"));
     start();
     tpc_test_txn_fail(&rec, TPC_TEST_TXN_COMMIT, 1, 1000000, true);
-    OK(tpc_test_txn_sub_write(&sub, 0, 10));
-    OK(tpc_test_txn_sub_snapshot(&sub, 1, NULL));
+    TPC_TEST_OK(tpc_test_txn_sub_write(&sub, 0, 10));
+    TPC_TEST_OK(tpc_test_txn_sub_snapshot(&sub, 1, NULL));
     struct timespec t0, t1;
     clock_gettime(CLOCK_MONOTONIC, &t0);
     tpc_error_t *err = tpc__txn_task_complete(sub.task, 1);
@@ -132,9 +124,9 @@ START_TEST(test_pre_commit_failure_aborts_only_current)
 {
     start();
     tpc_test_txn_fail(&rec, TPC_TEST_TXN_PRE_COMMIT, 2, 1, false);
-    OK(tpc_test_txn_sub_write(&sub, 0, 10));
-    OK(tpc_test_txn_sub_snapshot(&sub, 1, NULL));
-    OK(tpc_test_txn_sub_write(&sub, 10, 10));
+    TPC_TEST_OK(tpc_test_txn_sub_write(&sub, 0, 10));
+    TPC_TEST_OK(tpc_test_txn_sub_snapshot(&sub, 1, NULL));
+    TPC_TEST_OK(tpc_test_txn_sub_write(&sub, 10, 10));
     expect_error(tpc_test_txn_sub_snapshot(&sub, 2, NULL),
                  "could not pre-commit transaction \"rec-2\" for checkpoint 2: injected");
     tpc_test_txn_sub_close(&sub);
@@ -150,7 +142,7 @@ START_TEST(test_begin_failure_keeps_pending)
 {
     start();
     tpc_test_txn_fail(&rec, TPC_TEST_TXN_BEGIN, 2, 1, false);
-    OK(tpc_test_txn_sub_write(&sub, 0, 10));
+    TPC_TEST_OK(tpc_test_txn_sub_write(&sub, 0, 10));
     expect_error(tpc_test_txn_sub_snapshot(&sub, 1, NULL), "could not begin a transaction");
     tpc_test_txn_sub_close(&sub);
     char *trace = tpc_test_txn_trace(&rec, -1);
@@ -165,7 +157,7 @@ START_TEST(test_write_and_flush_failures)
     start();
     tpc_test_txn_fail(&rec, TPC_TEST_TXN_WRITE, 2, 1, false);
     tpc_test_txn_fail(&rec, TPC_TEST_TXN_FLUSH, 1, 1, false);
-    OK(tpc_test_txn_sub_write(&sub, 0, 10));
+    TPC_TEST_OK(tpc_test_txn_sub_write(&sub, 0, 10));
     expect_error(tpc_test_txn_sub_write(&sub, 10, 10),
                  "could not write to transaction \"rec-1\": injected failure in write");
     expect_error(tpc__txn_task_finish(sub.task), "could not flush transaction \"rec-1\"");
@@ -181,8 +173,8 @@ END_TEST
 static void pending_state(tpc_test_txn_state_t *state)
 {
     start();
-    OK(tpc_test_txn_sub_write(&sub, 0, 10));
-    OK(tpc_test_txn_sub_snapshot(&sub, 1, state));
+    TPC_TEST_OK(tpc_test_txn_sub_write(&sub, 0, 10));
+    TPC_TEST_OK(tpc_test_txn_sub_snapshot(&sub, 1, state));
     tpc_test_txn_sub_close(&sub);
 }
 
@@ -191,7 +183,7 @@ START_TEST(test_recovery_commit_failure)
     tpc_test_txn_state_t state = {.count = 0};
     pending_state(&state);
     tpc_test_txn_fail(&rec, TPC_TEST_TXN_RECOVER_COMMIT, 1, 1, false);
-    OK(tpc_test_txn_sub_open(&sub, sink, 0, 1, 1));
+    TPC_TEST_OK(tpc_test_txn_sub_open(&sub, sink, 0, 1, 1));
     expect_error(tpc__txn_task_initialize(sub.task, state.entries, state.count),
                  "could not commit transaction \"rec-1\" of checkpoint 1 during recovery");
     tpc_test_txn_sub_close(&sub);
@@ -207,12 +199,12 @@ START_TEST(test_recovery_abort_and_lingering_failures)
     tpc_test_txn_state_t state = {.count = 0};
     pending_state(&state);
     tpc_test_txn_fail(&rec, TPC_TEST_TXN_RECOVER_ABORT, 1, 1, false);
-    OK(tpc_test_txn_sub_open(&sub, sink, 0, 1, 1));
+    TPC_TEST_OK(tpc_test_txn_sub_open(&sub, sink, 0, 1, 1));
     expect_error(tpc__txn_task_initialize(sub.task, state.entries, state.count),
                  "could not abort transaction \"rec-2\" restored from checkpoint 1");
     tpc_test_txn_sub_close(&sub);
     tpc_test_txn_fail(&rec, TPC_TEST_TXN_LINGERING, 2, 1, false);
-    OK(tpc_test_txn_sub_open(&sub, sink, 0, 1, 1));
+    TPC_TEST_OK(tpc_test_txn_sub_open(&sub, sink, 0, 1, 1));
     expect_error(tpc__txn_task_initialize(sub.task, state.entries, state.count),
                  "could not abort lingering transactions of sink \"sink\"");
     tpc_test_txn_sub_close(&sub);
@@ -223,12 +215,12 @@ END_TEST
 
 static void expire_and_restore(tpc_test_txn_state_t *state)
 {
-    OK(tpc_txn_sink_set(sink, "transaction.timeout.ms", "1"));
+    TPC_TEST_OK(tpc_txn_sink_set(sink, "transaction.timeout.ms", "1"));
     pending_state(state);
     tpc_test_txn_expire(&rec, 1);
     struct timespec ts = {0, 20 * 1000000L};
     nanosleep(&ts, NULL);
-    OK(tpc_test_txn_sub_open(&sub, sink, 0, 1, 1));
+    TPC_TEST_OK(tpc_test_txn_sub_open(&sub, sink, 0, 1, 1));
 }
 
 START_TEST(test_expired_on_recovery_fails_by_default)
@@ -247,10 +239,10 @@ END_TEST
 
 START_TEST(test_expired_on_recovery_can_be_logged)
 {
-    OK(tpc_txn_sink_set(sink, "recovery.expired", "log"));
+    TPC_TEST_OK(tpc_txn_sink_set(sink, "recovery.expired", "log"));
     tpc_test_txn_state_t state = {.count = 0};
     expire_and_restore(&state);
-    OK(tpc__txn_task_initialize(sub.task, state.entries, state.count));
+    TPC_TEST_OK(tpc__txn_task_initialize(sub.task, state.entries, state.count));
     tpc_test_txn_sub_close(&sub);
     ck_assert_ptr_nonnull(strstr(sub.log, "error: data loss: transaction \"rec-1\""));
     tpc_txn_sink_stats_t st;
@@ -263,15 +255,15 @@ END_TEST
 
 START_TEST(test_warns_before_timeout)
 {
-    OK(tpc_txn_sink_set(sink, "transaction.timeout.ms", "30"));
-    OK(tpc_txn_sink_set(sink, "transaction.timeout.warn-ratio", "0.5"));
+    TPC_TEST_OK(tpc_txn_sink_set(sink, "transaction.timeout.ms", "30"));
+    TPC_TEST_OK(tpc_txn_sink_set(sink, "transaction.timeout.warn-ratio", "0.5"));
     start();
-    OK(tpc_test_txn_sub_write(&sub, 0, 10));
-    OK(tpc_test_txn_sub_snapshot(&sub, 1, NULL));
+    TPC_TEST_OK(tpc_test_txn_sub_write(&sub, 0, 10));
+    TPC_TEST_OK(tpc_test_txn_sub_snapshot(&sub, 1, NULL));
     ck_assert_ptr_null(strstr(sub.log, "transaction.timeout.ms"));
     struct timespec ts = {0, 20 * 1000000L};
     nanosleep(&ts, NULL);
-    OK(tpc_test_txn_sub_snapshot(&sub, 2, NULL));
+    TPC_TEST_OK(tpc_test_txn_sub_snapshot(&sub, 2, NULL));
     ck_assert_ptr_nonnull(strstr(sub.log, "warn: transaction \"rec-1\" of checkpoint 1 has been "
                                           "open for"));
     tpc_test_txn_sub_close(&sub);
@@ -297,7 +289,7 @@ START_TEST(test_configuration_errors)
 
     tpc_job_t *job = tpc_job_new("config");
     int v;
-    OK(tpc_txn_sink_add_to_job(sink, job, "sink", 1, &v));
+    TPC_TEST_OK(tpc_txn_sink_add_to_job(sink, job, "sink", 1, &v));
     err = tpc_txn_sink_set(sink, "guarantee", "none");
     ck_assert_int_eq(tpc_error_code(err), TPC_ERR_STATE);
     tpc_error_destroy(err);

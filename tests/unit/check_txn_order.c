@@ -4,6 +4,7 @@
  * transactions, late and subsumed notifications, aborted checkpoints (also after finish()),
  * close(), restore, and the weaker guarantees. Each trace is what a connector author can rely on.
  */
+#include "tpc_test_check.h"
 #include "tpc_test_txn_conn.h"
 #include "tpc_test_txn_drive.h"
 
@@ -17,22 +18,14 @@ static tpc_test_txn_sub_t sub;
 
 static void setup(void)
 {
-    tpc_test_txn_rec_init(&rec, 4096);
-    sink = tpc_test_txn_sink(&rec);
+    sink = tpc_test_txn_rec_sink_new(&rec, 4096);
     ck_assert_ptr_nonnull(sink);
 }
 
 static void teardown(void)
 {
-    tpc_txn_sink_destroy(sink);
-    tpc_test_txn_rec_free(&rec);
+    tpc_test_txn_rec_sink_free(&rec, sink);
 }
-
-#define OK(call)                                                                                   \
-    do {                                                                                           \
-        tpc_error_t *err_ = (call);                                                                \
-        ck_assert_msg(err_ == NULL, "%s: %s", #call, tpc_error_message(err_));                     \
-    } while (0)
 
 static void assert_trace(const char *expected)
 {
@@ -44,23 +37,22 @@ static void assert_trace(const char *expected)
 
 static void start(uint64_t restored)
 {
-    OK(tpc_test_txn_sub_open(&sub, sink, 0, 1, restored));
-    OK(tpc__txn_task_initialize(sub.task, NULL, 0));
+    TPC_TEST_OK(tpc_test_txn_sub_start(&sub, sink, restored, NULL));
 }
 
 START_TEST(test_normal_run)
 {
     start(0);
-    OK(tpc_test_txn_sub_write(&sub, 0, 10));
-    OK(tpc_test_txn_sub_snapshot(&sub, 1, NULL));
-    OK(tpc__txn_task_complete(sub.task, 1));
-    OK(tpc_test_txn_sub_write(&sub, 10, 10));
-    OK(tpc_test_txn_sub_snapshot(&sub, 2, NULL));
-    OK(tpc__txn_task_complete(sub.task, 2));
-    OK(tpc_test_txn_sub_write(&sub, 20, 10));
-    OK(tpc__txn_task_finish(sub.task));
-    OK(tpc_test_txn_sub_snapshot(&sub, 3, NULL));
-    OK(tpc__txn_task_complete(sub.task, 3));
+    TPC_TEST_OK(tpc_test_txn_sub_write(&sub, 0, 10));
+    TPC_TEST_OK(tpc_test_txn_sub_snapshot(&sub, 1, NULL));
+    TPC_TEST_OK(tpc__txn_task_complete(sub.task, 1));
+    TPC_TEST_OK(tpc_test_txn_sub_write(&sub, 10, 10));
+    TPC_TEST_OK(tpc_test_txn_sub_snapshot(&sub, 2, NULL));
+    TPC_TEST_OK(tpc__txn_task_complete(sub.task, 2));
+    TPC_TEST_OK(tpc_test_txn_sub_write(&sub, 20, 10));
+    TPC_TEST_OK(tpc__txn_task_finish(sub.task));
+    TPC_TEST_OK(tpc_test_txn_sub_snapshot(&sub, 3, NULL));
+    TPC_TEST_OK(tpc__txn_task_complete(sub.task, 3));
     tpc_test_txn_sub_close(&sub);
     assert_trace("open lingering@0 begin:1@1 write:1 pre_commit:1@1 begin:2@2 commit:1 "
                  "write:2 pre_commit:2@2 begin:3@3 commit:2 write:3 flush:3 pre_commit:3@3 "
@@ -79,11 +71,11 @@ END_TEST
 START_TEST(test_empty_transactions_cost_nothing)
 {
     start(0);
-    OK(tpc_test_txn_sub_snapshot(&sub, 1, NULL)); /* nothing written: no pre-commit */
-    OK(tpc__txn_task_complete(sub.task, 1));
-    OK(tpc_test_txn_sub_write(&sub, 0, 5));
-    OK(tpc_test_txn_sub_snapshot(&sub, 2, NULL));
-    OK(tpc__txn_task_complete(sub.task, 2));
+    TPC_TEST_OK(tpc_test_txn_sub_snapshot(&sub, 1, NULL)); /* nothing written: no pre-commit */
+    TPC_TEST_OK(tpc__txn_task_complete(sub.task, 1));
+    TPC_TEST_OK(tpc_test_txn_sub_write(&sub, 0, 5));
+    TPC_TEST_OK(tpc_test_txn_sub_snapshot(&sub, 2, NULL));
+    TPC_TEST_OK(tpc__txn_task_complete(sub.task, 2));
     tpc_test_txn_sub_close(&sub); /* the current one is empty: no abort */
     assert_trace("open lingering@0 begin:1@1 begin:2@2 write:2 pre_commit:2@2 begin:3@3 "
                  "commit:2 close");
@@ -98,14 +90,14 @@ START_TEST(test_subsumed_notification_commits_all_older)
 {
     start(0);
     for (uint64_t id = 1; id <= 3; id++) {
-        OK(tpc_test_txn_sub_write(&sub, id * 10, 10));
-        OK(tpc_test_txn_sub_snapshot(&sub, id, NULL));
+        TPC_TEST_OK(tpc_test_txn_sub_write(&sub, id * 10, 10));
+        TPC_TEST_OK(tpc_test_txn_sub_snapshot(&sub, id, NULL));
     }
-    OK(tpc__txn_task_aborted(sub.task, 1));
+    TPC_TEST_OK(tpc__txn_task_aborted(sub.task, 1));
     /* Checkpoint 3 completed; notifications of 1 and 2 never come, or come late. */
-    OK(tpc__txn_task_complete(sub.task, 3));
-    OK(tpc__txn_task_complete(sub.task, 2));
-    OK(tpc__txn_task_complete(sub.task, 1));
+    TPC_TEST_OK(tpc__txn_task_complete(sub.task, 3));
+    TPC_TEST_OK(tpc__txn_task_complete(sub.task, 2));
+    TPC_TEST_OK(tpc__txn_task_complete(sub.task, 1));
     tpc_test_txn_sub_close(&sub);
     assert_trace("open lingering@0 begin:1@1 write:1 pre_commit:1@1 begin:2@2 write:2 "
                  "pre_commit:2@2 begin:3@3 write:3 pre_commit:3@3 begin:4@4 commit:1 commit:2 "
@@ -117,16 +109,16 @@ START_TEST(test_notification_commits_only_up_to_its_checkpoint)
 {
     start(0);
     for (uint64_t id = 1; id <= 3; id++) {
-        OK(tpc_test_txn_sub_write(&sub, id * 10, 10));
-        OK(tpc_test_txn_sub_snapshot(&sub, id, NULL));
+        TPC_TEST_OK(tpc_test_txn_sub_write(&sub, id * 10, 10));
+        TPC_TEST_OK(tpc_test_txn_sub_snapshot(&sub, id, NULL));
     }
-    OK(tpc__txn_task_complete(sub.task, 2));
+    TPC_TEST_OK(tpc__txn_task_complete(sub.task, 2));
     char *trace = tpc_test_txn_trace(&rec, -1);
     ck_assert_ptr_nonnull(strstr(trace, " commit:1 commit:2"));
     ck_assert_ptr_null(strstr(trace, " commit:3"));
     free(trace);
     /* An id between snapshots, never seen by this subtask, is just as good. */
-    OK(tpc__txn_task_complete(sub.task, 7));
+    TPC_TEST_OK(tpc__txn_task_complete(sub.task, 7));
     tpc_test_txn_sub_close(&sub);
     ck_assert_int_eq(tpc_test_txn_count(&rec, TPC_TEST_TXN_COMMIT), 3);
     ck_assert_int_eq(tpc_test_txn_count(&rec, TPC_TEST_TXN_ABORT), 0);
@@ -138,21 +130,21 @@ END_TEST
 START_TEST(test_checkpoint_aborted_after_finish)
 {
     start(0);
-    OK(tpc_test_txn_sub_write(&sub, 0, 10));
-    OK(tpc__txn_task_finish(sub.task));
+    TPC_TEST_OK(tpc_test_txn_sub_write(&sub, 0, 10));
+    TPC_TEST_OK(tpc__txn_task_finish(sub.task));
     tpc_test_txn_state_t st1 = {.count = 0}, st2 = {.count = 0};
-    OK(tpc_test_txn_sub_snapshot(&sub, 1, &st1));
-    OK(tpc__txn_task_aborted(sub.task, 1));
-    OK(tpc_test_txn_sub_snapshot(&sub, 2, &st2));
+    TPC_TEST_OK(tpc_test_txn_sub_snapshot(&sub, 1, &st1));
+    TPC_TEST_OK(tpc__txn_task_aborted(sub.task, 1));
+    TPC_TEST_OK(tpc_test_txn_sub_snapshot(&sub, 2, &st2));
     /* The pending transaction is still in the state of checkpoint 2, and nothing else. */
     ck_assert_uint_eq(st1.count, 1);
     ck_assert_uint_eq(st2.count, 1);
     ck_assert_uint_eq(st2.entries[0].len, st1.entries[0].len);
     ck_assert_int_eq(memcmp(st1.entries[0].bytes, st2.entries[0].bytes, st1.entries[0].len), 0);
     ck_assert_int_eq(tpc_test_txn_count(&rec, TPC_TEST_TXN_COMMIT), 0);
-    OK(tpc__txn_task_complete(sub.task, 2));
-    OK(tpc_test_txn_sub_snapshot(&sub, 3, NULL));
-    OK(tpc__txn_task_complete(sub.task, 3));
+    TPC_TEST_OK(tpc__txn_task_complete(sub.task, 2));
+    TPC_TEST_OK(tpc_test_txn_sub_snapshot(&sub, 3, NULL));
+    TPC_TEST_OK(tpc__txn_task_complete(sub.task, 3));
     tpc_test_txn_sub_close(&sub);
     assert_trace("open lingering@0 begin:1@1 write:1 flush:1 pre_commit:1@1 commit:1 close");
     ck_assert_uint_eq(tpc_test_txn_missing(&rec, 0, 10), 0);
@@ -164,9 +156,9 @@ END_TEST
 START_TEST(test_close_aborts_current_never_pending)
 {
     start(0);
-    OK(tpc_test_txn_sub_write(&sub, 0, 10));
-    OK(tpc_test_txn_sub_snapshot(&sub, 1, NULL));
-    OK(tpc_test_txn_sub_write(&sub, 10, 10));
+    TPC_TEST_OK(tpc_test_txn_sub_write(&sub, 0, 10));
+    TPC_TEST_OK(tpc_test_txn_sub_snapshot(&sub, 1, NULL));
+    TPC_TEST_OK(tpc_test_txn_sub_write(&sub, 10, 10));
     tpc_test_txn_sub_close(&sub); /* a failure elsewhere: checkpoint 1 never completed here */
     assert_trace("open lingering@0 begin:1@1 write:1 pre_commit:1@1 begin:2@2 write:2 abort:2 "
                  "close");
@@ -182,8 +174,8 @@ END_TEST
 START_TEST(test_end_without_checkpoint_is_loud)
 {
     start(0);
-    OK(tpc_test_txn_sub_write(&sub, 0, 10));
-    OK(tpc__txn_task_finish(sub.task));
+    TPC_TEST_OK(tpc_test_txn_sub_write(&sub, 0, 10));
+    TPC_TEST_OK(tpc__txn_task_finish(sub.task));
     tpc_test_txn_sub_close(&sub);
     assert_trace("open lingering@0 begin:1@1 write:1 flush:1 abort:1 close");
     ck_assert_msg(strstr(sub.log, "error: sink ends with transaction \"rec-1\" never "
@@ -198,25 +190,25 @@ START_TEST(test_restore_order)
 {
     start(0);
     tpc_test_txn_state_t st = {.count = 0};
-    OK(tpc_test_txn_sub_write(&sub, 0, 10));
-    OK(tpc_test_txn_sub_snapshot(&sub, 1, NULL));
-    OK(tpc__txn_task_complete(sub.task, 1));
-    OK(tpc_test_txn_sub_write(&sub, 10, 10));
-    OK(tpc_test_txn_sub_snapshot(&sub, 2, NULL));
-    OK(tpc_test_txn_sub_write(&sub, 20, 10));
-    OK(tpc_test_txn_sub_snapshot(&sub, 3, &st)); /* pending 2 and 3, current 4 */
-    OK(tpc_test_txn_sub_write(&sub, 30, 10));
+    TPC_TEST_OK(tpc_test_txn_sub_write(&sub, 0, 10));
+    TPC_TEST_OK(tpc_test_txn_sub_snapshot(&sub, 1, NULL));
+    TPC_TEST_OK(tpc__txn_task_complete(sub.task, 1));
+    TPC_TEST_OK(tpc_test_txn_sub_write(&sub, 10, 10));
+    TPC_TEST_OK(tpc_test_txn_sub_snapshot(&sub, 2, NULL));
+    TPC_TEST_OK(tpc_test_txn_sub_write(&sub, 20, 10));
+    TPC_TEST_OK(tpc_test_txn_sub_snapshot(&sub, 3, &st)); /* pending 2 and 3, current 4 */
+    TPC_TEST_OK(tpc_test_txn_sub_write(&sub, 30, 10));
     tpc_test_txn_sub_close(&sub); /* the crash: 2 and 3 stay pending, 4 is lost */
     ck_assert_uint_eq(st.count, 3);
     tpc__txn_bytes_t shuffled[3] = {st.entries[2], st.entries[1], st.entries[0]};
 
     tpc_test_txn_rec_t *r = &rec;
     size_t before = r->nevents;
-    OK(tpc_test_txn_sub_open(&sub, sink, 0, 1, 3));
-    OK(tpc__txn_task_initialize(sub.task, shuffled, 3));
-    OK(tpc_test_txn_sub_write(&sub, 30, 10));
-    OK(tpc_test_txn_sub_snapshot(&sub, 4, NULL));
-    OK(tpc__txn_task_complete(sub.task, 4));
+    TPC_TEST_OK(tpc_test_txn_sub_open(&sub, sink, 0, 1, 3));
+    TPC_TEST_OK(tpc__txn_task_initialize(sub.task, shuffled, 3));
+    TPC_TEST_OK(tpc_test_txn_sub_write(&sub, 30, 10));
+    TPC_TEST_OK(tpc_test_txn_sub_snapshot(&sub, 4, NULL));
+    TPC_TEST_OK(tpc__txn_task_complete(sub.task, 4));
     tpc_test_txn_sub_close(&sub);
     char *trace = tpc_test_txn_trace(&rec, -1);
     size_t skip = 0;
@@ -240,13 +232,13 @@ START_TEST(test_restore_again_is_idempotent)
 {
     start(0);
     tpc_test_txn_state_t st = {.count = 0};
-    OK(tpc_test_txn_sub_write(&sub, 0, 10));
-    OK(tpc_test_txn_sub_snapshot(&sub, 1, &st));
+    TPC_TEST_OK(tpc_test_txn_sub_write(&sub, 0, 10));
+    TPC_TEST_OK(tpc_test_txn_sub_snapshot(&sub, 1, &st));
     tpc_test_txn_sub_close(&sub);
     /* Two restores from the same checkpoint, as after a crash during the first recovery. */
     for (int i = 0; i < 2; i++) {
-        OK(tpc_test_txn_sub_open(&sub, sink, 0, 1, 1));
-        OK(tpc__txn_task_initialize(sub.task, st.entries, st.count));
+        TPC_TEST_OK(tpc_test_txn_sub_open(&sub, sink, 0, 1, 1));
+        TPC_TEST_OK(tpc__txn_task_initialize(sub.task, st.entries, st.count));
         tpc_test_txn_sub_close(&sub);
     }
     ck_assert_int_eq(tpc_test_txn_count(&rec, TPC_TEST_TXN_RECOVER_COMMIT), 2);
@@ -258,15 +250,15 @@ END_TEST
 
 START_TEST(test_at_least_once_commits_at_snapshot)
 {
-    OK(tpc_txn_sink_set(sink, "guarantee", "at-least-once"));
+    TPC_TEST_OK(tpc_txn_sink_set(sink, "guarantee", "at-least-once"));
     start(0);
     tpc_test_txn_state_t st = {.count = 0};
-    OK(tpc_test_txn_sub_write(&sub, 0, 10));
-    OK(tpc_test_txn_sub_snapshot(&sub, 1, &st));
+    TPC_TEST_OK(tpc_test_txn_sub_write(&sub, 0, 10));
+    TPC_TEST_OK(tpc_test_txn_sub_snapshot(&sub, 1, &st));
     ck_assert_uint_eq(st.count, 0); /* nothing to recover: no state */
-    OK(tpc__txn_task_complete(sub.task, 1));
-    OK(tpc__txn_task_finish(sub.task));
-    OK(tpc_test_txn_sub_snapshot(&sub, 2, &st));
+    TPC_TEST_OK(tpc__txn_task_complete(sub.task, 1));
+    TPC_TEST_OK(tpc__txn_task_finish(sub.task));
+    TPC_TEST_OK(tpc_test_txn_sub_snapshot(&sub, 2, &st));
     tpc_test_txn_sub_close(&sub);
     assert_trace(
         "open lingering@0 begin:1@1 write:1 pre_commit:1@1 commit:1 begin:2@2 flush:2 close");
@@ -275,7 +267,7 @@ END_TEST
 
 START_TEST(test_state_entry_checks)
 {
-    OK(tpc_test_txn_sub_open(&sub, sink, 0, 1, 5));
+    TPC_TEST_OK(tpc_test_txn_sub_open(&sub, sink, 0, 1, 5));
     unsigned char junk[40] = {'T', 'P', 'C', 'X', 9};
     tpc__txn_bytes_t e = {junk, sizeof junk};
     tpc_error_t *err = tpc__txn_task_initialize(sub.task, &e, 1);
