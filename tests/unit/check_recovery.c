@@ -5,11 +5,11 @@
  * state are refused; stop with savepoint with and without drain.
  */
 #include "tpc_internal.h"
+#include "tpc_test_job.h"
 #include "tpc_test_ops.h"
 #include "tpc_test_sink.h"
 
 #include <check.h>
-#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -115,45 +115,10 @@ END_TEST
 
 /* ---- stop with savepoint from another thread ---------------------------------------------- */
 
-typedef struct {
-    tpc_job_t *job;
-    bool drain;
-    uint64_t after_checkpoints; /* stop once this many completed */
-    int vertex;                 /* ... and this vertex has `finished` finished subtasks */
-    int finished;
-    char *path;
-    tpc_error_t *err;
-} stopper_t;
-
-static void *stopper(void *arg)
+static tpc_job_result_t run_with_stopper(tpc_job_t *job, tpc_test_stopper_t *s)
 {
-    stopper_t *s = arg;
-    tpc_job_stats_t st;
-    for (;;) {
-        tpc_job_get_stats(s->job, &st);
-        if (st.vertices[s->vertex].subtasks_finished >= s->finished)
-            break;
-        tpc__sleep_us(1000);
-    }
-    /* Then enough checkpoints for finished subtasks to close. */
-    uint64_t target = st.checkpoints_completed + s->after_checkpoints;
-    while (st.checkpoints_completed < target) {
-        tpc__sleep_us(1000);
-        tpc_job_get_stats(s->job, &st);
-    }
-    tpc__sleep_us(20000);
-    s->err = tpc_job_stop_with_savepoint(s->job, s->drain, &s->path);
-    return NULL;
-}
-
-static tpc_job_result_t run_with_stopper(tpc_job_t *job, stopper_t *s)
-{
-    s->job = job;
-    pthread_t th;
-    pthread_create(&th, NULL, stopper, s);
     tpc_job_result_t result = TPC_JOB_FINISHED;
-    tpc_error_t *err = tpc_job_run(job, &result);
-    pthread_join(th, NULL);
+    tpc_error_t *err = tpc_test_job_run_stopped(job, s, &result);
     ck_assert_msg(err == NULL, "%s", tpc_error_message(err));
     ck_assert_msg(s->err == NULL, "stop: %s", tpc_error_message(s->err));
     ck_assert_ptr_nonnull(s->path);
@@ -167,7 +132,7 @@ START_TEST(test_stop_without_drain_then_resume)
     tpc_test_count_t cnt;
     tpc_test_count_init(&cnt);
     tpc_job_t *job = count_job(dir, &src, &cnt, 2);
-    stopper_t s = {.after_checkpoints = 5};
+    tpc_test_stopper_t s = {.after_checkpoints = 5, .delay_us = 20000};
     ck_assert_int_eq(run_with_stopper(job, &s), TPC_JOB_STOPPED);
     ck_assert_int_eq(cnt.finishes, 0); /* no drain: finish() never ran */
     ck_assert_ptr_nonnull(strstr(s.path, "savepoint-"));
@@ -199,7 +164,7 @@ START_TEST(test_stop_with_drain)
     ck_assert_ptr_null(tpc_job_add_vertex(job, "source", 2, &tpc_test_seq_source_ops, &src, &a));
     ck_assert_ptr_null(tpc_job_add_vertex(job, "sink", 1, &tpc_test_rec_sink_ops, &rec, &k));
     ck_assert_ptr_null(tpc_job_connect(job, a, k, TPC_EDGE_REBALANCE));
-    stopper_t s = {.after_checkpoints = 3, .drain = true};
+    tpc_test_stopper_t s = {.after_checkpoints = 3, .drain = true, .delay_us = 20000};
     ck_assert_int_eq(run_with_stopper(job, &s), TPC_JOB_STOPPED);
     ck_assert_int_eq(rec.finishes, 1);
     ck_assert(rec.snapshot_after_finish);
@@ -239,6 +204,19 @@ static tpc_job_t *two_inputs_job(const char *dir, tpc_test_seq_conf_t *sh, tpc_t
     return job;
 }
 
+/* Run two_inputs_job() until @vertex has a finished subtask and 3 more checkpoints completed,
+ * then stop it with a savepoint, without drain. */
+static void stop_two_inputs(const char *dir, tpc_test_seq_conf_t *sh, tpc_test_seq_conf_t *lg,
+                            tpc_test_count_t *cnt, int long_par, int vertex)
+{
+    tpc_job_t *job = two_inputs_job(dir, sh, lg, cnt, long_par);
+    tpc_test_stopper_t s = {
+        .after_checkpoints = 3, .vertex = vertex, .finished = 1, .delay_us = 20000};
+    run_with_stopper(job, &s);
+    free(s.path);
+    tpc_job_destroy(job);
+}
+
 START_TEST(test_finished_vertex_not_run_again)
 {
     char *dir = tpc_test_tmpdir("rec-skip");
@@ -246,11 +224,7 @@ START_TEST(test_finished_vertex_not_run_again)
     tpc_test_seq_conf_t lg = {.count_default = N, .per_poll = 20, .sleep_us = 500};
     tpc_test_count_t cnt;
     tpc_test_count_init(&cnt);
-    tpc_job_t *job = two_inputs_job(dir, &sh, &lg, &cnt, 1);
-    stopper_t s = {.after_checkpoints = 3, .vertex = 0, .finished = 1};
-    run_with_stopper(job, &s);
-    free(s.path);
-    tpc_job_destroy(job);
+    stop_two_inputs(dir, &sh, &lg, &cnt, 1, 0);
     /* Give `short` time to close after the checkpoint following its finish. */
     tpc__checkpoint_file_t *files;
     size_t n;
@@ -263,7 +237,7 @@ START_TEST(test_finished_vertex_not_run_again)
     ck_assert_msg(short_closed, "the savepoint does not record \"short\" as finished");
 
     int opens_before = atomic_load(&sh.opens);
-    job = two_inputs_job(dir, &sh, &lg, &cnt, 1);
+    tpc_job_t *job = two_inputs_job(dir, &sh, &lg, &cnt, 1);
     tpc_error_t *err = tpc_job_run(job, NULL);
     ck_assert_msg(err == NULL, "%s", tpc_error_message(err));
     ck_assert_int_eq(atomic_load(&sh.opens), opens_before); /* not opened again */
@@ -285,14 +259,10 @@ START_TEST(test_graph_contradicting_finished_state_refused)
     tpc_test_seq_conf_t lg = {.count_default = N, .per_poll = 20, .sleep_us = 500};
     tpc_test_count_t cnt;
     tpc_test_count_init(&cnt);
-    tpc_job_t *job = two_inputs_job(dir, &sh, &lg, &cnt, 1);
-    stopper_t s = {.after_checkpoints = 3, .vertex = 0, .finished = 1};
-    run_with_stopper(job, &s);
-    free(s.path);
-    tpc_job_destroy(job);
+    stop_two_inputs(dir, &sh, &lg, &cnt, 1, 0);
 
     /* "short" is fully finished; giving it an input that is not is a contradiction. */
-    job = tpc_job_new("finished-vertices");
+    tpc_job_t *job = tpc_job_new("finished-vertices");
     ck_assert_ptr_null(tpc_job_set(job, "checkpoint.dir", dir));
     int a, b, c, m;
     ck_assert_ptr_null(tpc_job_add_vertex(job, "feeder", 1, &tpc_test_seq_source_ops, &lg, &m));
@@ -335,12 +305,8 @@ START_TEST(test_partly_finished_parallelism_change_refused)
     lg.count[0] = 50; /* subtask 0 of "long" ends early: the vertex is partly finished */
     tpc_test_count_t cnt;
     tpc_test_count_init(&cnt);
-    tpc_job_t *job = two_inputs_job(dir, &sh, &lg, &cnt, 2);
-    stopper_t s = {.after_checkpoints = 3, .vertex = 1, .finished = 1};
-    run_with_stopper(job, &s);
-    free(s.path);
-    tpc_job_destroy(job);
-    job = two_inputs_job(dir, &sh, &lg, &cnt, 3);
+    stop_two_inputs(dir, &sh, &lg, &cnt, 2, 1);
+    tpc_job_t *job = two_inputs_job(dir, &sh, &lg, &cnt, 3);
     tpc_error_t *err = tpc_job_run(job, NULL);
     ck_assert_ptr_nonnull(err);
     ck_assert_msg(strstr(tpc_error_message(err), "\"long\" is partly finished"), "%s",

@@ -4,6 +4,7 @@
  * attempt fails and restarts, when the savepoint aborts, and while the job finishes by itself.
  */
 #include "tpc_internal.h"
+#include "tpc_test_job.h"
 #include "tpc_test_ops.h"
 
 #include <check.h>
@@ -96,44 +97,15 @@ static tpc_job_t *edge_job(const char *dir, tpc_test_seq_conf_t *src, sink_conf_
     return job;
 }
 
-/* Calls stop with savepoint once `after_checkpoints` more completed, then `delay_us` later. */
-typedef struct {
-    tpc_job_t *job;
-    bool drain;
-    uint64_t after_checkpoints;
-    uint64_t delay_us;
-    tpc_error_t *err;
-    char *path;
-} stopper_t;
-
-static void *stopper(void *arg)
+static tpc_job_result_t run_and_stop(tpc_job_t *job, tpc_test_stopper_t *s)
 {
-    stopper_t *s = arg;
-    tpc_job_stats_t st;
-    tpc_job_get_stats(s->job, &st);
-    uint64_t target = st.checkpoints_completed + s->after_checkpoints;
-    while (st.checkpoints_completed < target) {
-        tpc__sleep_us(1000);
-        tpc_job_get_stats(s->job, &st);
-    }
-    tpc__sleep_us(s->delay_us);
-    s->err = tpc_job_stop_with_savepoint(s->job, s->drain, &s->path);
-    return NULL;
-}
-
-static tpc_job_result_t run_and_stop(tpc_job_t *job, stopper_t *s)
-{
-    s->job = job;
-    pthread_t th;
-    pthread_create(&th, NULL, stopper, s);
     tpc_job_result_t result = TPC_JOB_FINISHED;
-    tpc_error_t *err = tpc_job_run(job, &result);
-    pthread_join(th, NULL);
+    tpc_error_t *err = tpc_test_job_run_stopped(job, s, &result);
     ck_assert_msg(err == NULL, "%s", tpc_error_message(err));
     return result;
 }
 
-static void assert_savepoint(const stopper_t *s)
+static void assert_savepoint(const tpc_test_stopper_t *s)
 {
     ck_assert_msg(s->err == NULL, "stop: %s", tpc_error_message(s->err));
     ck_assert_ptr_nonnull(s->path);
@@ -154,7 +126,7 @@ START_TEST(test_stop_without_drain_under_backpressure)
     ck_assert_ptr_null(tpc_job_set(job, "batch.size", "8"));
     ck_assert_ptr_null(tpc_job_set(job, "channel.capacity", "2"));
     for (int round = 0; round < 5; round++) {
-        stopper_t s = {.drain = false, .after_checkpoints = 2};
+        tpc_test_stopper_t s = {.drain = false, .after_checkpoints = 2};
         ck_assert_int_eq(run_and_stop(job, &s), TPC_JOB_STOPPED);
         assert_savepoint(&s);
         free(s.path);
@@ -174,7 +146,7 @@ START_TEST(test_stop_with_drain_survives_restart)
     tpc_test_seq_conf_t src = {.count_default = UNBOUNDED, .per_poll = 1, .sleep_us = 1000};
     sink_conf_t sink = {.fail_finish_attempt0 = true};
     tpc_job_t *job = edge_job(dir, &src, &sink, "0");
-    stopper_t s = {.drain = true, .delay_us = 50000};
+    tpc_test_stopper_t s = {.drain = true, .delay_us = 50000};
     ck_assert_int_eq(run_and_stop(job, &s), TPC_JOB_STOPPED);
     assert_savepoint(&s);
     tpc_job_stats_t st;
@@ -196,7 +168,7 @@ START_TEST(test_stop_without_drain_survives_restart)
     tpc_test_seq_conf_t src = {.count_default = UNBOUNDED, .per_poll = 1, .sleep_us = 1000};
     sink_conf_t sink = {.fail_snapshot_attempt0 = true};
     tpc_job_t *job = edge_job(dir, &src, &sink, "0");
-    stopper_t s = {.drain = false, .delay_us = 50000};
+    tpc_test_stopper_t s = {.drain = false, .delay_us = 50000};
     ck_assert_int_eq(run_and_stop(job, &s), TPC_JOB_STOPPED);
     assert_savepoint(&s);
     tpc_job_stats_t st;
@@ -261,7 +233,7 @@ END_TEST
 
 /* A stop that meets a job finishing by itself either returns a savepoint that exists (and the
  * job ends STOPPED) or fails (and the job ends FINISHED): never success without a savepoint. */
-static void assert_stop_consistent(const stopper_t *s, tpc_job_result_t result)
+static void assert_stop_consistent(const tpc_test_stopper_t *s, tpc_job_result_t result)
 {
     if (s->err) {
         ck_assert_int_eq(result, TPC_JOB_FINISHED);
@@ -273,7 +245,7 @@ static void assert_stop_consistent(const stopper_t *s, tpc_job_result_t result)
 }
 
 typedef struct {
-    stopper_t stop;
+    tpc_test_stopper_t stop;
     pthread_t th;
     bool started;
 } late_stop_t;
@@ -281,7 +253,7 @@ typedef struct {
 static void start_late_stop(late_stop_t *l)
 {
     l->started = true;
-    pthread_create(&l->th, NULL, stopper, &l->stop);
+    pthread_create(&l->th, NULL, tpc_test_stopper_main, &l->stop);
     tpc__sleep_us(100000); /* the request reaches the coordinator meanwhile */
 }
 
