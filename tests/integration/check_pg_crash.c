@@ -140,11 +140,8 @@ START_TEST(test_kill_9_and_restart)
         bool ok = tpc_test_crash_run(&plan, &rng, &res);
         kills += res.kills;
         runs += res.runs;
-        if (!ok) {
-            tpc_test_dump_log(log);
-            ck_abort_msg("child run %d (seed %llu) %s", runs, (unsigned long long)seed,
-                         res.ended ? "failed" : "did not end");
-        }
+        ck_assert_msg(ok, "child run %d (seed %llu) %s", runs, (unsigned long long)seed,
+                      res.ended ? "failed" : "did not end");
         char why[128];
         snprintf(why, sizeof why, "after %d kills (seed %llu, interval %s ms)", res.kills,
                  (unsigned long long)seed, interval);

@@ -119,6 +119,9 @@ bool tpc_test_crash_run(const tpc_test_crash_plan_t *plan, tpc_test_rng_t *rng,
         } else {
             result->ended = waitpid(pid, &result->status, 0) == pid;
         }
-        return result->ended && WIFEXITED(result->status) && WEXITSTATUS(result->status) == 0;
+        bool ok = result->ended && WIFEXITED(result->status) && WEXITSTATUS(result->status) == 0;
+        if (!ok && plan->log)
+            tpc_test_dump_log(plan->log);
+        return ok;
     }
 }

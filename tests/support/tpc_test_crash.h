@@ -77,7 +77,8 @@ typedef struct {
  * Run @p plan: start the child, kill it at a random moment drawn from @p rng, start it again, and
  * so on; a run that ends before its kill, or the one after the last kill, is the last run. A last
  * run that exceeds last_run_ms is killed.
- * @returns true if the last run ended with exit status 0.
+ * @returns true if the last run ended with exit status 0; otherwise false, after copying the
+ * child's log to stderr.
  */
 bool tpc_test_crash_run(const tpc_test_crash_plan_t *plan, tpc_test_rng_t *rng,
                         tpc_test_crash_result_t *result);

@@ -94,11 +94,8 @@ START_TEST(test_kill_9_and_restart)
         bool ok = tpc_test_crash_run(&plan, &rng, &res);
         kills += res.kills;
         runs += res.runs;
-        if (!ok) {
-            tpc_test_dump_log(log);
-            ck_abort_msg("child run %d (seed %llu) %s", runs, (unsigned long long)seed,
-                         res.ended ? "failed" : "did not end");
-        }
+        ck_assert_msg(ok, "child run %d (seed %llu) %s", runs, (unsigned long long)seed,
+                      res.ended ? "failed" : "did not end");
         tpc_test_file_out_t files;
         char why[256];
         uint64_t count = RECORDS;
