@@ -34,6 +34,7 @@ typedef struct {
     uint64_t *last; /* per key: 1 + the last record number seen (Kafka only) */
     uint64_t dup_examples[EXAMPLES_SHOWN], miss_examples[EXAMPLES_SHOWN];
     int ndup_examples, nmiss_examples;
+    char blocked[512]; /* Kafka: partitions whose last stable offset is below the high watermark */
 } tally_t;
 
 typedef struct {
@@ -98,11 +99,15 @@ static void tally_finish(tally_t *t, const options_t *opt)
 
 static bool tally_ok(const tally_t *t)
 {
-    return !t->duplicates && !t->missing && !t->unexpected && !t->bad && !t->out_of_order;
+    return !t->duplicates && !t->missing && !t->unexpected && !t->bad && !t->out_of_order &&
+           !t->blocked[0];
 }
 
 static void tally_examples(const tally_t *t)
 {
+    if (t->blocked[0])
+        printf("%s partitions stuck behind a transaction that never ended:%s\n", t->what,
+               t->blocked);
     if (t->ndup_examples) {
         printf("first duplicates in %s:", t->what);
         for (int n = 0; n < t->ndup_examples; n++)
@@ -126,6 +131,37 @@ static bool conf_set(rd_kafka_conf_t *conf, const char *name, const char *value)
         return true;
     fprintf(stderr, "verify_output: %s\n", errstr);
     return false;
+}
+
+/* A read_committed reader stops at a partition's last stable offset: the first offset of the
+ * oldest transaction still open there. Once the pipeline has ended, every transaction should have
+ * ended too, so a last stable offset below the high watermark means records that no
+ * read_committed reader will ever see (a transaction whose markers were never written). */
+static void find_blocked(const options_t *opt, rd_kafka_t *committed, int parts, tally_t *t)
+{
+    char errstr[512];
+    rd_kafka_conf_t *conf = rd_kafka_conf_new();
+    /* librdkafka's consumers read committed by default; the high watermark needs uncommitted. */
+    if (!conf_set(conf, "bootstrap.servers", opt->bootstrap) ||
+        !conf_set(conf, "isolation.level", "read_uncommitted")) {
+        rd_kafka_conf_destroy(conf);
+        return;
+    }
+    rd_kafka_t *rk = rd_kafka_new(RD_KAFKA_CONSUMER, conf, errstr, sizeof errstr);
+    if (!rk)
+        return;
+    size_t used = 0;
+    for (int p = 0; p < parts; p++) {
+        int64_t lo, stable, high;
+        if (rd_kafka_query_watermark_offsets(committed, opt->topic, p, &lo, &stable, 10000) ||
+            rd_kafka_query_watermark_offsets(rk, opt->topic, p, &lo, &high, 10000) ||
+            stable >= high || used >= sizeof t->blocked - 1)
+            continue;
+        used += (size_t)snprintf(t->blocked + used, sizeof t->blocked - used,
+                                 " %d (last stable offset %lld, high watermark %lld)", p,
+                                 (long long)stable, (long long)high);
+    }
+    rd_kafka_destroy(rk);
 }
 
 static bool read_kafka(const options_t *opt, tally_t *t)
@@ -191,6 +227,7 @@ static bool read_kafka(const options_t *opt, tally_t *t)
                     opt->topic, READ_TIMEOUT_S);
             ok = false;
         }
+        find_blocked(opt, rk, parts, t);
         rd_kafka_consumer_close(rk);
     }
     rd_kafka_destroy(rk);

@@ -4,7 +4,8 @@
  * (records of exactly_once_records.h into a topic with a transactional producer, rows into a
  * table), breaks it on purpose or not, and runs the real program: a correct output passes (records
  * of an aborted transaction do not count), and a duplicate, a missing record, a foreign record or a
- * key out of order each make it say so and exit non-zero.
+ * key out of order each make it say so and exit non-zero, and so does a transaction left open,
+ * which hides everything after it from read_committed readers.
  */
 #include "../../examples/exactly_once_records.h"
 #include "check_kafka_common.h"
@@ -209,6 +210,39 @@ START_TEST(test_foreign_and_changed_records_fail)
 }
 END_TEST
 
+START_TEST(test_open_transaction_fails)
+{
+    output_t o;
+    char out[8192];
+    output_open(&o);
+    output_add_all(&o, RECORDS, RECORDS);
+    ck_assert_ptr_null(rd_kafka_commit_transaction(o.producer, KT_TIMEOUT_MS));
+    /* A second producer leaves a transaction open in partition 0, then a record is committed
+     * after it: read_committed readers stop at the open one. */
+    char errstr[512], txid[160];
+    rd_kafka_conf_t *conf = rd_kafka_conf_new();
+    kt_set(conf, "bootstrap.servers", tpc_test_env("TWOPC_TEST_KAFKA_BOOTSTRAP"));
+    kt_set(conf, "transactional.id", tpc_test_unique_name(txid, sizeof txid, "e2e-open", '-'));
+    rd_kafka_t *open_txn = rd_kafka_new(RD_KAFKA_PRODUCER, conf, errstr, sizeof errstr);
+    ck_assert_msg(open_txn != NULL, "%s", errstr);
+    ck_assert_ptr_null(rd_kafka_init_transactions(open_txn, KT_TIMEOUT_MS));
+    ck_assert_ptr_null(rd_kafka_begin_transaction(open_txn));
+    ck_assert_int_eq(rd_kafka_producev(open_txn, RD_KAFKA_V_TOPIC(o.topic), RD_KAFKA_V_PARTITION(0),
+                                       RD_KAFKA_V_VALUE("x", 1), RD_KAFKA_V_END),
+                     0);
+    ck_assert_int_eq(rd_kafka_flush(open_txn, KT_TIMEOUT_MS), 0);
+    ck_assert_ptr_null(rd_kafka_begin_transaction(o.producer));
+    output_add(&o, RECORDS + 1, false);
+
+    int rc = output_verify(&o, out, sizeof out);
+    ck_assert_msg(rc == 1, "exit %d:\n%s", rc, out);
+    ck_assert_ptr_nonnull(
+        strstr(out, "Kafka partitions stuck behind a transaction that never ended: 0"));
+    rd_kafka_destroy(open_txn);
+    output_close(&o);
+}
+END_TEST
+
 START_TEST(test_key_out_of_order_fails)
 {
     output_t o;
@@ -247,6 +281,7 @@ int main(void)
     tcase_add_test(tc, test_missing_record_fails);
     tcase_add_test(tc, test_foreign_and_changed_records_fail);
     tcase_add_test(tc, test_key_out_of_order_fails);
+    tcase_add_test(tc, test_open_transaction_fails);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);
