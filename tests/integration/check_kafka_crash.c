@@ -5,7 +5,8 @@
  * read_committed consumer must then find every record exactly once: nothing lost, nothing twice.
  * Two ways to kill:
  *   - at random moments (startup and recovery, writing, pre-commit, between a checkpoint's
- *     completion and its commit), in three independent scenarios at once, 10 kills each;
+ *     completion and its commit), in three independent scenarios at once, 30 kills in all (a
+ *     scenario whose job ends before its 10th kill is checked and followed by a fresh one);
  *   - exactly when a checkpoint has completed and before its transaction is committed (the child
  *     kills itself in the checkpoint callback): the next run must commit that transaction with
  *     EndTxn during recovery, and its records appear once.
@@ -17,74 +18,72 @@
 #define RECORDS        4000
 #define SCENARIOS      3
 #define KILLS_PER_SCEN 10
-
-static tpc_test_rng_t rng;
+#define KILLS_WANTED   (SCENARIOS * KILLS_PER_SCEN)
 
 static const char *const crash_options[] = {"records=4000", NULL};
 
 typedef struct {
-    kc_scenario_t sc;
-    pid_t pid;       /* the running child, 0 when none */
-    int64_t kill_at; /* when to kill it (monotonic ms) */
-    int kills;
-    bool ended; /* a child ended on its own: no more kills */
-} random_run_t;
+    kc_scenario_t sc[SCENARIOS];
+    uint64_t seed;
+} random_runs_t;
 
-static void start_child(random_run_t *r)
+static void fresh_scenario(void *opaque, int slot)
 {
-    r->pid = kc_spawn(&r->sc, crash_options);
-    /* A quarter of the kills land in start-up and recovery, the rest while records flow. */
-    int ms = tpc_test_rng_next(&rng) % 4 == 0 ? (int)(tpc_test_rng_next(&rng) % 300)
-                                              : 300 + (int)(tpc_test_rng_next(&rng) % 1000);
-    r->kill_at = tpc_test_now_ms() + ms;
+    random_runs_t *runs = opaque;
+    kc_scenario_init(&runs->sc[slot], "twopc-crash");
+}
+
+static pid_t spawn_child(void *opaque, int slot)
+{
+    random_runs_t *runs = opaque;
+    return kc_spawn(&runs->sc[slot], crash_options);
+}
+
+static void finish_scenario(void *opaque, int slot, int kills)
+{
+    random_runs_t *runs = opaque;
+    char what[128];
+    snprintf(what, sizeof what, "kafka crash test (%d random kill -9, seed %llu)", kills,
+             (unsigned long long)runs->seed);
+    kc_check_exactly_once(&runs->sc[slot], RECORDS, what);
+    kc_scenario_clean(&runs->sc[slot]);
+}
+
+static const char *scenario_log(void *opaque, int slot)
+{
+    random_runs_t *runs = opaque;
+    return runs->sc[slot].log;
 }
 
 START_TEST(test_kill_9_at_random_and_restart)
 {
-    uint64_t seed = tpc_test_crash_seed();
-    tpc_test_rng_init(&rng, seed);
-    random_run_t runs[SCENARIOS];
-    memset(runs, 0, sizeof runs);
-    for (int i = 0; i < SCENARIOS; i++) {
-        kc_scenario_init(&runs[i].sc, "twopc-crash");
-        start_child(&runs[i]);
-    }
-    /* The scenarios run side by side: most of a run is waiting for the broker. */
-    for (int busy = SCENARIOS; busy > 0;) {
-        busy = 0;
-        for (int i = 0; i < SCENARIOS; i++) {
-            random_run_t *r = &runs[i];
-            if (!r->pid)
-                continue;
-            int status = 0;
-            if (waitpid(r->pid, &status, WNOHANG) == r->pid) {
-                r->pid = 0;
-                r->ended = true;
-                continue;
-            }
-            busy++;
-            if (tpc_test_now_ms() < r->kill_at)
-                continue;
-            tpc_test_kill(r->pid);
-            r->pid = 0;
-            if (++r->kills < KILLS_PER_SCEN)
-                start_child(r);
-        }
-        usleep(2000);
-    }
-    int kills = 0;
-    for (int i = 0; i < SCENARIOS; i++) {
-        kc_run_to_end(&runs[i].sc, crash_options, 60000);
-        char what[128];
-        snprintf(what, sizeof what, "kafka crash test (%d random kill -9, seed %llu)",
-                 runs[i].kills, (unsigned long long)seed);
-        kc_check_exactly_once(&runs[i].sc, RECORDS, what);
-        kc_scenario_clean(&runs[i].sc);
-        kills += runs[i].kills;
-    }
-    printf("kafka crash test: %d random kill -9 in %d scenarios\n", kills, SCENARIOS);
-    ck_assert_msg(kills >= SCENARIOS * KILLS_PER_SCEN - 3,
-                  "only %d kills: the jobs ended on their own too early", kills);
+    random_runs_t runs = {.seed = tpc_test_crash_seed()};
+    tpc_test_rng_t rng;
+    tpc_test_rng_init(&rng, runs.seed);
+    /* The scenarios run side by side: most of a run is waiting for the broker. A quarter of the
+     * kills land in start-up and recovery, the rest while records flow. When jobs end
+     * on their own before their kills, their outputs are checked and fresh scenarios follow, so
+     * that every kill is made however fast the machine. */
+    tpc_test_crash_slots_t plan = {.slots = SCENARIOS,
+                                   .kills = KILLS_WANTED,
+                                   .kills_per_scenario = KILLS_PER_SCEN,
+                                   .early_one_in = 4,
+                                   .early_ms = 300,
+                                   .min_ms = 300,
+                                   .span_ms = 1000,
+                                   .last_run_ms = 60000,
+                                   .opaque = &runs,
+                                   .fresh = fresh_scenario,
+                                   .spawn = spawn_child,
+                                   .finish = finish_scenario,
+                                   .log = scenario_log};
+    tpc_test_crash_slots_result_t res;
+    bool ok = tpc_test_crash_run_slots(&plan, &rng, &res);
+    ck_assert_msg(ok, "a run of %s (seed %llu) %s, wait status %d", runs.sc[res.slot].topic,
+                  (unsigned long long)runs.seed, res.ended ? "failed" : "did not end", res.status);
+    printf("kafka crash test: %d random kill -9 in %d scenarios\n", res.kills, res.scenarios);
+    ck_assert_msg(res.kills >= KILLS_WANTED, "only %d kills: the jobs ended on their own too early",
+                  res.kills);
 }
 END_TEST
 

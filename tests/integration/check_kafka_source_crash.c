@@ -4,8 +4,9 @@
  * Kafka source (bounded) -> a slow pass-through -> exactly-once Kafka sink with a checkpoint
  * folder, and is killed with SIGKILL at random moments, then started again on the same folder
  * until a run ends on its own. Three such scenarios, each with its own topics and folder, run side
- * by side, 11 kills each, so that one `make test` kills at least 30 runs in little more time than
- * one scenario takes. A read_committed consumer must then find in the output topic every
+ * by side, up to 11 kills each, so that one `make test` kills 33 runs in little more time than one
+ * scenario takes; a scenario whose job ends on its own before its kills is checked and followed
+ * by a fresh one. A read_committed consumer must then find in the output topic every
  * committed input record exactly once, and every key's records in input order: the source
  * resumed each time at the offsets of the restored checkpoint, neither before (duplicates) nor
  * after them (losses). The seed is printed; set TWOPC_CRASH_SEED to repeat a run.
@@ -22,10 +23,11 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-/* Kills per scenario, and at least this many in all (a job may end on its own first). */
+/* Scenarios at once, kills of one scenario at most, and kills in all (a scenario whose job ends
+ * on its own first is followed by a fresh one). */
 #define SCENARIOS      3
 #define KILLS_PER_SCEN 11
-#define MIN_KILLS      30
+#define KILLS_WANTED   (SCENARIOS * KILLS_PER_SCEN)
 #define TXNS           32
 
 static const char *bootstrap;
@@ -119,23 +121,6 @@ static int child_main(const char *bs, const char *in, const char *out, const cha
     return rc;
 }
 
-static uint64_t rng_state;
-
-static uint64_t rnd(void)
-{
-    rng_state ^= rng_state << 13;
-    rng_state ^= rng_state >> 7;
-    rng_state ^= rng_state << 17;
-    return rng_state;
-}
-
-static int64_t now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 /* One input topic, one output topic, one checkpoint folder: a job killed and restarted on its
  * own, beside the others. */
 typedef struct {
@@ -143,51 +128,14 @@ typedef struct {
     char *ckpt;
     char log[4200];
     uint64_t committed;
-    pid_t pid;       /* the running child, 0 when none */
-    int64_t kill_at; /* when to kill it (monotonic ms) */
-    int kills;
-    bool ended; /* a run ended on its own: no more kills */
 } scenario_t;
 
-static char self_path[4096];
-
-static void spawn(scenario_t *sc)
-{
-    pid_t pid = fork();
-    if (pid == 0) {
-        FILE *f = freopen(sc->log, "a", stderr);
-        (void)f;
-        execl(self_path, self_path, "--child", bootstrap, sc->in, sc->out, sc->prefix, sc->ckpt,
-              (char *)NULL);
-        _exit(127);
-    }
-    ck_assert_int_gt(pid, 0);
-    sc->pid = pid;
-    /* A quarter of the kills land in start-up and restore, the rest while records flow. */
-    int ms = rnd() % 4 == 0 ? (int)(rnd() % 300) : 300 + (int)(rnd() % 1200);
-    sc->kill_at = now_ms() + ms;
-}
-
-static bool wait_for(pid_t pid, int ms, int *status)
-{
-    for (int waited = 0;; waited += 2) {
-        if (waitpid(pid, status, WNOHANG) == pid)
-            return true;
-        if (waited >= ms)
-            return false;
-        usleep(2000);
-    }
-}
-
-static void dump_log(const scenario_t *sc)
-{
-    FILE *f = fopen(sc->log, "r");
-    char line[1024];
-    while (f && fgets(line, sizeof line, f))
-        fputs(line, stderr);
-    if (f)
-        fclose(f);
-}
+typedef struct {
+    scenario_t sc[SCENARIOS];
+    char self[4096];
+    uint64_t seed;
+    int restored; /* runs that resumed from a checkpoint's offsets, in all scenarios */
+} crash_runs_t;
 
 static int count_in_log(const scenario_t *sc, const char *needle)
 {
@@ -216,117 +164,101 @@ static void keep(void *opaque, const rd_kafka_message_t *msg)
     v->values[v->n++] = kf_value_of(msg->payload, msg->len);
 }
 
-static void scenario_init(scenario_t *sc)
+static void scenario_init(void *opaque, int slot)
 {
-    char in[sizeof sc->in];
+    scenario_t *sc = &((crash_runs_t *)opaque)->sc[slot];
     memset(sc, 0, sizeof *sc);
-    tpc_test_unique_name(in, sizeof in, "twopc-src-in", '-');
-    memcpy(sc->in, in, sizeof in);
+    tpc_test_unique_name(sc->in, sizeof sc->in, "twopc-src-in", '-');
     tpc_test_unique_name(sc->out, sizeof sc->out, "twopc-src-out", '-');
     tpc_test_unique_name(sc->prefix, sizeof sc->prefix, "twopc-src", '-');
     kt_create_topic(bootstrap, sc->in, 3);
     kt_create_topic(bootstrap, sc->out, 3);
-    sc->committed = kf_fill(bootstrap, in, TXNS, 100, 4);
+    sc->committed = kf_fill(bootstrap, sc->in, TXNS, 100, 4);
     sc->ckpt = tpc_test_tmpdir("kafka-source-crash");
     snprintf(sc->log, sizeof sc->log, "%s.log", sc->ckpt);
 }
 
-/* Run the scenario's job once more to its end, then check its output topic. */
-static void scenario_finish(scenario_t *sc, uint64_t seed, int *restored)
+static pid_t scenario_spawn(void *opaque, int slot)
 {
-    int status = 0;
-    bool ended = sc->ended;
-    if (!ended) {
-        spawn(sc);
-        ended = wait_for(sc->pid, 60000, &status);
-        if (!ended) {
-            kill(sc->pid, SIGKILL);
-            waitpid(sc->pid, &status, 0);
-        }
+    crash_runs_t *runs = opaque;
+    scenario_t *sc = &runs->sc[slot];
+    const char *argv[] = {runs->self, "--child",  bootstrap, sc->in,
+                          sc->out,    sc->prefix, sc->ckpt,  NULL};
+    return tpc_test_spawn(argv, sc->log, -1);
+}
+
+/* The scenario's job ran to its end: check its output topic. */
+static void scenario_finish(void *opaque, int slot, int kills)
+{
+    crash_runs_t *runs = opaque;
+    scenario_t *sc = &runs->sc[slot];
+    if (count_in_log(sc, "crash child:") > 0) {
+        tpc_test_dump_log(sc->log);
+        ck_abort_msg("a run of %s failed", sc->in);
     }
-    if (!ended || !WIFEXITED(status) || WEXITSTATUS(status) != 0 ||
-        count_in_log(sc, "crash child:") > 0) {
-        dump_log(sc);
-        ck_abort_msg("the last run of %s %s", sc->in, ended ? "failed" : "did not end");
-    }
-    *restored = count_in_log(sc, "from the restored offsets");
+    runs->restored += count_in_log(sc, "from the restored offsets");
 
     values_t got = {0};
     kt_read_topic(bootstrap, sc->out, "read_committed", keep, &got);
     kf_check_t c = kf_check(got.values, got.n, sc->committed);
     if (c.dups || c.missing || c.foreign || c.disorder)
-        dump_log(sc);
+        tpc_test_dump_log(sc->log);
     ck_assert_msg(!c.dups && !c.missing && !c.foreign && !c.disorder,
                   "%d kills, seed %llu: %zu records, %ld duplicates, %ld missing, %ld foreign, "
                   "%ld out of key order",
-                  sc->kills, (unsigned long long)seed, got.n, c.dups, c.missing, c.foreign,
+                  kills, (unsigned long long)runs->seed, got.n, c.dups, c.missing, c.foreign,
                   c.disorder);
     free(got.values);
     unlink(sc->log);
     tpc_test_rmdir(sc->ckpt);
     free(sc->ckpt);
+    sc->ckpt = NULL;
+}
+
+static const char *scenario_log(void *opaque, int slot)
+{
+    return ((crash_runs_t *)opaque)->sc[slot].log;
 }
 
 START_TEST(test_kafka_to_kafka_exactly_once_under_kill_9)
 {
-    const char *seed_env = getenv("TWOPC_CRASH_SEED");
-    uint64_t seed = seed_env ? strtoull(seed_env, NULL, 10) : (uint64_t)time(NULL) ^ getpid();
-    rng_state = seed ? seed : 1;
+    crash_runs_t runs = {.seed = tpc_test_crash_seed()};
+    tpc_test_rng_t rng;
+    tpc_test_rng_init(&rng, runs.seed);
     bootstrap = tpc_test_env_require("TWOPC_TEST_KAFKA_BOOTSTRAP");
     ck_assert_msg(bootstrap != NULL, "TWOPC_TEST_KAFKA_BOOTSTRAP is not set");
-    ssize_t len = readlink("/proc/self/exe", self_path, sizeof self_path - 1);
-    ck_assert_int_gt(len, 0);
-    self_path[len] = '\0';
+    ck_assert(tpc_test_self_path(runs.self, sizeof runs.self));
 
-    scenario_t sc[SCENARIOS];
-    for (int i = 0; i < SCENARIOS; i++)
-        scenario_init(&sc[i]);
-    for (int i = 0; i < SCENARIOS; i++)
-        spawn(&sc[i]);
-    /* The scenarios run side by side: most of a run is start-up and waiting for the broker. */
-    for (int busy = SCENARIOS; busy > 0;) {
-        busy = 0;
-        for (int i = 0; i < SCENARIOS; i++) {
-            scenario_t *r = &sc[i];
-            if (!r->pid)
-                continue;
-            int status = 0;
-            if (waitpid(r->pid, &status, WNOHANG) == r->pid) {
-                r->pid = 0;
-                r->ended = WIFEXITED(status) && WEXITSTATUS(status) == 0;
-                if (!r->ended) {
-                    dump_log(r);
-                    ck_abort_msg("a run of %s failed", r->in);
-                }
-                continue;
-            }
-            busy++;
-            if (now_ms() < r->kill_at)
-                continue;
-            kill(r->pid, SIGKILL);
-            waitpid(r->pid, &status, 0);
-            r->pid = 0;
-            if (++r->kills < KILLS_PER_SCEN)
-                spawn(r);
-        }
-        usleep(2000);
-    }
-    int kills = 0, restored = 0;
-    for (int i = 0; i < SCENARIOS; i++) {
-        int n = 0;
-        scenario_finish(&sc[i], seed, &n);
-        kills += sc[i].kills;
-        restored += n;
-    }
+    /* The scenarios run side by side: most of a run is start-up and waiting for the broker. A
+     * quarter of the kills land in start-up and restore, the rest while records flow. When jobs end
+     * on their own before their kills, their outputs are checked and fresh scenarios follow, so
+     * that every kill is made however fast the machine. */
+    tpc_test_crash_slots_t plan = {.slots = SCENARIOS,
+                                   .kills = KILLS_WANTED,
+                                   .kills_per_scenario = KILLS_PER_SCEN,
+                                   .early_one_in = 4,
+                                   .early_ms = 300,
+                                   .min_ms = 300,
+                                   .span_ms = 1200,
+                                   .last_run_ms = 60000,
+                                   .opaque = &runs,
+                                   .fresh = scenario_init,
+                                   .spawn = scenario_spawn,
+                                   .finish = scenario_finish,
+                                   .log = scenario_log};
+    tpc_test_crash_slots_result_t res;
+    bool ok = tpc_test_crash_run_slots(&plan, &rng, &res);
+    ck_assert_msg(ok, "a run of %s (seed %llu) %s, wait status %d", runs.sc[res.slot].in,
+                  (unsigned long long)runs.seed, res.ended ? "failed" : "did not end", res.status);
     /* Some run resumed from a checkpoint's offsets rather than starting fresh (under a slow
      * build, one scenario's runs may all die before their first checkpoint). */
-    ck_assert_msg(kills == 0 || restored > 0, "no run restored the source's offsets");
+    ck_assert_msg(res.kills == 0 || runs.restored > 0, "no run restored the source's offsets");
     printf("kafka source crash test: %d kill -9 in %d scenarios, %d subtask restores, seed %llu: "
            "every output read_committed, 0 duplicates, 0 missing, key order kept\n",
-           kills, SCENARIOS, restored, (unsigned long long)seed);
+           res.kills, res.scenarios, runs.restored, (unsigned long long)runs.seed);
     fflush(stdout);
-    ck_assert_msg(kills >= MIN_KILLS, "only %d kills: the jobs ended on their own too early",
-                  kills);
+    ck_assert_msg(res.kills >= KILLS_WANTED, "only %d kills: the jobs ended on their own too early",
+                  res.kills);
 }
 END_TEST
 

@@ -83,4 +83,55 @@ typedef struct {
 bool tpc_test_crash_run(const tpc_test_crash_plan_t *plan, tpc_test_rng_t *rng,
                         tpc_test_crash_result_t *result);
 
+/** At most this many scenarios side by side. */
+#define TPC_TEST_CRASH_SLOTS_MAX 8
+
+/**
+ * Kill loops side by side, for children that mostly wait (for a broker, say): in rounds, each of
+ * @c slots slots runs a fresh scenario as tpc_test_crash_run() does, killing its runs at random
+ * moments until @c kills kills were made in all (or @c kills_per_scenario in that scenario), after
+ * which a run is the scenario's last. A scenario whose run ends on its own, early or last, is done
+ * for the round. When all are done, each one's output is checked (finish); if kills are still
+ * wanted, because runs ended on their own before their kill moments (a fast machine), another
+ * round follows with fresh scenarios, as many as kills are still wanted, at most @c slots.
+ * Checking and setting up scenarios happen between rounds only, never while children run unseen.
+ */
+typedef struct {
+    int slots;              /**< scenarios at once, at most TPC_TEST_CRASH_SLOTS_MAX */
+    int kills;              /**< kills wanted in all */
+    int kills_per_scenario; /**< then a scenario's next run is its last */
+    /** When to kill a run, as in tpc_test_crash_plan_t. */
+    int early_one_in, early_ms, min_ms, span_ms;
+    int last_run_ms; /**< how long a last run may take; 0: no limit */
+    void *opaque;    /**< passed to the functions below */
+    /** Set up a fresh scenario in @p slot (for the first one too). */
+    void (*fresh)(void *opaque, int slot);
+    /** Start a run of the scenario in @p slot. @returns its pid, or -1. */
+    pid_t (*spawn)(void *opaque, int slot);
+    /** The scenario in @p slot is done: a run ended on its own with exit status 0, after @p kills
+     * kills of that scenario. Check its output and remove it. */
+    void (*finish)(void *opaque, int slot, int kills);
+    /** The log of the scenario in @p slot, or NULL. */
+    const char *(*log)(void *opaque, int slot);
+} tpc_test_crash_slots_t;
+
+typedef struct {
+    int runs;      /**< children started */
+    int kills;     /**< children killed */
+    int scenarios; /**< scenarios finished */
+    int slot;      /**< on failure: the slot whose run failed */
+    bool ended;    /**< on failure: that run ended (else it exceeded last_run_ms) */
+    int status;    /**< on failure: its wait status (-1: it could not be started) */
+} tpc_test_crash_slots_result_t;
+
+/**
+ * Run @p plan with kill moments drawn from @p rng, until @c kills kills were made or a round made
+ * none (the caller compares result->kills with what it wants).
+ * @returns true when every scenario was finished; false as soon as a run fails (ends with another
+ * status than 0, or by a signal not sent here) or a last run exceeds last_run_ms, after copying
+ * that scenario's log to stderr and killing every other child.
+ */
+bool tpc_test_crash_run_slots(const tpc_test_crash_slots_t *plan, tpc_test_rng_t *rng,
+                              tpc_test_crash_slots_result_t *result);
+
 #endif
