@@ -119,10 +119,10 @@ static void abort_checkpoint(coord_t *c, pending_t *p, const char *reason, bool 
         pthread_mutex_lock(&c->job->ctl_mu);
         tpc__stop_t *st = &c->job->stop;
         if (st->active && st->started && !st->drain && !st->done) {
-            st->err = tpc_error_hint(tpc_error_new(TPC_ERR_CHECKPOINT, 0,
-                                                   "savepoint %" PRIu64 " aborted: %s", p->id,
-                                                   reason),
-                                     "the job goes on; stop it again");
+            st->err =
+                tpc_error_hint(tpc_error_new(TPC_ERR_CHECKPOINT, 0,
+                                             "savepoint %" PRIu64 " aborted: %s", p->id, reason),
+                               "the job goes on; stop it again");
             st->done = true;
             pthread_cond_broadcast(&c->job->ctl_cv);
         }
@@ -481,8 +481,7 @@ tpc__end_t tpc__coordinate(tpc__attempt_t *a, tpc_error_t **err)
             /* Stopped only with a savepoint to show: a stop that came too late for one (the
              * final checkpoint had completed) fails, the job finished by itself. */
             pthread_mutex_lock(&a->job->ctl_mu);
-            end = a->job->stop.started && a->job->stop.path ? TPC__END_STOPPED
-                                                            : TPC__END_FINISHED;
+            end = a->job->stop.started && a->job->stop.path ? TPC__END_STOPPED : TPC__END_FINISHED;
             pthread_mutex_unlock(&a->job->ctl_mu);
             break;
         }
