@@ -9,10 +9,12 @@
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 typedef struct {
     uint64_t next;
 } counter_t;
+
 static tpc_error_t *counter_open(tpc_ctx_t *ctx, void *arg, void **self)
 {
     (void)ctx, (void)arg;
@@ -30,7 +32,7 @@ static tpc_error_t *counter_restore(void *self, tpc_ctx_t *ctx, const tpc_state_
         size_t len;
         tpc_state_get(state, TPC_STATE_LIST, i, &bytes, &len);
         if (len == sizeof c->next)
-            c->next = *(const uint64_t *)bytes;
+            memcpy(&c->next, bytes, len); /* state bytes carry no alignment */
     }
     return NULL;
 }

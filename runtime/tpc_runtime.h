@@ -172,7 +172,8 @@ TPC_API tpc_error_t *tpc_state_add(tpc_state_writer_t *w, tpc_state_kind_t kind,
 
 typedef struct tpc_state_reader_s tpc_state_reader_t;
 TPC_API size_t tpc_state_count(const tpc_state_reader_t *r, tpc_state_kind_t kind);
-/** @brief Entry @p i of @p kind. Bytes stay valid until initialize_state returns. */
+/** @brief Entry @p i of @p kind. Bytes stay valid until initialize_state returns; they have no
+ * particular alignment, so copy them out (memcpy) rather than cast them to a wider type. */
 TPC_API void tpc_state_get(const tpc_state_reader_t *r, tpc_state_kind_t kind, size_t i,
                            const void **bytes, size_t *len);
 /** @} */
