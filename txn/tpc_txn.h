@@ -110,6 +110,12 @@ typedef struct {
 typedef struct tpc_txn_buf tpc_txn_buf_t;
 /** @brief Append @p len bytes. @returns NULL or TPC_ERR_NOMEM. */
 TPC_API tpc_error_t *tpc_txn_buf_append(tpc_txn_buf_t *buf, const void *bytes, size_t len);
+/** @brief Write the low @p bytes bytes (1..8) of @p v big-endian at *@p p and advance *@p p. For
+ * building handle bytes; the caller owns the space. Any thread. */
+TPC_API void tpc_txn_put_be(unsigned char **p, uint64_t v, int bytes);
+/** @brief Read @p bytes bytes (1..8) big-endian at *@p p and advance *@p p. The caller has checked
+ * that they are there. Any thread. */
+TPC_API uint64_t tpc_txn_get_be(const unsigned char **p, int bytes);
 
 typedef struct tpc_txn_connector_ops {
     int version;      /**< TPC_TXN_CONNECTOR_OPS_VERSION */

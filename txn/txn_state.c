@@ -54,6 +54,19 @@ static uint64_t get_be(const unsigned char *p, int bytes)
     return v;
 }
 
+void tpc_txn_put_be(unsigned char **p, uint64_t v, int bytes)
+{
+    put_be(*p, v, bytes);
+    *p += bytes;
+}
+
+uint64_t tpc_txn_get_be(const unsigned char **p, int bytes)
+{
+    uint64_t v = get_be(*p, bytes);
+    *p += bytes;
+    return v;
+}
+
 tpc_error_t *tpc__txn_entry_begin(const tpc__txn_entry_t *e, tpc_txn_buf_t *out)
 {
     unsigned char h[TPC__TXN_ENTRY_HEADER];

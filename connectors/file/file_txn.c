@@ -324,38 +324,22 @@ void tpc__file_describe(void *conn, const void *txn, char *buf, size_t cap)
 #define HANDLE_VERSION 1
 #define HANDLE_FIXED   34
 
-static void put(unsigned char **p, uint64_t v, int bytes)
-{
-    for (int i = bytes - 1; i >= 0; i--)
-        (*p)[i] = (unsigned char)(v >> (8 * (bytes - 1 - i)));
-    *p += bytes;
-}
-
-static uint64_t get(const unsigned char **p, int bytes)
-{
-    uint64_t v = 0;
-    for (int i = 0; i < bytes; i++)
-        v = v << 8 | (*p)[i];
-    *p += bytes;
-    return v;
-}
-
 tpc_error_t *tpc__file_serialize(void *conn, const void *txn, tpc_txn_buf_t *out)
 {
     (void)conn;
     const tpc__file_txn_t *t = txn;
     unsigned char fixed[HANDLE_FIXED], *p = fixed;
-    put(&p, HANDLE_VERSION, 1);
-    put(&p, t->token_in_name ? 1 : 0, 1);
-    put(&p, (uint64_t)t->subtask, 4);
-    put(&p, t->begin_ckpt, 8);
-    put(&p, t->token, 8);
-    put(&p, t->ckpt, 8);
-    put(&p, t->nparts, 4);
+    tpc_txn_put_be(&p, HANDLE_VERSION, 1);
+    tpc_txn_put_be(&p, t->token_in_name ? 1 : 0, 1);
+    tpc_txn_put_be(&p, (uint64_t)t->subtask, 4);
+    tpc_txn_put_be(&p, t->begin_ckpt, 8);
+    tpc_txn_put_be(&p, t->token, 8);
+    tpc_txn_put_be(&p, t->ckpt, 8);
+    tpc_txn_put_be(&p, t->nparts, 4);
     tpc_error_t *err = tpc_txn_buf_append(out, fixed, sizeof fixed);
     for (uint32_t i = 0; i < t->nparts && !err; i++) {
         unsigned char s[8], *q = s;
-        put(&q, t->sizes[i], 8);
+        tpc_txn_put_be(&q, t->sizes[i], 8);
         err = tpc_txn_buf_append(out, s, sizeof s);
     }
     return err;
@@ -378,11 +362,11 @@ tpc_error_t *tpc__file_deserialize(void *conn, const void *bytes, size_t len, vo
         return tpc_error_new(TPC_ERR_NOMEM, TPC_ERROR_FATAL, "out of memory");
     t->fd = -1;
     t->token_in_name = token_in_name;
-    t->subtask = (int)get(&p, 4);
-    t->begin_ckpt = get(&p, 8);
-    t->token = get(&p, 8);
-    t->ckpt = get(&p, 8);
-    uint64_t nparts = get(&p, 4);
+    t->subtask = (int)tpc_txn_get_be(&p, 4);
+    t->begin_ckpt = tpc_txn_get_be(&p, 8);
+    t->token = tpc_txn_get_be(&p, 8);
+    t->ckpt = tpc_txn_get_be(&p, 8);
+    uint64_t nparts = tpc_txn_get_be(&p, 4);
     if (t->subtask < 0 || nparts != (len - HANDLE_FIXED) / 8 || (len - HANDLE_FIXED) % 8) {
         free(t);
         return tpc_error_new(TPC_ERR_CORRUPT, TPC_ERROR_FATAL,
@@ -396,7 +380,7 @@ tpc_error_t *tpc__file_deserialize(void *conn, const void *bytes, size_t len, vo
         return tpc_error_new(TPC_ERR_NOMEM, TPC_ERROR_FATAL, "out of memory");
     }
     for (uint32_t i = 0; i < t->nparts; i++)
-        t->sizes[i] = get(&p, 8);
+        t->sizes[i] = tpc_txn_get_be(&p, 8);
     *txn = t;
     return NULL;
 }

@@ -378,34 +378,18 @@ void tpc__pg_describe(void *conn, const void *txn, char *buf, size_t cap)
 #define HANDLE_VERSION 1
 #define HANDLE_FIXED   26
 
-static void put(unsigned char **p, uint64_t v, int bytes)
-{
-    for (int i = bytes - 1; i >= 0; i--)
-        (*p)[i] = (unsigned char)(v >> (8 * (bytes - 1 - i)));
-    *p += bytes;
-}
-
-static uint64_t get(const unsigned char **p, int bytes)
-{
-    uint64_t v = 0;
-    for (int i = 0; i < bytes; i++)
-        v = v << 8 | (*p)[i];
-    *p += bytes;
-    return v;
-}
-
 tpc_error_t *tpc__pg_serialize(void *conn, const void *txn, tpc_txn_buf_t *out)
 {
     (void)conn;
     const tpc__pg_txn_t *t = txn;
     unsigned char b[HANDLE_FIXED + TPC_PG_GID_MAX], *p = b;
     size_t glen = strlen(t->gid);
-    put(&p, HANDLE_VERSION, 1);
-    put(&p, (uint64_t)t->subtask, 4);
-    put(&p, (uint64_t)t->parallelism, 4);
-    put(&p, t->begin_ckpt, 8);
-    put(&p, t->ckpt, 8);
-    put(&p, glen, 1);
+    tpc_txn_put_be(&p, HANDLE_VERSION, 1);
+    tpc_txn_put_be(&p, (uint64_t)t->subtask, 4);
+    tpc_txn_put_be(&p, (uint64_t)t->parallelism, 4);
+    tpc_txn_put_be(&p, t->begin_ckpt, 8);
+    tpc_txn_put_be(&p, t->ckpt, 8);
+    tpc_txn_put_be(&p, glen, 1);
     memcpy(p, t->gid, glen);
     return tpc_txn_buf_append(out, b, HANDLE_FIXED + glen);
 }
@@ -424,11 +408,11 @@ tpc_error_t *tpc__pg_deserialize(void *conn, const void *bytes, size_t len, void
     if (!t)
         return nomem();
     p++;
-    t->subtask = (int)get(&p, 4);
-    t->parallelism = (int)get(&p, 4);
-    t->begin_ckpt = get(&p, 8);
-    t->ckpt = get(&p, 8);
-    size_t glen = get(&p, 1);
+    t->subtask = (int)tpc_txn_get_be(&p, 4);
+    t->parallelism = (int)tpc_txn_get_be(&p, 4);
+    t->begin_ckpt = tpc_txn_get_be(&p, 8);
+    t->ckpt = tpc_txn_get_be(&p, 8);
+    size_t glen = tpc_txn_get_be(&p, 1);
     memcpy(t->gid, p, glen);
     t->gid[glen] = '\0';
     t->written = true;
