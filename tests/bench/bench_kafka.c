@@ -36,13 +36,6 @@
 
 static const char *bootstrap;
 
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
 static void die(const char *what, const char *why)
 {
     fprintf(stderr, "bench_kafka: %s: %s\n", what, why ? why : "failed");
@@ -81,10 +74,10 @@ static int commits;
 
 static tpc_error_t *timed_commit(void *conn, void *txn)
 {
-    double t0 = now_s();
+    double t0 = tpc_test_now_s();
     tpc_error_t *err = kafka_ops->commit(conn, txn);
     if (!err && commits < MAX_COMMITS)
-        commit_ms[commits++] = (now_s() - t0) * 1000.0;
+        commit_ms[commits++] = (tpc_test_now_s() - t0) * 1000.0;
     return err;
 }
 
@@ -139,11 +132,11 @@ static double run_sink(uint64_t records)
         err = tpc_txn_sink_add_to_job(sink, job, "kafka", 1, &k);
     if (!err)
         err = tpc_job_connect(job, s, k, TPC_EDGE_FORWARD);
-    double t0 = now_s();
+    double t0 = tpc_test_now_s();
     tpc_job_result_t result;
     if (!err)
         err = tpc_job_run(job, &result);
-    double secs = now_s() - t0;
+    double secs = tpc_test_now_s() - t0;
     if (err)
         die("sink job", tpc_error_message(err));
     tpc_job_destroy(job);
@@ -176,11 +169,11 @@ static double run_raw(uint64_t records, char *topic)
     rd_kafka_t *rk = rd_kafka_new(RD_KAFKA_PRODUCER, conf, errstr, sizeof errstr);
     if (!rk)
         die("raw producer", errstr);
-    double t0 = now_s();
+    double t0 = tpc_test_now_s();
     check(rd_kafka_init_transactions(rk, 30000), "init_transactions");
     check(rd_kafka_begin_transaction(rk), "begin_transaction");
     unsigned char key[8], value[VALUE_BYTES] = {0};
-    double next_commit = now_s() + 1.0;
+    double next_commit = tpc_test_now_s() + 1.0;
     for (uint64_t i = 0; i < records; i++) {
         for (int b = 0; b < 8; b++)
             key[b] = value[b] = (unsigned char)(i >> (8 * (7 - b)));
@@ -189,14 +182,14 @@ static double run_raw(uint64_t records, char *topic)
                                  RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY),
                                  RD_KAFKA_V_END) == RD_KAFKA_RESP_ERR__QUEUE_FULL)
             rd_kafka_poll(rk, 5);
-        if ((i & 255) == 0 && now_s() >= next_commit) {
+        if ((i & 255) == 0 && tpc_test_now_s() >= next_commit) {
             check(rd_kafka_commit_transaction(rk, 60000), "commit_transaction");
             check(rd_kafka_begin_transaction(rk), "begin_transaction");
-            next_commit = now_s() + 1.0;
+            next_commit = tpc_test_now_s() + 1.0;
         }
     }
     check(rd_kafka_commit_transaction(rk, 60000), "commit_transaction");
-    double secs = now_s() - t0;
+    double secs = tpc_test_now_s() - t0;
     rd_kafka_destroy(rk);
     return (double)records / secs;
 }
@@ -221,11 +214,11 @@ static double run_source(const char *topic, uint64_t records)
         err = tpc_job_add_vertex(job, "discard", 1, &tpc_test_discard_ops, NULL, &k);
     if (!err)
         err = tpc_job_connect(job, s, k, TPC_EDGE_FORWARD);
-    double t0 = now_s();
+    double t0 = tpc_test_now_s();
     tpc_job_result_t result;
     if (!err)
         err = tpc_job_run(job, &result);
-    double secs = now_s() - t0;
+    double secs = tpc_test_now_s() - t0;
     if (err)
         die("source job", tpc_error_message(err));
     tpc_job_destroy(job);
@@ -247,7 +240,7 @@ static double run_raw_consumer(const char *topic, uint64_t records)
         rd_kafka_conf_set(conf, "enable.auto.commit", "false", errstr, sizeof errstr) ||
         rd_kafka_conf_set(conf, "enable.partition.eof", "true", errstr, sizeof errstr))
         die("raw consumer", errstr);
-    double t0 = now_s();
+    double t0 = tpc_test_now_s();
     rd_kafka_t *rk = rd_kafka_new(RD_KAFKA_CONSUMER, conf, errstr, sizeof errstr);
     if (!rk)
         die("raw consumer", errstr);
@@ -268,7 +261,7 @@ static double run_raw_consumer(const char *topic, uint64_t records)
             die("raw consumer", rd_kafka_message_errstr(msg));
         rd_kafka_message_destroy(msg);
     }
-    double secs = now_s() - t0;
+    double secs = tpc_test_now_s() - t0;
     rd_kafka_consumer_close(rk);
     rd_kafka_destroy(rk);
     return (double)records / secs;
