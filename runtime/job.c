@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 tpc_error_t *tpc__restore_plan(tpc__attempt_t *a);
 tpc_error_t *tpc__restore_load(tpc_job_t *job, tpc__checkpoint_t *out);
@@ -36,7 +37,12 @@ tpc_job_t *tpc_job_new(const char *name)
     job->log.max_level = TPC_LOG_WARN;
     job->next_checkpoint_id = 1;
     pthread_mutex_init(&job->ctl_mu, NULL);
-    pthread_cond_init(&job->ctl_cv, NULL);
+    /* Monotonic: the restart pause waits on it with a deadline. */
+    pthread_condattr_t attr;
+    pthread_condattr_init(&attr);
+    pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
+    pthread_cond_init(&job->ctl_cv, &attr);
+    pthread_condattr_destroy(&attr);
     return job;
 }
 
@@ -402,6 +408,19 @@ static tpc__end_t run_attempt(tpc_job_t *job, int number, tpc_error_t **err)
     return end;
 }
 
+/* Wait restart.delay.ms, or less when the job is canceled meanwhile. Called with ctl_mu held. */
+static void restart_pause(tpc_job_t *job)
+{
+    struct timespec until;
+    clock_gettime(CLOCK_MONOTONIC, &until);
+    uint64_t ns = (uint64_t)until.tv_nsec + (uint64_t)job->conf.restart_delay_ms % 1000u * 1000000u;
+    until.tv_sec += (time_t)(job->conf.restart_delay_ms / 1000 + (int64_t)(ns / 1000000000u));
+    until.tv_nsec = (long)(ns % 1000000000u);
+    while (!atomic_load(&job->cancel_requested) &&
+           pthread_cond_timedwait(&job->ctl_cv, &job->ctl_mu, &until) != ETIMEDOUT) {
+    }
+}
+
 tpc_error_t *tpc_job_run(tpc_job_t *job, tpc_job_result_t *result)
 {
     if (!job)
@@ -436,12 +455,16 @@ tpc_error_t *tpc_job_run(tpc_job_t *job, tpc_job_result_t *result)
         return tpc_error_new(TPC_ERR_STATE, 0, "job \"%s\" is already running", job->name);
     }
     job->running = true;
-    atomic_store(&job->cancel_requested, false);
     pthread_mutex_unlock(&job->ctl_mu);
 
     tpc_error_t *err = NULL;
     tpc__end_t end = TPC__END_FAILED;
     for (int attempt = 0;; attempt++) {
+        /* A cancel that came before this run, or during the restart pause, ends it here. */
+        if (atomic_load(&job->cancel_requested)) {
+            end = TPC__END_CANCELED;
+            break;
+        }
         end = run_attempt(job, attempt, &err);
         if (end != TPC__END_FAILED || tpc_error_code(err) == TPC_ERR_CONFIG ||
             tpc_error_code(err) == TPC_ERR_CORRUPT || tpc_error_code(err) == TPC_ERR_NOT_FOUND)
@@ -458,16 +481,14 @@ tpc_error_t *tpc_job_run(tpc_job_t *job, tpc_job_result_t *result)
         err = NULL;
         pthread_mutex_lock(&job->ctl_mu);
         job->stats.restarts++;
+        restart_pause(job);
         pthread_mutex_unlock(&job->ctl_mu);
-        tpc__sleep_us((uint64_t)job->conf.restart_delay_ms * 1000u);
-        if (atomic_load(&job->cancel_requested)) {
-            end = TPC__END_CANCELED;
-            break;
-        }
     }
 
     pthread_mutex_lock(&job->ctl_mu);
     job->running = false;
+    if (end == TPC__END_CANCELED) /* consumed: the next run starts afresh */
+        atomic_store(&job->cancel_requested, false);
     if (job->stop.active && !job->stop.done) {
         job->stop.done = true;
         if (end != TPC__END_STOPPED && !job->stop.err)
@@ -493,9 +514,10 @@ static void wake_coordinator(tpc_job_t *job)
 
 void tpc_job_cancel(tpc_job_t *job)
 {
-    atomic_store(&job->cancel_requested, true);
     pthread_mutex_lock(&job->ctl_mu);
+    atomic_store(&job->cancel_requested, true);
     wake_coordinator(job);
+    pthread_cond_broadcast(&job->ctl_cv); /* the restart pause */
     pthread_mutex_unlock(&job->ctl_mu);
 }
 

@@ -326,7 +326,13 @@ TPC_API tpc_error_t *tpc_job_run(tpc_job_t *job, tpc_job_result_t *result);
  */
 TPC_API tpc_error_t *tpc_job_stop_with_savepoint(tpc_job_t *job, bool drain, char **path);
 
-/** @brief Ask a running job to cancel (any thread); tpc_job_run() returns TPC_JOB_CANCELED. */
+/**
+ * @brief Ask the job to cancel (any thread); tpc_job_run() returns TPC_JOB_CANCELED.
+ *
+ * Tasks are closed without finish(). A cancel during the pause before a restart ends that pause at
+ * once; one that comes before tpc_job_run() starts cancels that run before it opens anything. The
+ * run that returns TPC_JOB_CANCELED consumes the request, so a later tpc_job_run() starts afresh.
+ */
 TPC_API void tpc_job_cancel(tpc_job_t *job);
 
 /** Statistics of a vertex. */

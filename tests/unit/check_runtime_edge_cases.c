@@ -1,9 +1,11 @@
 /*
  * Edge cases of the runtime's protocol, each a race that once made a job hang or report the
  * wrong outcome: stop with savepoint while a producer is blocked on a full channel, while the
- * attempt fails and restarts, when the savepoint aborts, and while the job finishes by itself.
+ * attempt fails and restarts, when the savepoint aborts, and while the job finishes by itself;
+ * a cancel before the run starts and one during the pause before a restart.
  */
 #include "tpc_internal.h"
+#include "tpc_test_env.h"
 #include "tpc_test_job.h"
 #include "tpc_test_ops.h"
 
@@ -323,6 +325,75 @@ START_TEST(test_stop_with_drain_after_final_checkpoint)
 }
 END_TEST
 
+/* A cancel that comes before tpc_job_run() cancels that run before anything opens, and is used
+ * up by it: the next run of the same job runs to its end. */
+START_TEST(test_cancel_before_run)
+{
+    char *dir = tpc_test_tmpdir("edge-cancel-early");
+    tpc_test_seq_conf_t src = {.count_default = 1000, .per_poll = 100};
+    sink_conf_t sink = {0};
+    tpc_job_t *job = edge_job(dir, &src, &sink, "10");
+    tpc_job_cancel(job);
+    tpc_job_result_t result = TPC_JOB_FINISHED;
+    tpc_error_t *err = tpc_job_run(job, &result);
+    ck_assert_msg(err == NULL, "%s", tpc_error_message(err));
+    ck_assert_int_eq(result, TPC_JOB_CANCELED);
+    ck_assert_int_eq(atomic_load(&src.opens), 0);
+    ck_assert_int_eq(atomic_load(&sink.closes), 0);
+
+    err = tpc_job_run(job, &result);
+    ck_assert_msg(err == NULL, "%s", tpc_error_message(err));
+    ck_assert_int_eq(result, TPC_JOB_FINISHED);
+    ck_assert_int_eq(atomic_load(&sink.finishes), 1);
+    tpc_job_destroy(job);
+    tpc_test_rmdir(dir);
+    free(dir);
+}
+END_TEST
+
+typedef struct {
+    tpc_job_t *job;
+    pthread_t th;
+} canceler_t;
+
+/* Cancel as soon as the job counts its first restart, i.e. during the pause before it. */
+static void *cancel_in_restart_pause(void *arg)
+{
+    canceler_t *c = arg;
+    tpc_job_stats_t st;
+    do {
+        tpc__sleep_us(1000);
+        tpc_job_get_stats(c->job, &st);
+    } while (st.restarts == 0);
+    tpc_job_cancel(c->job);
+    return NULL;
+}
+
+/* A cancel during a long restart.delay.ms ends the pause at once instead of waiting it out. */
+START_TEST(test_cancel_during_restart_pause)
+{
+    char *dir = tpc_test_tmpdir("edge-cancel-pause");
+    tpc_test_seq_conf_t src = {.count_default = 100000, .per_poll = 100, .fail_at = 500};
+    sink_conf_t sink = {0};
+    tpc_job_t *job = edge_job(dir, &src, &sink, "10");
+    ck_assert_ptr_null(tpc_job_set(job, "restart.delay.ms", "600000"));
+    canceler_t c = {.job = job};
+    ck_assert_int_eq(pthread_create(&c.th, NULL, cancel_in_restart_pause, &c), 0);
+    double started = tpc_test_now_s();
+    tpc_job_result_t result = TPC_JOB_FINISHED;
+    tpc_error_t *err = tpc_job_run(job, &result);
+    double took = tpc_test_now_s() - started;
+    pthread_join(c.th, NULL);
+    ck_assert_msg(err == NULL, "%s", tpc_error_message(err));
+    ck_assert_int_eq(result, TPC_JOB_CANCELED);
+    ck_assert_msg(took < 10.0, "tpc_job_run() returned %.1f s after the start", took);
+    ck_assert_int_eq(atomic_load(&src.opens), 1); /* no second attempt */
+    tpc_job_destroy(job);
+    tpc_test_rmdir(dir);
+    free(dir);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("runtime_edge_cases");
@@ -334,6 +405,8 @@ int main(void)
     tcase_add_test(tc, test_stop_without_drain_savepoint_aborted);
     tcase_add_test(tc, test_stop_with_drain_during_final_checkpoint);
     tcase_add_test(tc, test_stop_with_drain_after_final_checkpoint);
+    tcase_add_test(tc, test_cancel_before_run);
+    tcase_add_test(tc, test_cancel_during_restart_pause);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);
