@@ -14,7 +14,7 @@
 #include <time.h>
 
 tpc_error_t *tpc__restore_plan(tpc__attempt_t *a);
-tpc_error_t *tpc__restore_load(tpc_job_t *job, tpc__checkpoint_t *out);
+tpc_error_t *tpc__restore_load(tpc_job_t *job, bool restart, tpc__checkpoint_t *out);
 
 tpc_job_t *tpc_job_new(const char *name)
 {
@@ -369,7 +369,7 @@ static tpc__end_t run_attempt(tpc_job_t *job, int number, tpc_error_t **err)
     *err = NULL;
     tpc__attempt_t *a = attempt_new(job, number);
     if (job->conf.dir)
-        *err = tpc__restore_load(job, &a->restored);
+        *err = tpc__restore_load(job, number > 0, &a->restored);
     if (!*err && a->restored.id)
         *err = tpc__restore_plan(a);
     if (*err) {

@@ -1,8 +1,9 @@
 /*
  * Durable checkpoint files. A checkpoint is one file, `chk-<id>` (or `savepoint-<id>`), holding
  * the metadata (job, vertices, which subtasks had closed or finished) and every subtask's state,
- * followed by a SHA-256 of everything before it. It is written to a temporary name, fsynced,
- * renamed into place and the directory fsynced, so a crash leaves either the old set of files or
+ * followed by a SHA-256 of everything before it. It is written to a temporary name of its own,
+ * fsynced, linked into place (never over an existing file: that one was written by another
+ * instance of the job) and the directory fsynced, so a crash leaves either the old set of files or
  * the new one. Readers verify the checksum and the structure; a torn or corrupt file is an error
  * that recovery reports and skips. The layout is described in docs/architecture.md.
  */
@@ -202,6 +203,23 @@ static tpc_error_t *write_all(int fd, const uint8_t *p, size_t n, const char *pa
     return NULL;
 }
 
+/* Temporary files of writes that a crash interrupted. */
+static void remove_stale_temporaries(const char *dir)
+{
+    DIR *d = opendir(dir);
+    if (!d)
+        return;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        size_t len = strlen(e->d_name);
+        bool ours =
+            strncmp(e->d_name, ".chk-", 5) == 0 || strncmp(e->d_name, ".savepoint-", 11) == 0;
+        if (ours && len > 4 && strcmp(e->d_name + len - 4, ".tmp") == 0)
+            unlinkat(dirfd(d), e->d_name, 0);
+    }
+    closedir(d);
+}
+
 tpc_error_t *tpc__checkpoint_dir_prepare(const char *dir)
 {
     char *p = tpc__xstrdup(dir);
@@ -221,7 +239,64 @@ tpc_error_t *tpc__checkpoint_dir_prepare(const char *dir)
         return io_error("create directory", dir);
     if (access(dir, W_OK | X_OK) != 0)
         return io_error("write into directory", dir);
+    remove_stale_temporaries(dir);
     return NULL;
+}
+
+static tpc_error_t *taken_error(const char *path)
+{
+    return tpc_error_hint(
+        tpc_error_new(TPC_ERR_CONFIG, 0,
+                      "checkpoint \"%s\" exists already: another instance of the job writes "
+                      "checkpoints into the same directory",
+                      path),
+        "stop the other instance; two instances of a job must not share a \"checkpoint.dir\"");
+}
+
+/* This instance takes checkpoint ids in increasing order and writes a checkpoint only after those
+ * before it: a file with a larger id was written by another instance of the job. */
+static tpc_error_t *check_newest(const char *dir, uint64_t id)
+{
+    tpc__checkpoint_file_t *files;
+    size_t n;
+    tpc_error_t *err = tpc__checkpoint_list(dir, &files, &n);
+    if (!err && n && files[0].id > id)
+        err = tpc_error_hint(
+            tpc_error_new(TPC_ERR_CONFIG, 0,
+                          "\"%s\" holds checkpoint %" PRIu64 ", newer than checkpoint %" PRIu64
+                          " that this instance is writing: another instance of the job writes "
+                          "checkpoints into the same directory",
+                          dir, files[0].id, id),
+            "stop the other instance; two instances of a job must not share a \"checkpoint.dir\"");
+    if (n)
+        tpc__checkpoint_files_free(files, n);
+    return err;
+}
+
+/* Put the finished temporary file in place unless a file of that name exists. link() refuses to
+ * replace; where the file system has no hard links, a check and rename() have to do. */
+static tpc_error_t *put_in_place(const char *dir, const char *tmp, const char *path)
+{
+    if (link(tmp, path) == 0) {
+        unlink(tmp);
+        return NULL;
+    }
+    if (errno == EEXIST)
+        return taken_error(path);
+    if (errno == ENOENT && access(dir, F_OK) == 0) {
+        /* Our own file, created moments ago, is gone: someone else cleans this directory. */
+        return tpc_error_hint(
+            tpc_error_new(TPC_ERR_CONFIG, 0,
+                          "\"%s\" was removed while it was written: another instance of the job "
+                          "writes checkpoints into the same directory",
+                          tmp),
+            "stop the other instance; two instances of a job must not share a \"checkpoint.dir\"");
+    }
+    if (errno != EPERM && errno != ENOTSUP && errno != EOPNOTSUPP && errno != ENOSYS)
+        return io_error("link", tmp);
+    if (access(path, F_OK) == 0)
+        return taken_error(path);
+    return rename(tmp, path) == 0 ? NULL : io_error("rename", tmp);
 }
 
 tpc_error_t *tpc__checkpoint_write(const char *dir, const tpc__checkpoint_t *c, char **path_out)
@@ -233,13 +308,15 @@ tpc_error_t *tpc__checkpoint_write(const char *dir, const tpc__checkpoint_t *c, 
     }
     tpc__buf_t b = {0};
     encode(c, &b);
-    size_t n = strlen(dir) + 64;
+    size_t n = strlen(dir) + 128;
     char *tmp = tpc__xmalloc(n), *path = tpc__xmalloc(n);
     const char *kind = c->savepoint ? "savepoint" : "chk";
-    snprintf(tmp, n, "%s/.%s-%020" PRIu64 ".tmp", dir, kind, c->id);
+    /* A name no other writer uses, even another instance that took the same checkpoint id. */
+    snprintf(tmp, n, "%s/.%s-%020" PRIu64 ".%ld-%" PRIu64 ".tmp", dir, kind, c->id, (long)getpid(),
+             tpc__now_us());
     snprintf(path, n, "%s/%s-%020" PRIu64, dir, kind, c->id);
     tpc_error_t *err = NULL;
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
     if (fd < 0) {
         err = io_error("create", tmp);
     } else {
@@ -247,8 +324,10 @@ tpc_error_t *tpc__checkpoint_write(const char *dir, const tpc__checkpoint_t *c, 
         if (!err && fsync(fd) != 0)
             err = io_error("fsync", tmp);
         close(fd);
-        if (!err && rename(tmp, path) != 0)
-            err = io_error("rename", tmp);
+        if (!err)
+            err = check_newest(dir, c->id);
+        if (!err)
+            err = put_in_place(dir, tmp, path);
         if (!err)
             err = fsync_dir(dir);
         if (err)

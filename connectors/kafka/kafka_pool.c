@@ -7,7 +7,8 @@
  * transaction or producer epoch exists on the id. The id is free again once a checkpoint taken
  * after the commit is known to be complete; from then on no restorable checkpoint lists the old
  * transaction. A checkpoint is known complete here when a transaction pre-committed for it (or a
- * later one) is committed. The proof is in docs/kafka.md.
+ * later one) is committed. An id held since recovery is initialised at its release, which fences
+ * a stalled earlier instance of the job still writing with it. The proof is in docs/kafka.md.
  */
 #include "kafka_internal.h"
 
@@ -54,8 +55,27 @@ void tpc__kafka_pool_complete(tpc__kafka_sub_t *c, uint64_t ckpt)
 {
     for (int n = 0; n < c->conf->pool_size; n++) {
         tpc__kafka_slot_t *s = &c->slots[n];
-        if (s->state == TPC__KAFKA_SLOT_HELD && s->release_after <= ckpt)
-            s->state = s->prod.rk ? TPC__KAFKA_SLOT_FREE : TPC__KAFKA_SLOT_UNUSED;
+        if (s->state != TPC__KAFKA_SLOT_HELD || s->release_after > ckpt)
+            continue;
+        if (s->prod.rk) {
+            s->state = TPC__KAFKA_SLOT_FREE;
+            continue;
+        }
+        /* An id held since recovery: its restored transaction was committed under the epoch of
+         * the producer that wrote it, which a stalled earlier instance of the job may still hold
+         * and write with. Initialise it now, not at its next use, so that that producer is fenced
+         * as soon as no restorable checkpoint needs the old epoch. */
+        s->state = TPC__KAFKA_SLOT_UNUSED;
+        char id[TPC__KAFKA_ID_MAX];
+        tpc__kafka_slot_id(c, n, id, sizeof id);
+        tpc_error_t *err = tpc__kafka_producer_start(&s->prod, c->conf, c->st, id, true);
+        if (err) {
+            tpc_txn_log(c->st, TPC_LOG_WARN, "could not initialise transactional id \"%s\" yet: %s",
+                        id, tpc_error_message(err));
+            tpc_error_destroy(err);
+            continue;
+        }
+        s->state = TPC__KAFKA_SLOT_FREE;
     }
 }
 

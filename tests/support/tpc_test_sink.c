@@ -74,8 +74,10 @@ static tpc_error_t *rec_snapshot(void *self, tpc_ctx_t *ctx, uint64_t id, tpc_st
     pthread_mutex_lock(&r->mu);
     if (r->nsnapshots < TPC_TEST_MAX_EVENTS)
         r->snapshots[r->nsnapshots++] = id;
-    if (r->finishes)
+    if (r->finishes && !r->snapshot_after_finish) {
         r->snapshot_after_finish = true;
+        r->first_snapshot_after_finish = id;
+    }
     pthread_mutex_unlock(&r->mu);
     return NULL;
 }

@@ -28,6 +28,7 @@ typedef struct {
     int finishes, closes, opens;
     uint64_t first_notify_after_finish; /* id of the first notify after any finish() */
     bool snapshot_after_finish;
+    uint64_t first_snapshot_after_finish; /* id of the first snapshot after any finish() */
 } tpc_test_rec_t;
 
 void tpc_test_rec_init(tpc_test_rec_t *r, uint64_t max_seq);

@@ -2,7 +2,8 @@
  * Checkpoint files: every kind of damage (truncated, a flipped byte, an empty or foreign file) is
  * detected by the reader; recovery reports a damaged latest checkpoint, skips it for the one
  * before, and the restored job still counts every record exactly once. Retention keeps the newest
- * checkpoints only; restore.mode decides what happens when nothing valid is there.
+ * checkpoints only; restore.mode decides what happens when nothing valid is there. A checkpoint
+ * that another instance of the job wrote is never replaced, nor restored by a restart.
  */
 #include "tpc_internal.h"
 #include "tpc_test_ops.h"
@@ -266,6 +267,105 @@ START_TEST(test_restore_required_without_checkpoint)
 }
 END_TEST
 
+/* A second writer of the directory (another instance of the job took the same id): the file
+ * already there is neither replaced nor touched, and the error says what is going on. */
+START_TEST(test_existing_checkpoint_never_replaced)
+{
+    char *dir = tpc_test_tmpdir("files-taken"), *path;
+    write_sample(dir, 7, &path);
+    size_t size = file_size(path);
+    tpc__checkpoint_t c = {.id = 7, .timestamp_ms = 2, .job_name = "other", .nvertices = 0};
+    tpc_error_t *err = tpc__checkpoint_write(dir, &c, NULL);
+    ck_assert_ptr_nonnull(err);
+    ck_assert_int_eq(tpc_error_code(err), TPC_ERR_CONFIG);
+    ck_assert_ptr_nonnull(strstr(tpc_error_message(err), "another instance"));
+    ck_assert_ptr_nonnull(tpc_error_hint_text(err));
+    tpc_error_destroy(err);
+    tpc__checkpoint_t back;
+    err = tpc__checkpoint_read(path, &back);
+    ck_assert_msg(err == NULL, "%s", tpc_error_message(err));
+    ck_assert_str_eq(back.job_name, "j");
+    ck_assert_uint_eq(file_size(path), size);
+    tpc__checkpoint_free(&back);
+    /* an older id than the newest file: this instance was overtaken by another one */
+    c.id = 5;
+    err = tpc__checkpoint_write(dir, &c, NULL);
+    ck_assert_ptr_nonnull(err);
+    ck_assert_int_eq(tpc_error_code(err), TPC_ERR_CONFIG);
+    ck_assert_msg(strstr(tpc_error_message(err), "newer than checkpoint 5"), "%s",
+                  tpc_error_message(err));
+    tpc_error_destroy(err);
+    /* nothing else is left behind, and a temporary file of a crashed write goes at the next start
+     */
+    tpc__checkpoint_file_t *files;
+    size_t n;
+    ck_assert_ptr_null(tpc__checkpoint_list(dir, &files, &n));
+    ck_assert_uint_eq(n, 1);
+    tpc__checkpoint_files_free(files, n);
+    char stale[512];
+    snprintf(stale, sizeof stale, "%s/.chk-00000000000000000008.123-456.tmp", dir);
+    int fd = open(stale, O_WRONLY | O_CREAT, 0644);
+    ck_assert_int_ge(fd, 0);
+    close(fd);
+    ck_assert_ptr_null(tpc__checkpoint_dir_prepare(dir));
+    ck_assert_int_ne(access(stale, F_OK), 0);
+    ck_assert_int_eq(access(path, F_OK), 0);
+    free(path);
+    tpc_test_rmdir(dir);
+    free(dir);
+}
+END_TEST
+
+/* While the job fails checkpoint 4, "another instance" puts a newer checkpoint into the
+ * directory. The restart must not restore it (that would take over the other instance's
+ * transactions): the run fails with a configuration error instead of restarting again. */
+static char *foreign_dir;
+static tpc_error_t *foreign_write_then_fail(uint64_t id)
+{
+    if (id != 4)
+        return NULL;
+    /* the other instance's checkpoint: same job, same graph, a newer id */
+    tpc__checkpoint_file_t *files;
+    size_t n;
+    ck_assert_ptr_null(tpc__checkpoint_list(foreign_dir, &files, &n));
+    ck_assert_uint_gt(n, 0);
+    tpc__checkpoint_t c;
+    tpc_error_t *err = tpc__checkpoint_read(files[0].path, &c);
+    ck_assert_msg(err == NULL, "%s", tpc_error_message(err));
+    c.id = 1000;
+    ck_assert_ptr_null(tpc__checkpoint_write(foreign_dir, &c, NULL));
+    tpc__checkpoint_free(&c);
+    tpc__checkpoint_files_free(files, n);
+    return tpc_error_new(TPC_ERR_IO, TPC_ERROR_RETRIABLE, "injected write failure");
+}
+
+START_TEST(test_restart_refuses_a_checkpoint_it_did_not_write)
+{
+    char *dir = tpc_test_tmpdir("files-foreign");
+    tpc_test_seq_conf_t src = {.count_default = 1000000, .per_poll = 10, .sleep_us = 1000};
+    tpc_test_count_t cnt;
+    tpc_test_count_init(&cnt);
+    tpc_job_t *job = count_job(dir, &src, &cnt);
+    ck_assert_ptr_null(tpc_job_set(job, "restart.delay.ms", "10"));
+    foreign_dir = dir;
+    tpc__checkpoint_write_fault = foreign_write_then_fail;
+    tpc_error_t *err = tpc_job_run(job, NULL);
+    tpc__checkpoint_write_fault = NULL;
+    ck_assert_ptr_nonnull(err);
+    ck_assert_int_eq(tpc_error_code(err), TPC_ERR_CONFIG);
+    ck_assert_msg(strstr(tpc_error_message(err), "did not write") &&
+                      strstr(tpc_error_message(err), "another instance"),
+                  "%s", tpc_error_message(err));
+    tpc_job_stats_t st;
+    tpc_job_get_stats(job, &st);
+    ck_assert_uint_eq(st.restarts, 1);
+    tpc_error_destroy(err);
+    tpc_job_destroy(job);
+    tpc_test_rmdir(dir);
+    free(dir);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("checkpoint_files");
@@ -278,6 +378,8 @@ int main(void)
     tcase_add_test(tc, test_corrupt_latest_skipped_on_restore);
     tcase_add_test(tc, test_no_valid_checkpoint_is_an_error_unless_fresh);
     tcase_add_test(tc, test_restore_required_without_checkpoint);
+    tcase_add_test(tc, test_existing_checkpoint_never_replaced);
+    tcase_add_test(tc, test_restart_refuses_a_checkpoint_it_did_not_write);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);
