@@ -9,7 +9,7 @@
 set -euo pipefail
 
 BUILD_PACKAGES=(librdkafka-dev libpq-dev libssl-dev check pkg-config gcc make)
-SERVER_PACKAGES=(postgresql openjdk-17-jre-headless maven clang-format)
+SERVER_PACKAGES=(postgresql openjdk-17-jre-headless maven openssl clang-format)
 
 case "${1:-}" in
 build) wanted=("${BUILD_PACKAGES[@]}") ;;
