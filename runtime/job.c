@@ -14,7 +14,7 @@
 #include <time.h>
 
 tpc_error_t *tpc__restore_plan(tpc__attempt_t *a);
-tpc_error_t *tpc__restore_load(tpc_job_t *job, bool restart, tpc__checkpoint_t *out);
+tpc_error_t *tpc__restore_load(tpc_job_t *job, tpc__checkpoint_t *out);
 
 tpc_job_t *tpc_job_new(const char *name)
 {
@@ -369,7 +369,7 @@ static tpc__end_t run_attempt(tpc_job_t *job, int number, tpc_error_t **err)
     *err = NULL;
     tpc__attempt_t *a = attempt_new(job, number);
     if (job->conf.dir)
-        *err = tpc__restore_load(job, number > 0, &a->restored);
+        *err = tpc__restore_load(job, &a->restored);
     if (!*err && a->restored.id)
         *err = tpc__restore_plan(a);
     if (*err) {
@@ -455,7 +455,10 @@ tpc_error_t *tpc_job_run(tpc_job_t *job, tpc_job_result_t *result)
         return tpc_error_new(TPC_ERR_STATE, 0, "job \"%s\" is already running", job->name);
     }
     job->running = true;
+    job->dir_listed = false;
     pthread_mutex_unlock(&job->ctl_mu);
+    if (job->conf.dir) /* only now: a second call while running must not touch the directory */
+        tpc__checkpoint_dir_clean(job->conf.dir);
 
     tpc_error_t *err = NULL;
     tpc__end_t end = TPC__END_FAILED;
@@ -487,8 +490,9 @@ tpc_error_t *tpc_job_run(tpc_job_t *job, tpc_job_result_t *result)
 
     pthread_mutex_lock(&job->ctl_mu);
     job->running = false;
-    if (end == TPC__END_CANCELED) /* consumed: the next run starts afresh */
-        atomic_store(&job->cancel_requested, false);
+    /* A cancel made while this run was going was meant for it, whether it saw it or not; only one
+     * made before the next tpc_job_run() applies to that one. */
+    atomic_store(&job->cancel_requested, false);
     if (job->stop.active && !job->stop.done) {
         job->stop.done = true;
         if (end != TPC__END_STOPPED && !job->stop.err)

@@ -23,7 +23,7 @@ static tpc_error_t *no_valid(const tpc_job_t *job, size_t n)
         "what the lost checkpoints covered), or restore a backup of the directory");
 }
 
-tpc_error_t *tpc__restore_load(tpc_job_t *job, bool restart, tpc__checkpoint_t *out)
+tpc_error_t *tpc__restore_load(tpc_job_t *job, tpc__checkpoint_t *out)
 {
     *out = (tpc__checkpoint_t){0};
     tpc__checkpoint_file_t *files;
@@ -31,9 +31,9 @@ tpc_error_t *tpc__restore_load(tpc_job_t *job, bool restart, tpc__checkpoint_t *
     tpc_error_t *err = tpc__checkpoint_list(job->conf.dir, &files, &n);
     if (err)
         return err;
-    /* Every id this run took is below next_checkpoint_id: a newer file came from elsewhere, and
-     * restoring it would take over from whoever wrote it. */
-    if (restart && n && files[0].id >= job->next_checkpoint_id) {
+    /* Once this run has listed the directory, every id it took is below next_checkpoint_id: a
+     * newer file came from elsewhere, and restoring it would take over from whoever wrote it. */
+    if (job->dir_listed && n && files[0].id >= job->next_checkpoint_id) {
         err = tpc_error_hint(
             tpc_error_new(TPC_ERR_CONFIG, 0,
                           "\"%s\" holds checkpoint %" PRIu64 ", which this run of job \"%s\" did "
@@ -44,6 +44,7 @@ tpc_error_t *tpc__restore_load(tpc_job_t *job, bool restart, tpc__checkpoint_t *
         tpc__checkpoint_files_free(files, n);
         return err;
     }
+    job->dir_listed = true;
     /* New checkpoint ids go past every file seen, valid or not, so no id is ever reused. */
     if (n && files[0].id >= job->next_checkpoint_id)
         job->next_checkpoint_id = files[0].id + 1;

@@ -203,8 +203,7 @@ static tpc_error_t *write_all(int fd, const uint8_t *p, size_t n, const char *pa
     return NULL;
 }
 
-/* Temporary files of writes that a crash interrupted. */
-static void remove_stale_temporaries(const char *dir)
+void tpc__checkpoint_dir_clean(const char *dir)
 {
     DIR *d = opendir(dir);
     if (!d)
@@ -239,7 +238,6 @@ tpc_error_t *tpc__checkpoint_dir_prepare(const char *dir)
         return io_error("create directory", dir);
     if (access(dir, W_OK | X_OK) != 0)
         return io_error("write into directory", dir);
-    remove_stale_temporaries(dir);
     return NULL;
 }
 
@@ -281,9 +279,18 @@ static tpc_error_t *put_in_place(const char *dir, const char *tmp, const char *p
         unlink(tmp);
         return NULL;
     }
-    if (errno == EEXIST)
+    int link_errno = errno;
+    if (link_errno == EEXIST) {
+        /* Over NFS a retransmitted link() can report EEXIST for a link it made. */
+        struct stat a, b;
+        if (stat(tmp, &a) == 0 && stat(path, &b) == 0 && a.st_dev == b.st_dev &&
+            a.st_ino == b.st_ino) {
+            unlink(tmp);
+            return NULL;
+        }
         return taken_error(path);
-    if (errno == ENOENT && access(dir, F_OK) == 0) {
+    }
+    if (link_errno == ENOENT && access(dir, F_OK) == 0) {
         /* Our own file, created moments ago, is gone: someone else cleans this directory. */
         return tpc_error_hint(
             tpc_error_new(TPC_ERR_CONFIG, 0,
@@ -292,6 +299,7 @@ static tpc_error_t *put_in_place(const char *dir, const char *tmp, const char *p
                           tmp),
             "stop the other instance; two instances of a job must not share a \"checkpoint.dir\"");
     }
+    errno = link_errno;
     if (errno != EPERM && errno != ENOTSUP && errno != EOPNOTSUPP && errno != ENOSYS)
         return io_error("link", tmp);
     if (access(path, F_OK) == 0)

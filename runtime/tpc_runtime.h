@@ -330,8 +330,9 @@ TPC_API tpc_error_t *tpc_job_stop_with_savepoint(tpc_job_t *job, bool drain, cha
  * @brief Ask the job to cancel (any thread); tpc_job_run() returns TPC_JOB_CANCELED.
  *
  * Tasks are closed without finish(). A cancel during the pause before a restart ends that pause at
- * once; one that comes before tpc_job_run() starts cancels that run before it opens anything. The
- * run that returns TPC_JOB_CANCELED consumes the request, so a later tpc_job_run() starts afresh.
+ * once; one that comes before tpc_job_run() starts cancels that run before it opens anything. A run
+ * consumes every cancel made while it ran (one that came too late to stop it included), so a later
+ * tpc_job_run() starts afresh.
  */
 TPC_API void tpc_job_cancel(tpc_job_t *job);
 

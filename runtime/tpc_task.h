@@ -176,6 +176,7 @@ struct tpc_job_s {
     pthread_mutex_t ctl_mu;
     pthread_cond_t ctl_cv;
     bool running;
+    bool dir_listed; /* this run has listed checkpoint.dir: ids at or above next are foreign */
     tpc__attempt_t *attempt;
     atomic_bool cancel_requested;
     tpc__stop_t stop;
