@@ -34,13 +34,10 @@ tpc_error_t *tpc__restore_load(tpc_job_t *job, tpc__checkpoint_t *out)
     /* Once this run has listed the directory, every id it took is below next_checkpoint_id: a
      * newer file came from elsewhere, and restoring it would take over from whoever wrote it. */
     if (job->dir_listed && n && files[0].id >= job->next_checkpoint_id) {
-        err = tpc_error_hint(
-            tpc_error_new(TPC_ERR_CONFIG, 0,
-                          "\"%s\" holds checkpoint %" PRIu64 ", which this run of job \"%s\" did "
-                          "not write (its newest is %" PRIu64 "): another instance of the job "
-                          "writes into the same directory",
-                          job->conf.dir, files[0].id, job->name, job->next_checkpoint_id - 1),
-            "stop the other instance; two instances of a job must not share a \"checkpoint.dir\"");
+        err = tpc_error_prefix(tpc__checkpoint_other_writer(),
+                               "\"%s\" holds checkpoint %" PRIu64 ", which this run of job \"%s\" "
+                               "did not write (its newest is %" PRIu64 ")",
+                               job->conf.dir, files[0].id, job->name, job->next_checkpoint_id - 1);
         tpc__checkpoint_files_free(files, n);
         return err;
     }

@@ -241,13 +241,11 @@ tpc_error_t *tpc__checkpoint_dir_prepare(const char *dir)
     return NULL;
 }
 
-static tpc_error_t *taken_error(const char *path)
+tpc_error_t *tpc__checkpoint_other_writer(void)
 {
     return tpc_error_hint(
         tpc_error_new(TPC_ERR_CONFIG, 0,
-                      "checkpoint \"%s\" exists already: another instance of the job writes "
-                      "checkpoints into the same directory",
-                      path),
+                      "another instance of the job writes checkpoints into the same directory"),
         "stop the other instance; two instances of a job must not share a \"checkpoint.dir\"");
 }
 
@@ -259,16 +257,18 @@ static tpc_error_t *check_newest(const char *dir, uint64_t id)
     size_t n;
     tpc_error_t *err = tpc__checkpoint_list(dir, &files, &n);
     if (!err && n && files[0].id > id)
-        err = tpc_error_hint(
-            tpc_error_new(TPC_ERR_CONFIG, 0,
-                          "\"%s\" holds checkpoint %" PRIu64 ", newer than checkpoint %" PRIu64
-                          " that this instance is writing: another instance of the job writes "
-                          "checkpoints into the same directory",
-                          dir, files[0].id, id),
-            "stop the other instance; two instances of a job must not share a \"checkpoint.dir\"");
-    if (n)
-        tpc__checkpoint_files_free(files, n);
+        err = tpc_error_prefix(tpc__checkpoint_other_writer(),
+                               "\"%s\" holds checkpoint %" PRIu64 ", newer than checkpoint %" PRIu64
+                               " that this instance is writing",
+                               dir, files[0].id, id);
+    tpc__checkpoint_files_free(files, n);
     return err;
+}
+
+static tpc_error_t *taken(const char *path)
+{
+    return tpc_error_prefix(tpc__checkpoint_other_writer(), "checkpoint \"%s\" exists already",
+                            path);
 }
 
 /* Put the finished temporary file in place unless a file of that name exists. link() refuses to
@@ -288,22 +288,16 @@ static tpc_error_t *put_in_place(const char *dir, const char *tmp, const char *p
             unlink(tmp);
             return NULL;
         }
-        return taken_error(path);
+        return taken(path);
     }
-    if (link_errno == ENOENT && access(dir, F_OK) == 0) {
-        /* Our own file, created moments ago, is gone: someone else cleans this directory. */
-        return tpc_error_hint(
-            tpc_error_new(TPC_ERR_CONFIG, 0,
-                          "\"%s\" was removed while it was written: another instance of the job "
-                          "writes checkpoints into the same directory",
-                          tmp),
-            "stop the other instance; two instances of a job must not share a \"checkpoint.dir\"");
-    }
+    if (link_errno == ENOENT && access(dir, F_OK) == 0) /* someone else cleans this directory */
+        return tpc_error_prefix(tpc__checkpoint_other_writer(),
+                                "\"%s\" was removed while it was written", tmp);
     errno = link_errno;
     if (errno != EPERM && errno != ENOTSUP && errno != EOPNOTSUPP && errno != ENOSYS)
         return io_error("link", tmp);
     if (access(path, F_OK) == 0)
-        return taken_error(path);
+        return taken(path);
     return rename(tmp, path) == 0 ? NULL : io_error("rename", tmp);
 }
 

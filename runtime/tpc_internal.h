@@ -163,6 +163,9 @@ bool tpc__vertex_partly_closed(const tpc__vertex_snapshot_t *v);
 tpc_error_t *tpc__checkpoint_dir_prepare(const char *dir);
 /* Remove the temporary files of checkpoint writes that a crash interrupted. */
 void tpc__checkpoint_dir_clean(const char *dir);
+/* The error for a checkpoint.dir that another instance of the job writes into (prefix the detail).
+ */
+tpc_error_t *tpc__checkpoint_other_writer(void);
 /* Serialise, checksum and write durably: temp file, fsync, rename, fsync dir. Returns the path. */
 tpc_error_t *tpc__checkpoint_write(const char *dir, const tpc__checkpoint_t *c, char **path);
 tpc_error_t *tpc__checkpoint_read(const char *path, tpc__checkpoint_t *out);

@@ -19,6 +19,17 @@ void tpc__kafka_slot_id(const tpc__kafka_sub_t *c, int n, char *buf, size_t cap)
     snprintf(buf, cap, "%s-%d-%d", c->conf->id_prefix, c->st->subtask, n);
 }
 
+tpc_error_t *tpc__kafka_pool_start(tpc__kafka_sub_t *c, int slot)
+{
+    char id[TPC__KAFKA_ID_MAX];
+    tpc__kafka_slot_id(c, slot, id, sizeof id);
+    tpc_error_t *err = tpc__kafka_producer_start(&c->slots[slot].prod, c->conf, c->st, id, true);
+    if (err)
+        return err;
+    c->slots[slot].state = TPC__KAFKA_SLOT_FREE;
+    return NULL;
+}
+
 tpc_error_t *tpc__kafka_pool_acquire(tpc__kafka_sub_t *c, int *slot)
 {
     int unused = -1;
@@ -41,14 +52,10 @@ tpc_error_t *tpc__kafka_pool_acquire(tpc__kafka_sub_t *c, int *slot)
         return tpc_error_hint(err, "raise transactional.id.pool-size above the number of "
                                    "checkpoints that can be pending at once plus two");
     }
-    char id[TPC__KAFKA_ID_MAX];
-    tpc__kafka_slot_id(c, unused, id, sizeof id);
-    tpc_error_t *err = tpc__kafka_producer_start(&c->slots[unused].prod, c->conf, c->st, id, true);
-    if (err)
-        return err;
-    c->slots[unused].state = TPC__KAFKA_SLOT_FREE;
-    *slot = unused;
-    return NULL;
+    tpc_error_t *err = tpc__kafka_pool_start(c, unused);
+    if (!err)
+        *slot = unused;
+    return err;
 }
 
 void tpc__kafka_pool_complete(tpc__kafka_sub_t *c, uint64_t ckpt)
@@ -66,16 +73,14 @@ void tpc__kafka_pool_complete(tpc__kafka_sub_t *c, uint64_t ckpt)
          * and write with. Initialise it now, not at its next use, so that that producer is fenced
          * as soon as no restorable checkpoint needs the old epoch. */
         s->state = TPC__KAFKA_SLOT_UNUSED;
-        char id[TPC__KAFKA_ID_MAX];
-        tpc__kafka_slot_id(c, n, id, sizeof id);
-        tpc_error_t *err = tpc__kafka_producer_start(&s->prod, c->conf, c->st, id, true);
-        if (err) {
+        tpc_error_t *err = tpc__kafka_pool_start(c, n);
+        if (err) { /* it stays unused: its next use initialises it */
+            char id[TPC__KAFKA_ID_MAX];
+            tpc__kafka_slot_id(c, n, id, sizeof id);
             tpc_txn_log(c->st, TPC_LOG_WARN, "could not initialise transactional id \"%s\" yet: %s",
                         id, tpc_error_message(err));
             tpc_error_destroy(err);
-            continue;
         }
-        s->state = TPC__KAFKA_SLOT_FREE;
     }
 }
 

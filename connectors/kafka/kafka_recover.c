@@ -113,15 +113,11 @@ tpc_error_t *tpc__kafka_abort_lingering(void *conn, const tpc_txn_lingering_t *l
         }
     }
     for (int n = 0; n < c->conf->pool_size; n++) {
-        tpc__kafka_slot_t *s = &c->slots[n];
-        if (s->state != TPC__KAFKA_SLOT_UNUSED)
+        if (c->slots[n].state != TPC__KAFKA_SLOT_UNUSED)
             continue;
-        char id[TPC__KAFKA_ID_MAX];
-        tpc__kafka_slot_id(c, n, id, sizeof id);
-        tpc_error_t *err = tpc__kafka_producer_start(&s->prod, c->conf, c->st, id, true);
+        tpc_error_t *err = tpc__kafka_pool_start(c, n);
         if (err)
             return err;
-        s->state = TPC__KAFKA_SLOT_FREE;
     }
     return NULL;
 }
