@@ -23,6 +23,8 @@
 #define MAGIC          "TPCCKPT1"
 #define FORMAT_VERSION 1u
 #define DIGEST_LEN     32
+#define VERTEX_MIN     8  /* name length u32 + parallelism u32 */
+#define SUBTASK_MIN    17 /* flags u8, then count u32 + length u32 for list and for union state */
 
 tpc_error_t *(*tpc__checkpoint_write_fault)(uint64_t id);
 
@@ -91,11 +93,15 @@ static void encode(const tpc__checkpoint_t *c, tpc__buf_t *b)
     tpc__buf_put(b, digest, DIGEST_LEN);
 }
 
-/* Check that @p n entries (u32 len + bytes) fill @p p exactly. */
+/* Check that @p n entries (u32 len + bytes) fill @p p exactly. Each entry takes at least its 4
+ * length bytes, so a count beyond len / 4 is refused before looping: a crafted count near 2^32
+ * would otherwise spin for seconds. */
 static bool entries_valid(const uint8_t *p, size_t len, uint32_t n)
 {
+    if (n > len / 4)
+        return false;
     tpc__rd_t r = {p, len, 0, false};
-    for (uint32_t i = 0; i < n; i++) {
+    for (uint32_t i = 0; i < n && !r.bad; i++) {
         size_t l;
         tpc__rd_bytes(&r, &l);
     }
@@ -132,8 +138,10 @@ tpc_error_t *tpc__checkpoint_decode(const uint8_t *p, size_t len, tpc__checkpoin
     out->timestamp_ms = tpc__rd_u64(&r);
     out->savepoint = tpc__rd_u8(&r) != 0;
     out->job_name = rd_string(&r);
+    /* Counts are bounded by the bytes left before anything is allocated: a vertex takes at least
+     * VERTEX_MIN bytes, a subtask SUBTASK_MIN. */
     uint32_t nv = tpc__rd_u32(&r);
-    if (r.bad || nv > 100000)
+    if (r.bad || nv > 100000 || nv > (r.len - r.off) / VERTEX_MIN)
         goto bad;
     out->vertices = tpc__xcalloc(nv, sizeof(*out->vertices));
     out->nvertices = (int)nv;
@@ -141,7 +149,7 @@ tpc_error_t *tpc__checkpoint_decode(const uint8_t *p, size_t len, tpc__checkpoin
         tpc__vertex_snapshot_t *vs = &out->vertices[v];
         vs->name = rd_string(&r);
         uint32_t par = tpc__rd_u32(&r);
-        if (r.bad || par == 0 || par > 100000)
+        if (r.bad || par == 0 || par > 100000 || par > (r.len - r.off) / SUBTASK_MIN)
             goto bad;
         vs->subtasks = tpc__xcalloc(par, sizeof(*vs->subtasks));
         vs->parallelism = (int)par;
@@ -169,7 +177,9 @@ tpc_error_t *tpc__checkpoint_decode(const uint8_t *p, size_t len, tpc__checkpoin
     return NULL;
 bad:
     tpc__checkpoint_free(out);
-    return tpc_error_new(TPC_ERR_CORRUPT, 0, "malformed checkpoint contents");
+    return tpc_error_new(
+        TPC_ERR_CORRUPT, 0,
+        "malformed checkpoint contents: its counts and lengths do not match its size");
 }
 
 static tpc_error_t *io_error(const char *what, const char *path)

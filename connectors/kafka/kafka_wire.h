@@ -3,7 +3,8 @@
  * transaction that another process began (FindCoordinator + EndTxn), which librdkafka cannot do.
  * kafka_wire.c holds the byte encoding and one blocking connection to one broker;
  * kafka_tls.c wraps that connection in TLS (OpenSSL); kafka_sasl.c authenticates it with SASL
- * PLAIN or SCRAM; kafka_end_txn.c finds the transaction coordinator and sends EndTxn with retries.
+ * PLAIN or SCRAM (whose messages kafka_scram.c makes and checks); kafka_end_txn.c finds the
+ * transaction coordinator and sends EndTxn with retries.
  *
  * The security settings are librdkafka's property names, read from the same properties the sink
  * gives librdkafka, so that one configuration serves both. A setting this client cannot honour
@@ -150,6 +151,47 @@ tpc_error_t *tpc__kafka_sasl_check(const tpc__kafka_wire_conf_t *conf);
  * login is TPC_ERR_CONNECT, fatal, with the broker's message; secrets never appear in errors. */
 tpc_error_t *tpc__kafka_sasl_login(tpc__kafka_conn_t *c, const tpc__kafka_wire_conf_t *conf,
                                    int64_t deadline_ms);
+
+/* kafka_scram.c: the messages of a SCRAM-SHA-256 / -512 login (RFC 5802), without I/O. Bounds on
+ * what the broker may send: a real server-first message is about a hundred bytes. */
+#define TPC__KAFKA_SCRAM_USER_MAX  255 /* bytes of sasl.username, as tpc__kafka_sasl_check says */
+#define TPC__KAFKA_SCRAM_MSG_MAX   1536
+#define TPC__KAFKA_SCRAM_NONCE_MAX 512
+#define TPC__KAFKA_SCRAM_MAX_ITERS 1000000
+
+typedef struct {
+    bool sha512;
+    int hash_len;
+    char nonce[33];                                      /* the client's part, base64 */
+    char first_bare[TPC__KAFKA_SCRAM_USER_MAX * 3 + 40]; /* "n=user,r=nonce" */
+    unsigned char server_sig[64];                        /* expected in server-final */
+} tpc__kafka_scram_t;
+
+/* What a server-first message says; nonce points into the message. */
+typedef struct {
+    const char *nonce;
+    size_t nonce_len;
+    unsigned char salt[256];
+    size_t salt_len;
+    int iters;
+} tpc__kafka_scram_server_t;
+
+/* Start a login as @user with the client nonce @nonce (random bytes): the client-first message
+ * into @msg (@cap bytes), its length in @len. */
+tpc_error_t *tpc__kafka_scram_first(tpc__kafka_scram_t *s, bool sha512, const char *user,
+                                    const unsigned char nonce[24], char *msg, size_t cap,
+                                    size_t *len);
+/* Parse and bound-check the server-first message from @broker (NUL-terminated). */
+tpc_error_t *tpc__kafka_scram_parse_first(const tpc__kafka_scram_t *s, const char *broker,
+                                          const char *server_first, tpc__kafka_scram_server_t *out);
+/* The client-final message for @server_first into @msg; refuses a message that does not fit. */
+tpc_error_t *tpc__kafka_scram_final(tpc__kafka_scram_t *s, const char *broker, const char *password,
+                                    const char *server_first, char *msg, size_t cap, size_t *len);
+/* Check the server-final message: an error the broker reported, or a wrong signature. */
+tpc_error_t *tpc__kafka_scram_check(const tpc__kafka_scram_t *s, const char *broker,
+                                    const char *server_final);
+/* Wipe @s (it holds a key derived from the password). */
+void tpc__kafka_scram_wipe(tpc__kafka_scram_t *s);
 
 /* What EndTxn said, once it said something definite. */
 typedef enum {

@@ -394,25 +394,43 @@ tpc_error_t *tpc__pg_serialize(void *conn, const void *txn, tpc_txn_buf_t *out)
     return tpc_txn_buf_append(out, b, HANDLE_FIXED + glen);
 }
 
+static tpc_error_t *corrupt_handle(size_t len, const char *what)
+{
+    return tpc_error_hint(tpc_error_new(TPC_ERR_CORRUPT, TPC_ERROR_FATAL,
+                                        "corrupt postgres transaction handle of %zu bytes: %s", len,
+                                        what),
+                          "restore from another checkpoint, or start the job fresh");
+}
+
 tpc_error_t *tpc__pg_deserialize(void *conn, const void *bytes, size_t len, void **txn)
 {
     (void)conn;
     const unsigned char *p = bytes;
-    if (len < HANDLE_FIXED || p[0] != HANDLE_VERSION ||
-        len != (size_t)HANDLE_FIXED + p[HANDLE_FIXED - 1])
+    if (len < HANDLE_FIXED || p[0] != HANDLE_VERSION)
         return tpc_error_new(TPC_ERR_CORRUPT, TPC_ERROR_FATAL,
                              "postgres transaction handle of %zu bytes (version %u) is not one "
                              "this sink wrote",
                              len, len ? (unsigned)p[0] : 0u);
+    size_t glen = p[HANDLE_FIXED - 1];
+    if (glen == 0 || glen > TPC_PG_GID_MAX) {
+        char what[64];
+        snprintf(what, sizeof what, "gid length %zu is not between 1 and %d", glen, TPC_PG_GID_MAX);
+        return corrupt_handle(len, what);
+    }
+    if (len != HANDLE_FIXED + glen || memchr(p + HANDLE_FIXED, '\0', glen))
+        return corrupt_handle(len, "its length does not match its gid");
+    p++;
+    uint64_t subtask = tpc_txn_get_be(&p, 4), parallelism = tpc_txn_get_be(&p, 4);
+    if (parallelism == 0 || parallelism > INT32_MAX || subtask >= parallelism)
+        return corrupt_handle(len, "its subtask is not below its parallelism");
     tpc__pg_txn_t *t = calloc(1, sizeof *t);
     if (!t)
         return nomem();
-    p++;
-    t->subtask = (int)tpc_txn_get_be(&p, 4);
-    t->parallelism = (int)tpc_txn_get_be(&p, 4);
+    t->subtask = (int)subtask;
+    t->parallelism = (int)parallelism;
     t->begin_ckpt = tpc_txn_get_be(&p, 8);
     t->ckpt = tpc_txn_get_be(&p, 8);
-    size_t glen = tpc_txn_get_be(&p, 1);
+    p++; /* gid length */
     memcpy(t->gid, p, glen);
     t->gid[glen] = '\0';
     t->written = true;

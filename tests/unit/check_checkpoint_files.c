@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 static void write_sample(const char *dir, uint64_t id, char **path)
@@ -104,6 +105,46 @@ START_TEST(test_every_truncation_detected)
         expect_corrupt(path);
     }
     free(path);
+    tpc_test_rmdir(dir);
+    free(dir);
+}
+END_TEST
+
+static double seconds_since(const struct timespec *t0)
+{
+    struct timespec t1;
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    return (double)(t1.tv_sec - t0->tv_sec) + (double)(t1.tv_nsec - t0->tv_nsec) / 1e9;
+}
+
+/* A file with a valid checksum whose state-entry counts are near 2^32 (list state of one subtask,
+ * union state of the other) is refused as corrupt at once, not after looping over the counts. */
+START_TEST(test_huge_entry_count_refused_at_once)
+{
+    char *dir = tpc_test_tmpdir("files-count");
+    tpc__checkpoint_t c = {.id = 3, .timestamp_ms = 1, .job_name = "j", .nvertices = 1};
+    tpc__vertex_snapshot_t v = {.name = "v", .parallelism = 2};
+    tpc__subtask_snapshot_t subs[2] = {{0}};
+    v.subtasks = subs;
+    c.vertices = &v;
+    ck_assert_ptr_null(tpc_state_add(&subs[0].state, TPC_STATE_LIST, "hello", 5));
+    ck_assert_ptr_null(tpc_state_add(&subs[1].state, TPC_STATE_UNION, "world!", 6));
+    for (int which = 0; which < 2; which++) {
+        subs[0].state.nlist = which == 0 ? UINT32_MAX : 1;
+        subs[1].state.nunion = which == 1 ? UINT32_MAX - 1 : 1;
+        char *path;
+        c.id = 3 + (uint64_t)which;
+        ck_assert_ptr_null(tpc__checkpoint_write(dir, &c, &path));
+        struct timespec t0;
+        clock_gettime(CLOCK_MONOTONIC, &t0);
+        expect_corrupt(path);
+        double took = seconds_since(&t0);
+        ck_assert_msg(took < 0.5, "decoding took %.2f s", took);
+        free(path);
+    }
+    subs[0].state.nlist = subs[1].state.nunion = 1;
+    tpc__state_writer_free(&subs[0].state);
+    tpc__state_writer_free(&subs[1].state);
     tpc_test_rmdir(dir);
     free(dir);
 }
@@ -378,6 +419,7 @@ int main(void)
     tcase_add_test(tc, test_every_byte_flip_detected);
     tcase_add_test(tc, test_every_truncation_detected);
     tcase_add_test(tc, test_foreign_file_detected);
+    tcase_add_test(tc, test_huge_entry_count_refused_at_once);
     tcase_add_test(tc, test_corrupt_latest_skipped_on_restore);
     tcase_add_test(tc, test_no_valid_checkpoint_is_an_error_unless_fresh);
     tcase_add_test(tc, test_restore_required_without_checkpoint);
