@@ -98,10 +98,10 @@ tpc_error_t *tpc__record_read(const char *dir, tpc__record_t *out, bool *found)
     char *path = record_path(dir);
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0) {
-        tpc_error_t *err =
-            errno == ENOENT ? NULL
-                            : tpc_error_new(TPC_ERR_IO, TPC_ERROR_RETRIABLE, "could not open \"%s\": %s",
-                                            path, strerror(errno));
+        tpc_error_t *err = errno == ENOENT
+                               ? NULL
+                               : tpc_error_new(TPC_ERR_IO, TPC_ERROR_RETRIABLE,
+                                               "could not open \"%s\": %s", path, strerror(errno));
         free(path);
         return err;
     }

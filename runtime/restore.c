@@ -69,8 +69,8 @@ static tpc_error_t *pick(tpc_job_t *job, tpc__checkpoint_file_t *files, size_t n
         tpc_error_t *err = tpc__checkpoint_read(files[i].path, out);
         if (err && files[i].id > bound) {
             tpc__logf(&job->log, TPC_LOG_ERROR,
-                      "skipping checkpoint %" PRIu64 ", which no sink was told of: %s",
-                      files[i].id, tpc_error_message(err));
+                      "skipping checkpoint %" PRIu64 ", which no sink was told of: %s", files[i].id,
+                      tpc_error_message(err));
             tpc_error_destroy(err);
             continue;
         }
@@ -153,10 +153,11 @@ tpc_error_t *tpc__restore_load(tpc__attempt_t *a)
     if (err)
         return tpc_error_prefix(err, "job \"%s\" refuses to restore", job->name);
     if (job->record_found && strcmp(job->record.job_name, job->name) != 0)
-        return tpc_error_hint(tpc_error_new(TPC_ERR_CONFIG, TPC_ERROR_FATAL,
-                                            "\"%s\" holds the checkpoints of job \"%s\", not \"%s\"",
-                                            job->conf.dir, job->record.job_name, job->name),
-                              "give each job its own \"checkpoint.dir\"");
+        return tpc_error_hint(
+            tpc_error_new(TPC_ERR_CONFIG, TPC_ERROR_FATAL,
+                          "\"%s\" holds the checkpoints of job \"%s\", not \"%s\"", job->conf.dir,
+                          job->record.job_name, job->name),
+            "give each job its own \"checkpoint.dir\"");
     tpc__checkpoint_file_t *files;
     size_t n;
     err = tpc__checkpoint_list(job->conf.dir, &files, &n);
@@ -204,10 +205,9 @@ tpc_error_t *tpc__restore_load(tpc__attempt_t *a)
                              "give each job its own \"checkpoint.dir\"");
         tpc__checkpoint_free(out);
     } else if (!err && i == n && job->conf.restore == TPC__RESTORE_REQUIRED) {
-        err = tpc_error_hint(
-            tpc_error_new(TPC_ERR_NOT_FOUND, TPC_ERROR_FATAL, "no checkpoint in \"%s\"",
-                          job->conf.dir),
-            "\"restore.mode\" is \"required\"; use \"auto\" to start fresh");
+        err = tpc_error_hint(tpc_error_new(TPC_ERR_NOT_FOUND, TPC_ERROR_FATAL,
+                                           "no checkpoint in \"%s\"", job->conf.dir),
+                             "\"restore.mode\" is \"required\"; use \"auto\" to start fresh");
     } else if (!err && i < n) {
         tpc__logf(&job->log, TPC_LOG_INFO, "restoring job \"%s\" from \"%s\"", job->name,
                   files[i].path);

@@ -202,7 +202,7 @@ struct tpc__attempt {
     uint64_t first_checkpoint_id; /* lowest id a checkpoint of this attempt can have */
     int *restored_parallelism;    /* per vertex, 0 when the restored checkpoint lacks it */
     int *highest_parallelism;     /* per vertex, in this checkpoint.dir, at least the current */
-    tpc__checkpoint_t restored; /* kept alive until tasks initialised */
+    tpc__checkpoint_t restored;   /* kept alive until tasks initialised */
 
     pthread_mutex_t mu;
     pthread_cond_t cv;
