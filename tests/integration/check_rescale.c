@@ -36,7 +36,7 @@ typedef struct {
     const char *bootstrap, *topic, *kprefix, *table, *gprefix, *marker, *files, *ckpt;
     int parallelism;
     const char *interval, *restore_mode;
-    bool kill_first; /* kill -9 itself when the first checkpoint of this run completes */
+    bool kill_first;  /* kill -9 itself when the first checkpoint of this run completes */
     uint64_t kill_at; /* ... or when checkpoint kill_at completes */
 } child_args_t;
 
@@ -181,9 +181,9 @@ static pid_t spawn(const scenario_t *sc, const char *ckpt, int parallelism, cons
 {
     char par[16];
     snprintf(par, sizeof par, "%d", parallelism);
-    const char *argv[] = {sc->kc.self,   "--child",  sc->kc.bootstrap, sc->kc.topic, sc->kc.prefix,
-                          sc->table,     sc->gprefix, sc->marker,      sc->files,    ckpt,
-                          par,           interval,    restore_mode,    kill,         NULL};
+    const char *argv[] = {sc->kc.self, "--child",   sc->kc.bootstrap, sc->kc.topic, sc->kc.prefix,
+                          sc->table,   sc->gprefix, sc->marker,       sc->files,    ckpt,
+                          par,         interval,    restore_mode,     kill,         NULL};
     pid_t pid = tpc_test_spawn(argv, sc->kc.log, -1);
     ck_assert_int_gt(pid, 0);
     return pid;
@@ -196,10 +196,9 @@ static void expect_end(const scenario_t *sc, pid_t pid, const char *want, const 
     bool ended = tpc_test_wait(pid, 90000, &status);
     if (!ended)
         tpc_test_kill(pid);
-    bool ok = ended && (strcmp(want, "killed") == 0   ? WIFSIGNALED(status)
-                        : strcmp(want, "ok") == 0     ? WIFEXITED(status) && !WEXITSTATUS(status)
-                                                      : WIFEXITED(status) &&
-                                                        WEXITSTATUS(status) == 3);
+    bool ok = ended && (strcmp(want, "killed") == 0 ? WIFSIGNALED(status)
+                        : strcmp(want, "ok") == 0   ? WIFEXITED(status) && !WEXITSTATUS(status)
+                                                  : WIFEXITED(status) && WEXITSTATUS(status) == 3);
     if (!ok) {
         tpc_test_dump_log(sc->kc.log);
         ck_abort_msg("%s: the child %s, expected %s", what,
