@@ -10,7 +10,7 @@
  *
  * Layout: magic "TPCDONE1", u32 version, job name (u32 length + bytes), u64 newest, u32 vertex
  * count, then per vertex its name and u32 highest parallelism, then a SHA-256 of all before it.
- * Integers are big-endian like the checkpoint files' (docs/architecture.md).
+ * Integers are encoded as in the checkpoint files (docs/architecture.md).
  */
 #include "tpc_internal.h"
 
