@@ -6,7 +6,8 @@
  * "eos" object gives the producer id and epoch the coordinator knows: they are stored with each
  * pre-committed transaction so that a later process can commit it (kafka_recover.c). A fenced
  * producer's error ends the job without restarts (see fenced_error()).
- * librdkafka serves the callbacks inside poll and flush, on the subtask's own thread.
+ * librdkafka serves the callbacks inside poll and flush, on the subtask's own thread or on the
+ * thread that serves its producers while it leaves them alone (kafka_serve.c), under its lock.
  */
 #include "kafka_internal.h"
 

@@ -98,11 +98,8 @@ tpc_error_t *tpc__kafka_recover_and_abort(void *conn, void *txn)
     return end_txn(&wire, t->id, t->pid, t->epoch, false, c->conf->recovery_timeout_ms);
 }
 
-tpc_error_t *tpc__kafka_abort_lingering(void *conn, const tpc_txn_lingering_t *lingering)
+static tpc_error_t *abort_lingering(tpc__kafka_sub_t *c, const tpc_txn_lingering_t *lingering)
 {
-    tpc__kafka_sub_t *c = conn;
-    if (!c->transactional)
-        return NULL;
     for (size_t i = 0; i < lingering->known_count; i++) {
         const tpc__kafka_txn_t *t = lingering->known[i];
         for (int n = 0; n < c->conf->pool_size && t->id[0]; n++) {
@@ -120,4 +117,15 @@ tpc_error_t *tpc__kafka_abort_lingering(void *conn, const tpc_txn_lingering_t *l
             return err;
     }
     return NULL;
+}
+
+tpc_error_t *tpc__kafka_abort_lingering(void *conn, const tpc_txn_lingering_t *lingering)
+{
+    tpc__kafka_sub_t *c = conn;
+    if (!c->transactional)
+        return NULL;
+    pthread_mutex_lock(&c->lock); /* the producers it starts are served from their start */
+    tpc_error_t *err = abort_lingering(c, lingering);
+    pthread_mutex_unlock(&c->lock);
+    return err;
 }
