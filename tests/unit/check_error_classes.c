@@ -147,12 +147,18 @@ START_TEST(test_is_fatal_by_flag_and_code)
         int flags;
         bool fatal;
     } cases[] = {
-        {TPC_ERR_EXTERNAL, 0, false},         {TPC_ERR_EXTERNAL, TPC_ERROR_FATAL, true},
-        {TPC_ERR_IO, TPC_ERROR_RETRIABLE, false}, {TPC_ERR_CONFIG, 0, true},
-        {TPC_ERR_CORRUPT, 0, true},           {TPC_ERR_CORRUPT, TPC_ERROR_RETRIABLE, false},
-        {TPC_ERR_NOT_FOUND, 0, true},         {TPC_ERR_DATA_LOSS, 0, true},
-        {TPC_ERR_FENCED, 0, true},            {TPC_ERR_COMMIT, 0, false},
-        {TPC_ERR_CONNECT, 0, false},          {TPC_ERR_TIMEOUT, 0, false},
+        {TPC_ERR_EXTERNAL, 0, false},
+        {TPC_ERR_EXTERNAL, TPC_ERROR_FATAL, true},
+        {TPC_ERR_IO, TPC_ERROR_RETRIABLE, false},
+        {TPC_ERR_CONFIG, 0, true},
+        {TPC_ERR_CORRUPT, 0, true},
+        {TPC_ERR_CORRUPT, TPC_ERROR_RETRIABLE, false},
+        {TPC_ERR_NOT_FOUND, 0, true},
+        {TPC_ERR_DATA_LOSS, 0, true},
+        {TPC_ERR_FENCED, 0, true},
+        {TPC_ERR_COMMIT, 0, false},
+        {TPC_ERR_CONNECT, 0, false},
+        {TPC_ERR_TIMEOUT, 0, false},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         tpc_error_t *err = tpc_error_new(cases[i].code, cases[i].flags, "x");
