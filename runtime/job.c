@@ -151,15 +151,21 @@ tpc_error_t *tpc_job_set(tpc_job_t *job, const char *key, const char *value)
                           "see tpc_job_set() in tpc_runtime.h for the keys");
 }
 
-void tpc_job_set_logger(tpc_job_t *job, tpc_log_cb cb, void *opaque, tpc_log_level_t max_level)
+tpc_err_t tpc_job_set_logger(tpc_job_t *job, tpc_log_cb cb, void *opaque, tpc_log_level_t max_level)
 {
+    if (!job)
+        return TPC_ERR_INVALID_ARG;
     job->log = (tpc__logger_t){cb, opaque, max_level};
+    return TPC_OK;
 }
 
-void tpc_job_set_checkpoint_callback(tpc_job_t *job, tpc_checkpoint_cb cb, void *opaque)
+tpc_err_t tpc_job_set_checkpoint_callback(tpc_job_t *job, tpc_checkpoint_cb cb, void *opaque)
 {
+    if (!job)
+        return TPC_ERR_INVALID_ARG;
     job->ckpt_cb = cb;
     job->ckpt_cb_opaque = opaque;
+    return TPC_OK;
 }
 
 tpc_error_t *tpc_job_add_vertex(tpc_job_t *job, const char *name, int parallelism,
@@ -368,12 +374,15 @@ static void add_vertex_stats(const tpc_job_t *job, tpc__attempt_t *a, tpc_job_st
     }
 }
 
-void tpc_job_get_stats(tpc_job_t *job, tpc_job_stats_t *out)
+tpc_err_t tpc_job_get_stats(tpc_job_t *job, tpc_job_stats_t *out)
 {
+    if (!job || !out)
+        return TPC_ERR_INVALID_ARG;
     pthread_mutex_lock(&job->ctl_mu);
     *out = job->stats;
     add_vertex_stats(job, job->attempt, out, true);
     pthread_mutex_unlock(&job->ctl_mu);
+    return TPC_OK;
 }
 
 static tpc__end_t run_attempt(tpc_job_t *job, int number, tpc_error_t **err)
@@ -434,6 +443,22 @@ static void restart_pause(tpc_job_t *job)
     }
 }
 
+/* Restarts ran out: say so in the message, and keep the error's own hint, which names the cause
+ * better than any general advice. */
+static tpc_error_t *exhausted(tpc_job_t *job, tpc_error_t *err, int restarts)
+{
+    err = tpc_error_prefix(err, "job \"%s\" failed after %d restart%s", job->name, restarts,
+                           restarts == 1 ? "" : "s");
+    const char *hint = tpc_error_hint_text(err);
+    if (!hint)
+        return tpc_error_hint(err, "fix the cause above, or raise \"restart.attempts\" if it "
+                                   "passes with time");
+    char *own = tpc__xstrdup(hint);
+    err = tpc_error_hint(err, "%s; if the cause passes with time, raise \"restart.attempts\"", own);
+    free(own);
+    return err;
+}
+
 tpc_error_t *tpc_job_run(tpc_job_t *job, tpc_job_result_t *result)
 {
     if (!job)
@@ -483,13 +508,16 @@ tpc_error_t *tpc_job_run(tpc_job_t *job, tpc_job_result_t *result)
             break;
         }
         end = run_attempt(job, attempt, &err);
-        if (end != TPC__END_FAILED || tpc_error_code(err) == TPC_ERR_CONFIG ||
-            tpc_error_code(err) == TPC_ERR_CORRUPT || tpc_error_code(err) == TPC_ERR_NOT_FOUND)
+        if (end != TPC__END_FAILED)
             break;
+        if (tpc_error_is_fatal(err)) {
+            /* No restart can mend it: it ends the job as it is, message and hint its own. */
+            tpc__logf(&job->log, TPC_LOG_INFO, "job \"%s\" ends without restarting: %s", job->name,
+                      tpc_error_message(err));
+            break;
+        }
         if (attempt >= job->conf.restart_attempts) {
-            err = tpc_error_hint(
-                tpc_error_prefix(err, "job \"%s\" failed after %d restarts", job->name, attempt),
-                "raise \"restart.attempts\" or fix the cause above");
+            err = exhausted(job, err, attempt);
             break;
         }
         tpc__logf(&job->log, TPC_LOG_WARN, "job \"%s\" restarts (attempt %d): %s", job->name,
@@ -530,17 +558,22 @@ static void wake_coordinator(tpc_job_t *job)
     }
 }
 
-void tpc_job_cancel(tpc_job_t *job)
+tpc_err_t tpc_job_cancel(tpc_job_t *job)
 {
+    if (!job)
+        return TPC_ERR_INVALID_ARG;
     pthread_mutex_lock(&job->ctl_mu);
     atomic_store(&job->cancel_requested, true);
     wake_coordinator(job);
     pthread_cond_broadcast(&job->ctl_cv); /* the restart pause */
     pthread_mutex_unlock(&job->ctl_mu);
+    return TPC_OK;
 }
 
 tpc_error_t *tpc_job_stop_with_savepoint(tpc_job_t *job, bool drain, char **path)
 {
+    if (!job)
+        return tpc_error_new(TPC_ERR_INVALID_ARG, 0, "tpc_job_stop_with_savepoint needs a job");
     pthread_mutex_lock(&job->ctl_mu);
     if (!job->running || job->stop.active) {
         bool running = job->running;

@@ -15,6 +15,7 @@
 #include "tpc_kafka.h"
 
 #include <librdkafka/rdkafka.h>
+#include <pthread.h>
 
 #define TPC__KAFKA_ID_MAX   200
 #define TPC__KAFKA_POOL_MAX 64
@@ -45,8 +46,8 @@ typedef enum {
                                    could be restored: free once release_after is complete */
 } tpc__kafka_slot_state_t;
 
-/* One librdkafka producer and what its callbacks (served on the subtask's thread by poll and
- * flush) saw. */
+/* One librdkafka producer and what its callbacks (served by poll and flush, on the subtask's
+ * thread or its serving thread, under the subtask's lock) saw. */
 typedef struct {
     rd_kafka_t *rk;
     const tpc_txn_subtask_t *st;
@@ -80,6 +81,12 @@ typedef struct {
         uint64_t release_after;
     } * orphans;
     int norphans;
+    /* kafka_serve.c: a thread polls every producer once a second. The lock is held by it while it
+     * polls, and by every call of the subtask that uses a producer. */
+    pthread_mutex_t lock;
+    pthread_cond_t serve_wake;
+    pthread_t server;
+    bool serving, serve_stop;
 } tpc__kafka_sub_t;
 
 typedef struct {
@@ -127,6 +134,12 @@ void tpc__kafka_pool_complete(tpc__kafka_sub_t *c, uint64_t ckpt);
  * its open transaction. */
 tpc_error_t *tpc__kafka_fence(tpc__kafka_sub_t *c, const char *id);
 void tpc__kafka_pool_hold(tpc__kafka_sub_t *c, int slot, uint64_t release_after);
+
+/* kafka_serve.c */
+/* Start the thread that polls the subtask's producers; also initialises the lock. */
+tpc_error_t *tpc__kafka_serve_start(tpc__kafka_sub_t *c);
+/* Stop and join it (nothing if it never started); the producers are then the caller's alone. */
+void tpc__kafka_serve_stop(tpc__kafka_sub_t *c);
 
 /* kafka_txn.c */
 tpc_error_t *tpc__kafka_open(void *arg, const tpc_txn_subtask_t *st, void **conn);

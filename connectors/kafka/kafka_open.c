@@ -86,8 +86,16 @@ static tpc_error_t *check_metadata(rd_kafka_t *rk, const tpc__kafka_conf_t *conf
         err = tpc_error_hint(err, "check kafka.bootstrap.servers and that the brokers run; "
                                   "raise open.timeout.ms for a slow cluster");
     } else if (rkt && md->topic_cnt == 1 && md->topics[0].err) {
-        err = tpc_error_new(TPC_ERR_CONFIG, TPC_ERROR_FATAL, "kafka topic \"%s\" is not usable: %s",
-                            conf->topic, rd_kafka_err2str(md->topics[0].err));
+        /* A missing or forbidden topic stays so; a partition without a leader (a broker that is
+         * restarting) is for a restart to get past. */
+        rd_kafka_resp_err_t te = md->topics[0].err;
+        bool lasting = te == RD_KAFKA_RESP_ERR_UNKNOWN_TOPIC_OR_PART ||
+                       te == RD_KAFKA_RESP_ERR_TOPIC_AUTHORIZATION_FAILED ||
+                       te == RD_KAFKA_RESP_ERR_TOPIC_EXCEPTION;
+        err = tpc_error_new(lasting ? TPC_ERR_CONFIG : TPC_ERR_EXTERNAL,
+                            lasting ? TPC_ERROR_FATAL : TPC_ERROR_RETRIABLE,
+                            "kafka topic \"%s\" is not usable: %s", conf->topic,
+                            rd_kafka_err2str(te));
         err = tpc_error_hint(err, "create the topic before the job starts (for example with "
                                   "kafka-topics.sh --create); the sink does not create topics");
     } else {

@@ -6,7 +6,8 @@
  * "eos" object gives the producer id and epoch the coordinator knows: they are stored with each
  * pre-committed transaction so that a later process can commit it (kafka_recover.c). A fenced
  * producer's error ends the job without restarts (see fenced_error()).
- * librdkafka serves the callbacks inside poll and flush, on the subtask's own thread.
+ * librdkafka serves the callbacks inside poll and flush, on the subtask's own thread or on the
+ * thread that serves its producers while it leaves them alone (kafka_serve.c), under its lock.
  */
 #include "kafka_internal.h"
 
@@ -80,7 +81,7 @@ static bool is_fenced(rd_kafka_resp_err_t code)
 static tpc_error_t *fenced_error(const char *what, const char *id, const char *reason)
 {
     tpc_error_t *err = tpc_error_new(
-        TPC_ERR_CONFIG, TPC_ERROR_FATAL,
+        TPC_ERR_FENCED, TPC_ERROR_FATAL,
         "%s of transactional id \"%s\" failed: the producer was fenced (%s)", what, id, reason);
     return tpc_error_hint(err, "another program took over the transactional id: give every running "
                                "program its own transactional.id.prefix and stop the other copy "
@@ -103,8 +104,11 @@ tpc_error_t *tpc__kafka_txn_error(rd_kafka_error_t *error, const char *what, con
         code = TPC_ERR_DATA_LOSS;
     else if (rd_kafka_error_code(error) == RD_KAFKA_RESP_ERR__TIMED_OUT)
         code = TPC_ERR_TIMEOUT;
-    tpc_error_t *err = tpc_error_new(code, retriable ? TPC_ERROR_RETRIABLE : TPC_ERROR_FATAL,
-                                     "%s%s of transactional id \"%s\" failed: %s (%s)",
+    /* librdkafka's "fatal" is about this producer instance: a new one, after a restart, gets a
+     * new producer id and goes on. Only a lost pre-committed transaction (and fencing, above)
+     * is beyond any restart. */
+    int flags = retriable ? TPC_ERROR_RETRIABLE : code == TPC_ERR_DATA_LOSS ? TPC_ERROR_FATAL : 0;
+    tpc_error_t *err = tpc_error_new(code, flags, "%s%s of transactional id \"%s\" failed: %s (%s)",
                                      code == TPC_ERR_DATA_LOSS ? "data loss: " : "", what, id,
                                      rd_kafka_error_string(error), rd_kafka_error_name(error));
     rd_kafka_error_destroy(error);
@@ -238,9 +242,9 @@ tpc_error_t *tpc__kafka_producer_fatal(tpc__kafka_producer_t *p, const char *wha
     rd_kafka_resp_err_t fe = rd_kafka_fatal_error(p->rk, fatal, sizeof fatal);
     if (is_fenced(fe))
         return fenced_error(what, p->id, fatal);
-    if (fe)
-        return tpc_error_new(TPC_ERR_EXTERNAL, TPC_ERROR_FATAL, "%s of producer \"%s\" failed: %s",
-                             what, p->id, fatal);
+    if (fe) /* this producer is done; a new one, after a restart, is not */
+        return tpc_error_new(TPC_ERR_EXTERNAL, 0, "%s of producer \"%s\" failed: %s", what, p->id,
+                             fatal);
     return NULL;
 }
 
@@ -251,12 +255,12 @@ tpc_error_t *tpc__kafka_producer_flush(tpc__kafka_producer_t *p, int timeout_ms)
     if (err)
         return err;
     if (p->failed)
-        return tpc_error_new(TPC_ERR_EXTERNAL, TPC_ERROR_FATAL,
+        return tpc_error_new(TPC_ERR_EXTERNAL, 0,
                              "%" PRIu64 " records could not be delivered by producer \"%s\", "
                              "the first: %s",
                              p->failed, p->id, p->first_failure);
     if (e)
-        return tpc_error_new(TPC_ERR_TIMEOUT, TPC_ERROR_FATAL,
+        return tpc_error_new(TPC_ERR_TIMEOUT, 0,
                              "producer \"%s\" could not deliver %d records within %d ms", p->id,
                              rd_kafka_outq_len(p->rk), timeout_ms);
     return NULL;

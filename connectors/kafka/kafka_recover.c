@@ -150,11 +150,8 @@ static tpc_error_t *orphans(tpc__kafka_sub_t *c, const tpc_txn_lingering_t *l)
     return NULL;
 }
 
-tpc_error_t *tpc__kafka_abort_lingering(void *conn, const tpc_txn_lingering_t *lingering)
+static tpc_error_t *abort_lingering(tpc__kafka_sub_t *c, const tpc_txn_lingering_t *lingering)
 {
-    tpc__kafka_sub_t *c = conn;
-    if (!c->transactional)
-        return NULL;
     for (size_t i = 0; i < lingering->known_count; i++) {
         const tpc__kafka_txn_t *t = lingering->known[i];
         for (int n = 0; n < c->conf->pool_size && t->id[0]; n++) {
@@ -172,4 +169,15 @@ tpc_error_t *tpc__kafka_abort_lingering(void *conn, const tpc_txn_lingering_t *l
             return err;
     }
     return orphans(c, lingering);
+}
+
+tpc_error_t *tpc__kafka_abort_lingering(void *conn, const tpc_txn_lingering_t *lingering)
+{
+    tpc__kafka_sub_t *c = conn;
+    if (!c->transactional)
+        return NULL;
+    pthread_mutex_lock(&c->lock); /* the producers it starts are served from their start */
+    tpc_error_t *err = abort_lingering(c, lingering);
+    pthread_mutex_unlock(&c->lock);
+    return err;
 }

@@ -42,13 +42,15 @@ tpc_error_t *tpc__kafka_open(void *arg, const tpc_txn_subtask_t *st, void **out)
     c->transactional = transactional;
     c->wire.bootstrap = tpc__kafka_prop(conf, "bootstrap.servers");
     c->wire.security_protocol = tpc__kafka_prop(conf, "security.protocol");
-    if (!transactional) {
+    if (!transactional)
         err = tpc__kafka_producer_start(&c->plain, conf, st, NULL,
                                         st->guarantee == TPC_TXN_AT_LEAST_ONCE);
-        if (err) {
-            free(c);
-            return err;
-        }
+    if (!err)
+        err = tpc__kafka_serve_start(c);
+    if (err) {
+        tpc__kafka_producer_stop(&c->plain, false);
+        free(c);
+        return err;
     }
     *out = c;
     return NULL;
@@ -57,6 +59,7 @@ tpc_error_t *tpc__kafka_open(void *arg, const tpc_txn_subtask_t *st, void **out)
 void tpc__kafka_close(void *conn)
 {
     tpc__kafka_sub_t *c = conn;
+    tpc__kafka_serve_stop(c);
     /* Pending transactions stay open on purpose: a restart commits them. */
     for (int n = 0; n < c->conf->pool_size; n++)
         tpc__kafka_producer_stop(&c->slots[n].prod, false);
@@ -153,6 +156,7 @@ tpc_error_t *tpc__kafka_write(void *conn, void *txn, const tpc_record_t *records
     tpc__kafka_sub_t *c = conn;
     tpc__kafka_txn_t *t = txn;
     tpc_error_t *err = NULL;
+    pthread_mutex_lock(&c->lock);
     if (count && c->transactional && t->slot < 0)
         err = start(c, t);
     tpc__kafka_producer_t *p = err ? NULL : producer_of(c, t);
@@ -174,40 +178,45 @@ tpc_error_t *tpc__kafka_write(void *conn, void *txn, const tpc_record_t *records
     }
     if (p)
         rd_kafka_poll(p->rk, 0); /* serve delivery reports */
+    pthread_mutex_unlock(&c->lock);
     return err;
+}
+
+/* Under the subtask's lock, as everything below that uses a producer. */
+static tpc_error_t *flush(tpc__kafka_sub_t *c, tpc__kafka_txn_t *t)
+{
+    if (c->transactional && t->slot < 0)
+        return NULL;
+    return tpc__kafka_producer_flush(producer_of(c, t), (int)c->conf->txn_timeout_ms);
 }
 
 tpc_error_t *tpc__kafka_flush(void *conn, void *txn)
 {
     tpc__kafka_sub_t *c = conn;
-    tpc__kafka_txn_t *t = txn;
-    if (c->transactional && t->slot < 0)
-        return NULL;
-    return tpc__kafka_producer_flush(producer_of(c, t), (int)c->conf->txn_timeout_ms);
+    pthread_mutex_lock(&c->lock);
+    tpc_error_t *err = flush(c, txn);
+    pthread_mutex_unlock(&c->lock);
+    return err;
 }
 
 tpc_error_t *tpc__kafka_pre_commit(void *conn, void *txn, uint64_t checkpoint_id)
 {
     tpc__kafka_sub_t *c = conn;
     tpc__kafka_txn_t *t = txn;
-    tpc_error_t *err = tpc__kafka_flush(conn, txn);
-    if (err || !c->transactional)
-        return err;
-    tpc__kafka_producer_t *p = producer_of(c, t);
-    t->pid = p->pid;
-    t->epoch = p->epoch;
-    t->ckpt = checkpoint_id;
-    return NULL;
+    pthread_mutex_lock(&c->lock);
+    tpc_error_t *err = flush(c, t);
+    if (!err && c->transactional) {
+        tpc__kafka_producer_t *p = producer_of(c, t);
+        t->pid = p->pid;
+        t->epoch = p->epoch;
+        t->ckpt = checkpoint_id;
+    }
+    pthread_mutex_unlock(&c->lock);
+    return err;
 }
 
-tpc_error_t *tpc__kafka_commit(void *conn, void *txn)
+static tpc_error_t *commit(tpc__kafka_sub_t *c, tpc__kafka_txn_t *t)
 {
-    tpc__kafka_sub_t *c = conn;
-    tpc__kafka_txn_t *t = txn;
-    if (!c->transactional)
-        return NULL;
-    if (t->slot < 0)
-        return NULL; /* committed by an earlier call */
     tpc__kafka_producer_t *p = producer_of(c, t);
     rd_kafka_error_t *e = rd_kafka_commit_transaction(p->rk, (int)c->conf->txn_timeout_ms);
     if (e)
@@ -218,12 +227,20 @@ tpc_error_t *tpc__kafka_commit(void *conn, void *txn)
     return NULL;
 }
 
-tpc_error_t *tpc__kafka_abort(void *conn, void *txn)
+tpc_error_t *tpc__kafka_commit(void *conn, void *txn)
 {
     tpc__kafka_sub_t *c = conn;
     tpc__kafka_txn_t *t = txn;
     if (!c->transactional || t->slot < 0)
-        return NULL;
+        return NULL; /* nothing to commit, or committed by an earlier call */
+    pthread_mutex_lock(&c->lock);
+    tpc_error_t *err = commit(c, t);
+    pthread_mutex_unlock(&c->lock);
+    return err;
+}
+
+static tpc_error_t *abort_txn(tpc__kafka_sub_t *c, tpc__kafka_txn_t *t)
+{
     tpc__kafka_producer_t *p = producer_of(c, t);
     rd_kafka_error_t *e = rd_kafka_abort_transaction(p->rk, (int)c->conf->txn_timeout_ms);
     if (e)
@@ -231,6 +248,18 @@ tpc_error_t *tpc__kafka_abort(void *conn, void *txn)
     c->slots[t->slot].state = TPC__KAFKA_SLOT_FREE;
     t->slot = -1;
     return NULL;
+}
+
+tpc_error_t *tpc__kafka_abort(void *conn, void *txn)
+{
+    tpc__kafka_sub_t *c = conn;
+    tpc__kafka_txn_t *t = txn;
+    if (!c->transactional || t->slot < 0)
+        return NULL;
+    pthread_mutex_lock(&c->lock);
+    tpc_error_t *err = abort_txn(c, t);
+    pthread_mutex_unlock(&c->lock);
+    return err;
 }
 
 bool tpc__kafka_is_empty(void *conn, const void *txn)
