@@ -103,8 +103,8 @@ START_TEST(test_idle_job_keeps_memory_flat)
                   "resident memory grew by %ld kB in %d s of an idle job (bound %d kB)",
                   peak_kb - first.rss_kb, MEASURE_S, RSS_GROWTH_KB);
     ck_assert_msg(last.fds <= first.fds && last.threads <= first.threads,
-                  "file descriptors %d -> %d, threads %d -> %d", first.fds, last.fds,
-                  first.threads, last.threads);
+                  "file descriptors %d -> %d, threads %d -> %d", first.fds, last.fds, first.threads,
+                  last.threads);
     kc_scenario_clean(&sc);
 }
 END_TEST
