@@ -10,6 +10,8 @@
 #   make bench-runtime / bench-file / bench-kafka / bench-pg   benchmark programs
 #   make demo                 exactly_once_pipeline into PostgreSQL and Kafka, kill -9 once, verify
 #   make torture RUNS=n       n runs of random kill -9 and server restarts, each verified
+#   make soak MINUTES=n       the example pipeline unbounded for n minutes, busy and idle, one kill -9:
+#                             fails when memory, fds, threads, clients, connections or checkpoints grow
 #   make format / format-check / deps
 
 SHELL      := /bin/bash
@@ -79,7 +81,7 @@ SHARED := $(BUILD)/libtwopc.so.$(VERSION)
 
 .PHONY: all lib deps deps-build test test-unit test-integration tests-build examples \
         install format format-check services-up services-down clean \
-        bench-runtime bench-file bench-kafka bench-pg demo torture
+        bench-runtime bench-file bench-kafka bench-pg demo torture soak
 .DEFAULT_GOAL := all
 
 all: deps-build lib examples
@@ -159,6 +161,12 @@ demo: deps lib examples
 torture: deps lib examples
 	@TWOPC_EXAMPLES_DIR=$(CURDIR)/$(BUILD)/examples \
 	    tests/services/with-services.sh tests/e2e/torture.sh $(RUNS)
+# gnuplot only draws the series: installed when possible, never required.
+MINUTES ?= 3
+soak: deps lib examples
+	@tests/services/deps.sh plot
+	@TWOPC_EXAMPLES_DIR=$(CURDIR)/$(BUILD)/examples \
+	    tests/services/with-services.sh tests/e2e/soak.sh $(MINUTES)
 
 install: lib
 	install -d $(DESTDIR)$(PREFIX)/lib $(DESTDIR)$(PREFIX)/include/twopc $(DESTDIR)$(PREFIX)/lib/pkgconfig

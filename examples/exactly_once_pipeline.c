@@ -23,6 +23,7 @@
  * second, checkpoints, commits and pending transactions.
  *
  *   exactly_once_pipeline --fill [options]     write records 0 .. N-1 into the input topic
+ *                                              (FIRST .. FIRST+N-1 with --first FIRST)
  *   exactly_once_pipeline [options]            run the job
  *     --bootstrap HOST:PORT  Kafka brokers (default: $TWOPC_KAFKA_BOOTSTRAP)
  *     --pg CONNINFO          PostgreSQL connection (default: $TWOPC_PG_CONNINFO)
@@ -33,6 +34,9 @@
  *     --parallelism P        subtasks per vertex and partitions per topic (default 2, at most 8)
  *     --interval MS          checkpoint interval (default 500)
  *     --records N            records to write with --fill (default 100000)
+ *     --first FIRST          with --fill: the number of the first record (default 0), to add
+ *                            input for a running --unbounded job; verify_output then wants
+ *                            --records covering every record written
  *     --unbounded            keep reading new input for ever; stop with SIGINT
  *     --keys K               distinct keys written by --fill (default 840)
  *     --rate R               records per second through the transform, all subtasks together
@@ -63,7 +67,7 @@ typedef struct {
     const char *bootstrap, *pg, *name, *input, *topic, *table, *ckpt_dir, *progress;
     char input_buf[256], topic_buf[256], table_buf[256], ckpt_buf[512];
     int parallelism, interval_ms;
-    uint64_t records;
+    uint64_t records, first;
     uint32_t keys;
     bool unbounded, fill;
     double rate;
@@ -214,7 +218,7 @@ static bool create_topic(const options_t *opt, const char *topic)
     return !err || err == RD_KAFKA_RESP_ERR_TOPIC_ALREADY_EXISTS;
 }
 
-/* ---- --fill: records 0 .. N-1 into the input topic, in order per partition ------------------ */
+/* ---- --fill: records FIRST .. FIRST+N-1 into the input topic, in order per partition -------- */
 
 static void on_delivery(rd_kafka_t *rk, const rd_kafka_message_t *msg, void *opaque)
 {
@@ -242,7 +246,7 @@ static int fill_input(const options_t *opt)
         fprintf(stderr, "exactly_once_pipeline: %s\n", errstr);
         return 1;
     }
-    for (uint64_t i = 0; i < opt->records; i++) {
+    for (uint64_t i = opt->first; i < opt->first + opt->records; i++) {
         char key[EO_KEY_MAX], value[EO_VALUE_MAX];
         int kl = eo_key(i, opt->keys, key), vl = eo_input_value(i, value);
         rd_kafka_resp_err_t err;
@@ -266,8 +270,9 @@ static int fill_input(const options_t *opt)
                 opt->input, rd_kafka_err2str(err), (unsigned long long)failed);
         return 1;
     }
-    fprintf(stderr, "exactly_once_pipeline: wrote records 0 .. %llu into \"%s\"\n",
-            (unsigned long long)opt->records - 1, opt->input);
+    fprintf(stderr, "exactly_once_pipeline: wrote records %llu .. %llu into \"%s\"\n",
+            (unsigned long long)opt->first, (unsigned long long)(opt->first + opt->records - 1),
+            opt->input);
     return 0;
 }
 
@@ -434,7 +439,7 @@ static int usage(const char *msg)
             "usage: exactly_once_pipeline [--bootstrap HOST:PORT] [--pg CONNINFO] [--name NAME]\n"
             "         [--topic T] [--table T] [--checkpoint-dir DIR] [--parallelism P]\n"
             "         [--interval MS] [--records N | --unbounded] [--keys K] [--rate R]\n"
-            "         [--input T] [--progress tty|lines|off] [--fill]\n",
+            "         [--input T] [--progress tty|lines|off] [--fill [--first FIRST]]\n",
             msg);
     return 2;
 }
@@ -456,6 +461,7 @@ static int parse_options(int argc, char **argv, options_t *opt)
                                              {"progress", required_argument, 0, 'P'},
                                              {"input", required_argument, 0, 'I'},
                                              {"fill", no_argument, 0, 'F'},
+                                             {"first", required_argument, 0, 'f'},
                                              {0, 0, 0, 0}};
     *opt = (options_t){.bootstrap = getenv("TWOPC_KAFKA_BOOTSTRAP"),
                        .pg = getenv("TWOPC_PG_CONNINFO"),
@@ -512,6 +518,9 @@ static int parse_options(int argc, char **argv, options_t *opt)
             break;
         case 'F':
             opt->fill = true;
+            break;
+        case 'f':
+            opt->first = strtoull(optarg, NULL, 10);
             break;
         default:
             return usage("unknown option");

@@ -3,6 +3,8 @@
 #
 #   deps.sh build   what building the library and its tests needs
 #   deps.sh all     also what the integration tests' servers need, and clang-format
+#   deps.sh plot    gnuplot, which only draws the soak test's series: installed when possible, a
+#                   note when not, never a failure
 #
 # Installs what is missing with apt-get when run as root; otherwise prints the apt-get line to run and
 # fails. Runs on every `make`, so the common case (nothing missing) is one dpkg-query call.
@@ -14,8 +16,20 @@ SERVER_PACKAGES=(postgresql openjdk-17-jre-headless maven openssl clang-format)
 case "${1:-}" in
 build) wanted=("${BUILD_PACKAGES[@]}") ;;
 all) wanted=("${BUILD_PACKAGES[@]}" "${SERVER_PACKAGES[@]}") ;;
+plot)
+    command -v gnuplot >/dev/null && exit 0
+    if [ "$(id -u)" -ne 0 ]; then
+        echo "deps.sh: no gnuplot, so no plot of the soak series (apt-get install gnuplot-nox)" >&2
+        exit 0
+    fi
+    echo "deps.sh: installing gnuplot-nox (optional: only for the soak test's plot)" >&2
+    { DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends gnuplot-nox ||
+        { apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends gnuplot-nox; }; } >&2 ||
+        echo "deps.sh: could not install gnuplot-nox: no plot of the soak series" >&2
+    exit 0
+    ;;
 *)
-    echo "usage: deps.sh build|all" >&2
+    echo "usage: deps.sh build|all|plot" >&2
     exit 2
     ;;
 esac
