@@ -19,7 +19,8 @@
 static void expect_refused(tpc_error_t *err, const char *key, const char *value)
 {
     ck_assert_msg(err != NULL, "\"%s\" = \"%s\" was accepted", key, value);
-    ck_assert_msg(tpc_error_code(err) == TPC_ERR_CONFIG || tpc_error_code(err) == TPC_ERR_UNSUPPORTED,
+    ck_assert_msg(tpc_error_code(err) == TPC_ERR_CONFIG ||
+                      tpc_error_code(err) == TPC_ERR_UNSUPPORTED,
                   "\"%s\" = \"%s\": %s (%s)", key, value, tpc_error_message(err),
                   tpc_err_name(tpc_error_code(err)));
     tpc_error_destroy(err);
@@ -31,8 +32,8 @@ START_TEST(test_parse_int)
     ck_assert(tpc_parse_int("100", 0, 1000, &v) && v == 100);
     ck_assert(tpc_parse_int("-5", -10, 10, &v) && v == -5);
     ck_assert(tpc_parse_int("0", 0, 0, &v) && v == 0);
-    static const char *const bad[] = {" 100", "+100", "100 ", "", "-", "0x10", "1e3",
-                                      "1.0", "--1", "- 1", "\t7", "99999999999999999999"};
+    static const char *const bad[] = {" 100", "+100", "100 ", "",    "-",   "0x10",
+                                      "1e3",  "1.0",  "--1",  "- 1", "\t7", "99999999999999999999"};
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++)
         ck_assert_msg(!tpc_parse_int(bad[i], INT64_MIN, INT64_MAX, &v), "\"%s\" accepted", bad[i]);
     ck_assert(!tpc_parse_int("1001", 0, 1000, &v));
@@ -116,8 +117,8 @@ START_TEST(test_kafka_properties_checked_when_set)
     for (size_t i = 0; i < sizeof bad_props / sizeof *bad_props; i++) {
         expect_refused(tpc_txn_sink_set(sink, bad_props[i][0], bad_props[i][1]), bad_props[i][0],
                        bad_props[i][1]);
-        expect_refused(tpc_kafka_source_set(src, bad_props[i][0], bad_props[i][1]),
-                       bad_props[i][0], bad_props[i][1]);
+        expect_refused(tpc_kafka_source_set(src, bad_props[i][0], bad_props[i][1]), bad_props[i][0],
+                       bad_props[i][1]);
     }
     char big[300];
     memset(big, 'p', sizeof big - 1);
