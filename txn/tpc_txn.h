@@ -72,6 +72,9 @@ typedef struct tpc_txn_subtask {
     /** Id of the checkpoint this attempt restored from, 0 on a fresh start. */
     uint64_t restored_checkpoint;
     void *tpc__env; /**< private to the framework */
+    /** The job's checkpoint.interval.ms (0: no periodic checkpoints); a transaction stays open
+     * at least this long. */
+    int64_t checkpoint_interval_ms;
 } tpc_txn_subtask_t;
 
 /** @brief Log through the job's logger, prefixed with sink name and subtask. Subtask thread. */

@@ -89,6 +89,7 @@ typedef struct {
     int parallelism;
     int attempt;
     uint64_t restored_checkpoint;
+    int64_t checkpoint_interval_ms;
     void (*log)(void *opaque, tpc_log_level_t level, const char *message);
     bool (*is_canceled)(void *opaque);
     void *opaque;

@@ -47,6 +47,7 @@ static tpc_error_t *op_open(tpc_ctx_t *ctx, void *arg, void **self)
         .parallelism = tpc_ctx_parallelism(ctx),
         .attempt = tpc_ctx_attempt(ctx),
         .restored_checkpoint = tpc_ctx_restored_checkpoint(ctx),
+        .checkpoint_interval_ms = tpc_ctx_checkpoint_interval_ms(ctx),
         .log = log_to_ctx,
         .is_canceled = ctx_canceled,
         .opaque = ctx,

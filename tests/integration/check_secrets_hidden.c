@@ -45,7 +45,8 @@ static void check_said(const char *const *secrets, const char *what)
     fprintf(stderr, "%s: %zu lines (errors, hints, log lines, stderr), no secret\n", what, lines);
 }
 
-/* ---- a PostgreSQL server that wants a password and refuses it --------------------------------- */
+/* ---- a PostgreSQL server that wants a password and refuses it ---------------------------------
+ */
 
 static int fake_fd = -1, fake_port;
 static pthread_t fake_thread;
@@ -192,8 +193,8 @@ START_TEST(test_unparsable_conninfo_hides_password)
         "host=127.0.0.1 password=Pw6-kw stray",
         "dbname=postgresql://app:Pw7-nested%zz@127.0.0.1/db",
         NULL};
-    static const char *const secrets[] = {"Pw1-percent", "Pw2-ipv6", "Pw3-port", "Pw4-query",
-                                          "Pw5-unterminated", "Pw6-kw", "Pw7-nested", NULL};
+    static const char *const secrets[] = {"Pw1-percent",      "Pw2-ipv6", "Pw3-port",   "Pw4-query",
+                                          "Pw5-unterminated", "Pw6-kw",   "Pw7-nested", NULL};
     ck_assert(tpc_test_capture_start());
     for (size_t i = 0; conninfos[i]; i++) {
         tpc_txn_sink_t *sink = NULL;
@@ -322,6 +323,10 @@ START_TEST(test_kafka_sasl_credentials_hidden)
     tpc_test_rmdir(dir);
     free(dir);
     check_said(secrets, "kafka with SASL credentials");
+    /* librdkafka's lines, of the sink's producers too, went to the job's logger, not stderr. */
+    ck_assert_msg(strstr(said, ": kafka producer: "),
+                  "no librdkafka line of the sink reached the job's logger");
+    TPC_TEST_ASSERT_ABSENT(said, "stderr: %7|", "librdkafka debug lines on stderr");
 }
 END_TEST
 
