@@ -12,6 +12,7 @@
 #   make torture RUNS=n       n runs of random kill -9 and server restarts, each verified
 #   make soak MINUTES=n       the example pipeline unbounded for n minutes, busy and idle, one kill -9:
 #                             fails when memory, fds, threads, clients, connections or checkpoints grow
+#   make fuzz FUZZ_SECONDS=n  each libFuzzer harness (tests/fuzz/) n seconds from its seed corpus
 #   make format / format-check / deps
 
 SHELL      := /bin/bash
@@ -36,7 +37,7 @@ endif
 
 # The compiler flags below come from pkg-config, so the build packages must be there before this file is
 # read on: on a fresh machine, `make` installs them first (see tests/services/deps.sh).
-NO_DEPS_GOALS := clean services-down format-check format
+NO_DEPS_GOALS := clean services-down format-check format fuzz-run
 ifneq ($(filter-out $(NO_DEPS_GOALS),$(or $(MAKECMDGOALS),all)),)
   ifneq ($(shell tests/services/deps.sh build >&2; echo $$?),0)
     $(error missing build dependencies, see above)
@@ -68,6 +69,7 @@ UNIT_SRCS := $(sort $(wildcard tests/unit/check_*.c))
 INTEG_SRCS:= $(sort $(wildcard tests/integration/check_*.c))
 BENCH_SRCS:= $(sort $(wildcard tests/bench/bench_*.c))
 EX_SRCS   := $(sort $(wildcard examples/*.c))
+FUZZ_SRCS := $(sort $(wildcard tests/fuzz/fuzz_*.c))
 TEST_HELPER_SRCS := $(sort $(wildcard tests/support/*.c))
 TEST_HELPER_OBJS := $(TEST_HELPER_SRCS:%.c=$(BUILD)/obj/%.o)
 
@@ -75,13 +77,14 @@ UNIT_BINS  := $(UNIT_SRCS:tests/unit/%.c=$(BUILD)/tests/%)
 INTEG_BINS := $(INTEG_SRCS:tests/integration/%.c=$(BUILD)/tests/%)
 BENCH_BINS := $(BENCH_SRCS:tests/bench/%.c=$(BUILD)/bench/%)
 EX_BINS    := $(EX_SRCS:examples/%.c=$(BUILD)/examples/%)
+FUZZ_BINS  := $(FUZZ_SRCS:tests/fuzz/%.c=$(BUILD)/fuzz/%)
 
 STATIC := $(BUILD)/libtwopc.a
 SHARED := $(BUILD)/libtwopc.so.$(VERSION)
 
 .PHONY: all lib deps deps-build test test-unit test-integration tests-build examples \
         install format format-check services-up services-down clean \
-        bench-runtime bench-file bench-kafka bench-pg demo torture soak
+        bench-runtime bench-file bench-kafka bench-pg demo torture soak fuzz fuzz-run
 .DEFAULT_GOAL := all
 
 all: deps-build lib examples
@@ -116,6 +119,10 @@ $(BUILD)/tests/%: tests/integration/%.c $(STATIC) $(TEST_HELPER_OBJS)
 $(BUILD)/bench/%: tests/bench/%.c $(STATIC) $(TEST_HELPER_OBJS)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_ALL) -Itests/support $(LDFLAGS) -o $@ $< $(TEST_HELPER_OBJS) $(STATIC) $(LDLIBS_ALL)
+
+$(BUILD)/fuzz/%: tests/fuzz/%.c $(STATIC)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_ALL) -fsanitize=fuzzer,address,undefined $(LDFLAGS) -o $@ $< $(STATIC) $(LDLIBS_ALL)
 
 $(BUILD)/examples/%: examples/%.c $(STATIC)
 	@mkdir -p $(dir $@)
@@ -167,6 +174,16 @@ soak: deps lib examples
 	@tests/services/deps.sh plot
 	@TWOPC_EXAMPLES_DIR=$(CURDIR)/$(BUILD)/examples \
 	    tests/services/with-services.sh tests/e2e/soak.sh $(MINUTES)
+
+# Fuzzing: clang's libFuzzer with AddressSanitizer and UndefinedBehaviorSanitizer, the library built
+# for it in build/fuzzer-no-link-address-undefined/. Seeds in tests/fuzz/corpus/, new inputs and any
+# crash in build/fuzz-corpus/ (tests/fuzz/run.sh).
+FUZZ_SECONDS ?= 60
+fuzz:
+	@tests/services/deps.sh fuzz
+	@$(MAKE) --no-print-directory CC=clang SANITIZE=fuzzer-no-link,address,undefined fuzz-run
+fuzz-run: $(FUZZ_BINS)
+	@tests/fuzz/run.sh $(FUZZ_SECONDS) $(FUZZ_BINS)
 
 install: lib
 	install -d $(DESTDIR)$(PREFIX)/lib $(DESTDIR)$(PREFIX)/include/twopc $(DESTDIR)$(PREFIX)/lib/pkgconfig

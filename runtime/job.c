@@ -74,10 +74,8 @@ static tpc_error_t *bad_value(const char *key, const char *value, const char *ex
 static tpc_error_t *parse_int(const char *key, const char *value, int64_t min, int64_t max,
                               int64_t *out)
 {
-    char *end;
-    errno = 0;
-    long long v = strtoll(value, &end, 10);
-    if (errno || end == value || *end || v < min || v > max) {
+    int64_t v;
+    if (!tpc_parse_int(value, min, max, &v)) {
         char expected[96];
         snprintf(expected, sizeof expected, "an integer from %lld to %lld", (long long)min,
                  (long long)max);

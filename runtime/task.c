@@ -468,6 +468,12 @@ bool tpc_ctx_checkpointing(const tpc_ctx_t *ctx)
     return conf->dir && conf->after_finish;
 }
 
+int64_t tpc_ctx_checkpoint_interval_ms(const tpc_ctx_t *ctx)
+{
+    const tpc__conf_t *conf = &ctx->task->attempt->job->conf;
+    return conf->dir ? conf->interval_ms : 0;
+}
+
 bool tpc_ctx_is_canceled(const tpc_ctx_t *ctx)
 {
     return canceled(ctx->task);

@@ -105,6 +105,14 @@ TPC_API void tpc_error_destroy(tpc_error_t *err);
 TPC_API const char *tpc_err_name(tpc_err_t code);
 /** @returns a one-line description of @p code. */
 TPC_API const char *tpc_strerror(tpc_err_t code);
+
+/**
+ * @brief Parse a whole number as configuration values are written: decimal digits, with '-' in
+ * front of a negative one; nothing else (no spaces, no '+', no other base, no trailing text).
+ * Every integer key of the library reads its value with this.
+ * @returns true and the number in @p out when @p s is one from @p min to @p max.
+ */
+TPC_API bool tpc_parse_int(const char *s, int64_t min, int64_t max, int64_t *out);
 /** @} */
 
 /* ------------------------------------------------------------------------------------------ */
@@ -157,6 +165,10 @@ TPC_API uint64_t tpc_ctx_first_checkpoint_id(const tpc_ctx_t *ctx);
  * a notify for a checkpoint taken after its finish(). An exactly-once sink needs both.
  */
 TPC_API bool tpc_ctx_checkpointing(const tpc_ctx_t *ctx);
+/** @returns the job's checkpoint.interval.ms, 0 when it takes no periodic checkpoints (none
+ * without checkpoint.dir). A sink whose transactions must outlive a checkpoint interval checks its
+ * timeout against this. */
+TPC_API int64_t tpc_ctx_checkpoint_interval_ms(const tpc_ctx_t *ctx);
 /** @returns true once the job is being canceled; long-running callbacks should return soon. */
 TPC_API bool tpc_ctx_is_canceled(const tpc_ctx_t *ctx);
 

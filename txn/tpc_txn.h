@@ -80,6 +80,9 @@ typedef struct tpc_txn_subtask {
      * directory has seen, also those of runs that were started over. */
     uint64_t first_checkpoint;
     void *tpc__env; /**< private to the framework */
+    /** The job's checkpoint.interval.ms (0: no periodic checkpoints); a transaction stays open
+     * at least this long. */
+    int64_t checkpoint_interval_ms;
 } tpc_txn_subtask_t;
 
 /**

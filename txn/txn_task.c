@@ -38,6 +38,21 @@ static void warn_timeouts(tpc__txn_task_t *t)
     }
 }
 
+/* A transaction that got committed only after more than warn-ratio of its timeout came close to
+ * being lost: say so, as the timeout or the checkpoints need changing before one is. */
+static void warn_late(tpc__txn_task_t *t, const char *name, uint64_t ckpt, int64_t start_ms,
+                      const char *when)
+{
+    int64_t age = tpc__txn_wall_ms() - start_ms;
+    if (!t->conf->timeout_ms || (double)age < (double)t->conf->timeout_ms * t->conf->warn_ratio)
+        return;
+    tpc__txn_logf(&t->env, TPC_LOG_WARN,
+                  "transaction \"%s\" of checkpoint %" PRIu64 " was committed%s %" PRId64
+                  " ms after it began, more than %.0f%% of transaction.timeout.ms %" PRIu64
+                  ": raise the timeout, or make checkpoints and restarts faster",
+                  name, ckpt, when, age, t->conf->warn_ratio * 100, t->conf->timeout_ms);
+}
+
 /* Commit every pending transaction of a checkpoint <= @up_to, oldest first. */
 static tpc_error_t *commit_pending(tpc__txn_task_t *t, uint64_t up_to)
 {
@@ -55,6 +70,7 @@ static tpc_error_t *commit_pending(tpc__txn_task_t *t, uint64_t up_to)
                                           "is committed again from the checkpoint that holds it");
             return err;
         }
+        warn_late(t, name, p->checkpoint_id, p->start_ms, "");
         atomic_fetch_add(&t->stats->commits, 1);
         atomic_fetch_sub(&t->stats->pending, 1);
         tpc__txn_free(t->ops, t->conn, p->txn);
@@ -101,6 +117,7 @@ tpc_error_t *tpc__txn_task_open(tpc_txn_sink_t *sink, const tpc__txn_env_t *env,
         .highest_parallelism = t->env.highest_parallelism,
         .first_checkpoint = t->env.first_checkpoint,
         .tpc__env = &t->env,
+        .checkpoint_interval_ms = env->checkpoint_interval_ms,
     };
     t->last_checkpoint = env->restored_checkpoint;
     tpc_error_t *err = t->ops->open(sink->arg, &t->st, &t->conn);
@@ -166,6 +183,7 @@ static tpc_error_t *recover_one(tpc__txn_task_t *t, restored_t *r)
     }
     tpc_error_t *err = tpc__txn_call(t, TPC__TXN_OP_RECOVER_COMMIT, r->txn, name);
     if (!err) {
+        warn_late(t, name, ckpt, r->entry.start_ms, " during recovery");
         atomic_fetch_add(&t->stats->recovered_commits, 1);
         return NULL;
     }

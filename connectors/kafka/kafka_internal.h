@@ -37,6 +37,12 @@ typedef struct {
 /* @returns the value of librdkafka property @name as configured, or NULL. */
 const char *tpc__kafka_prop(const tpc__kafka_conf_t *conf, const char *name);
 
+/* kafka_props.c: set @name on @rc; a refusal is a configuration error with @hint. */
+tpc_error_t *tpc__kafka_conf_set(rd_kafka_conf_t *rc, const char *name, const char *value,
+                                 const char *hint);
+/* Check a property as it is set: librdkafka takes it, and so does the recovery client. */
+tpc_error_t *tpc__kafka_prop_check(const char *name, const char *value, const char *hint);
+
 /* What a transactional id of the pool is doing. */
 typedef enum {
     TPC__KAFKA_SLOT_UNUSED = 0, /* no producer yet: one is initialised on first use */

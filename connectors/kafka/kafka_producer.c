@@ -69,6 +69,20 @@ static void on_error(rd_kafka_t *rk, int err, const char *reason, void *opaque)
                 rd_kafka_err2name((rd_kafka_resp_err_t)err), reason);
 }
 
+/* librdkafka's own log lines ("GETPID ... retrying", broker state, and with the debug property
+ * its debug output) go to the job's logger like the sink's, instead of to stderr. Called on
+ * librdkafka's threads: the job's logger is thread-safe, and the subtask outlives the producer. */
+static void on_log(const rd_kafka_t *rk, int level, const char *facility, const char *line)
+{
+    const tpc__kafka_producer_t *p = rd_kafka_opaque(rk);
+    /* As the source does: librdkafka's errors are mostly brokers it retries by itself. */
+    tpc_log_level_t to = level <= 4 ? TPC_LOG_WARN : level <= 6 ? TPC_LOG_INFO : TPC_LOG_DEBUG;
+    if (p->id[0])
+        tpc_txn_log(p->st, to, "kafka producer \"%s\": %s: %s", p->id, facility, line);
+    else
+        tpc_txn_log(p->st, to, "kafka producer: %s: %s", facility, line);
+}
+
 static bool is_fenced(rd_kafka_resp_err_t code)
 {
     return code == RD_KAFKA_RESP_ERR__FENCED || code == RD_KAFKA_RESP_ERR_PRODUCER_FENCED;
@@ -117,14 +131,8 @@ tpc_error_t *tpc__kafka_txn_error(rd_kafka_error_t *error, const char *what, con
 
 static tpc_error_t *set(rd_kafka_conf_t *rc, const char *name, const char *value)
 {
-    char errstr[256];
-    if (rd_kafka_conf_set(rc, name, value, errstr, sizeof errstr) == RD_KAFKA_CONF_OK)
-        return NULL;
-    if (strstr(name, "password") || strstr(name, "secret") || strstr(name, ".key"))
-        snprintf(errstr, sizeof errstr, "value rejected"); /* librdkafka's text may quote it */
-    return tpc_error_hint(tpc_error_new(TPC_ERR_CONFIG, TPC_ERROR_FATAL,
-                                        "invalid kafka property \"%s\": %s", name, errstr),
-                          "see librdkafka's CONFIGURATION.md for its properties");
+    return tpc__kafka_conf_set(rc, name, value,
+                               "see librdkafka's CONFIGURATION.md for its properties");
 }
 
 static tpc_error_t *make_conf(tpc__kafka_producer_t *p, const tpc__kafka_conf_t *conf,
@@ -151,6 +159,7 @@ static tpc_error_t *make_conf(tpc__kafka_producer_t *p, const tpc__kafka_conf_t 
     rd_kafka_conf_set_opaque(rc, p);
     rd_kafka_conf_set_dr_msg_cb(rc, on_delivery);
     rd_kafka_conf_set_error_cb(rc, on_error);
+    rd_kafka_conf_set_log_cb(rc, on_log);
     if (p->id[0])
         rd_kafka_conf_set_stats_cb(rc, on_stats);
     *out = rc;

@@ -56,14 +56,8 @@ static tpc_error_t *oom(void)
 
 static tpc_error_t *conf_set(rd_kafka_conf_t *rc, const char *name, const char *value)
 {
-    char errstr[256];
-    if (rd_kafka_conf_set(rc, name, value, errstr, sizeof errstr) == RD_KAFKA_CONF_OK)
-        return NULL;
-    if (strstr(name, "password") || strstr(name, "secret") || strstr(name, ".key"))
-        snprintf(errstr, sizeof errstr, "value rejected"); /* librdkafka's text may quote it */
-    return tpc_error_hint(tpc_error_new(TPC_ERR_CONFIG, TPC_ERROR_FATAL,
-                                        "invalid kafka property \"%s\": %s", name, errstr),
-                          "see librdkafka's CONFIGURATION.md for its consumer properties");
+    return tpc__kafka_conf_set(rc, name, value,
+                               "see librdkafka's CONFIGURATION.md for its consumer properties");
 }
 
 static const char *prop(const tpc_kafka_source_t *conf, const char *name)

@@ -323,8 +323,10 @@ tpc_error_t *tpc__kafka_deserialize(void *conn, const void *bytes, size_t len, v
     const unsigned char *b = bytes;
     (void)conn;
     size_t idlen = len >= HANDLE_FIXED ? (size_t)get_be(b + 27, 2) : 0;
+    /* An id with a NUL in it would be cut short: a recovery would end the transaction of another
+     * id, or none (an id that starts with NUL reads as an empty transaction). */
     if (len < HANDLE_FIXED || b[0] != HANDLE_VERSION || idlen >= TPC__KAFKA_ID_MAX ||
-        len != HANDLE_FIXED + idlen)
+        len != HANDLE_FIXED + idlen || memchr(b + HANDLE_FIXED, '\0', idlen))
         return tpc_error_new(TPC_ERR_CORRUPT, TPC_ERROR_FATAL,
                              "kafka transaction handle of %zu bytes is not one this version "
                              "reads",

@@ -45,10 +45,8 @@ static tpc_error_t *set_string(char **dst, const char *key, const char *value)
 static tpc_error_t *set_number(uint64_t *dst, uint64_t min, uint64_t max, const char *key,
                                const char *value)
 {
-    char *end = NULL;
-    errno = 0;
-    unsigned long long v = strtoull(value, &end, 10);
-    if (errno || end == value || *end || value[0] == '-' || v < min || v > max) {
+    int64_t v;
+    if (!tpc_parse_int(value, (int64_t)min, (int64_t)max, &v)) {
         tpc_error_t *err = tpc_error_new(TPC_ERR_CONFIG, TPC_ERROR_FATAL,
                                          "invalid value \"%s\" for \"%s\"", value, key);
         return tpc_error_hint(err, "give a whole number from %llu to %llu", (unsigned long long)min,

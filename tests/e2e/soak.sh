@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Soak test of exactly_once_pipeline: does anything grow while an unbounded job runs for a long time?
 #
-#   soak.sh [MINUTES]          (make soak MINUTES=n; default 3, at least 2)
+#   soak.sh [MINUTES]          (make soak MINUTES=n; default 3, at least 3)
 #
 # One unbounded job (Kafka -> PostgreSQL and Kafka, parallelism 2, checkpoints every 500 ms) runs for
 # MINUTES minutes in cycles of a busy phase and an idle phase: at the start of each cycle SOAK_BUSY_S
@@ -14,7 +14,7 @@
 #   fds       open file descriptors (/proc/PID/fd)
 #   threads   threads (/proc/PID/task)
 #   rdkafka   librdkafka clients, producers and consumers (threads named rdk:main)
-#   pg_conns  PostgreSQL connections of twopc sinks on the database (application_name "twopc ...")
+#   pg_conns  PostgreSQL connections of the job (application_name set to the soak's name)
 #   prepared  prepared transactions of the job's table sink (pg_prepared_xacts)
 #   ckpt_kb   size of the checkpoint folder
 #
@@ -47,19 +47,26 @@ PAR=2
 for v in MINUTES RATE BUSY_S IDLE_S SAMPLE_S; do
     [[ "${!v}" =~ ^[0-9]+$ && "${!v}" -ge 1 ]] || e2e_die "$v must be a positive number"
 done
-[ "$MINUTES" -ge 2 ] || e2e_die "usage: soak.sh [MINUTES], at least 2"
+[ "$MINUTES" -ge 3 ] || e2e_die "usage: soak.sh [MINUTES], at least 3"
 [[ -n "${TWOPC_TEST_PG_CONNINFO:-}" && -n "${TWOPC_TEST_KAFKA_BOOTSTRAP:-}" ]] ||
     e2e_die "TWOPC_TEST_PG_CONNINFO and TWOPC_TEST_KAFKA_BOOTSTRAP are not set; run 'make soak'"
 command -v psql >/dev/null || e2e_die "psql not found (Debian package postgresql-client)"
 e2e_check_programs
-export TWOPC_PG_CONNINFO="$TWOPC_TEST_PG_CONNINFO" TWOPC_KAFKA_BOOTSTRAP="$TWOPC_TEST_KAFKA_BOOTSTRAP"
+NAME="soak-$$"
+# The job's PostgreSQL connections carry the name of this soak, which tells them from any other
+# program's on the same server.
+case "$TWOPC_TEST_PG_CONNINFO" in
+postgres://*\?* | postgresql://*\?*) TWOPC_PG_CONNINFO="$TWOPC_TEST_PG_CONNINFO&application_name=$NAME" ;;
+postgres://* | postgresql://*) TWOPC_PG_CONNINFO="$TWOPC_TEST_PG_CONNINFO?application_name=$NAME" ;;
+*) TWOPC_PG_CONNINFO="$TWOPC_TEST_PG_CONNINFO application_name=$NAME" ;;
+esac
+export TWOPC_PG_CONNINFO TWOPC_KAFKA_BOOTSTRAP="$TWOPC_TEST_KAFKA_BOOTSTRAP"
 
 TOTAL_S=$((MINUTES * 60))
 CYCLE_S=$((BUSY_S + IDLE_S))
 WARMUP_S=$((CYCLE_S > 30 ? CYCLE_S : 30))
 # The kill: in the middle of the busy phase of the cycle that starts nearest to half-time.
 KILL_S=$(((TOTAL_S / 2 + CYCLE_S / 2) / CYCLE_S * CYCLE_S + BUSY_S / 2))
-NAME="soak-$$"
 TABLE="soak_$$_out"
 WORK="$E2E_ROOT/build/soak/$$"
 CKPT="$WORK/checkpoints"
@@ -111,8 +118,7 @@ sample() {
     fds=$(find "/proc/$pid/fd" -mindepth 1 -maxdepth 1 2>/dev/null | wc -l)
     threads=$(find "/proc/$pid/task" -mindepth 1 -maxdepth 1 2>/dev/null | wc -l)
     rdk=$(cat /proc/"$pid"/task/*/comm 2>/dev/null | grep -c '^rdk:main$')
-    pgs=$(pg "SELECT (SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()
-                        AND application_name LIKE 'twopc %'),
+    pgs=$(pg "SELECT (SELECT count(*) FROM pg_stat_activity WHERE application_name = '$NAME'),
                      (SELECT count(*) FROM pg_prepared_xacts WHERE starts_with(gid, '$TABLE'))")
     [ -n "$pgs" ] || pgs="- -"
     ckpt=$(du -sk "$CKPT" 2>/dev/null | cut -f1)
@@ -230,6 +236,7 @@ END {
         # Quarters of the time after the warm-up, each at least one cycle long so that each
         # holds a busy phase: memory is compared peak with peak.
         first = age[p, 1]; last = age[p, n[p]]
+        if (last - first < cycle) { printf "soak: process %d: watched for %d s after the warm-up, less than a cycle\n", p, last - first; bad = 1; continue }
         q = (last - first) / 4
         if (q < cycle) q = cycle
         f1 = first; f2 = first + q; l1 = last - q; l2 = last

@@ -323,6 +323,10 @@ START_TEST(test_kafka_sasl_credentials_hidden)
     tpc_test_rmdir(dir);
     free(dir);
     check_said(secrets, "kafka with SASL credentials");
+    /* librdkafka's lines, of the sink's producers too, went to the job's logger, not stderr. */
+    ck_assert_msg(strstr(said, ": kafka producer: "),
+                  "no librdkafka line of the sink reached the job's logger");
+    TPC_TEST_ASSERT_ABSENT(said, "stderr: %7|", "librdkafka debug lines on stderr");
 }
 END_TEST
 

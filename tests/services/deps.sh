@@ -5,6 +5,7 @@
 #   deps.sh all     also what the integration tests' servers need, and clang-format
 #   deps.sh plot    gnuplot, which only draws the soak test's series: installed when possible, a
 #                   note when not, never a failure
+#   deps.sh fuzz    what building the library and the libFuzzer harnesses (clang) needs
 #
 # Installs what is missing with apt-get when run as root; otherwise prints the apt-get line to run and
 # fails. Runs on every `make`, so the common case (nothing missing) is one dpkg-query call.
@@ -12,10 +13,12 @@ set -euo pipefail
 
 BUILD_PACKAGES=(librdkafka-dev libpq-dev libssl-dev check pkg-config gcc make)
 SERVER_PACKAGES=(postgresql openjdk-17-jre-headless maven openssl clang-format)
+FUZZ_PACKAGES=(clang libclang-rt-14-dev)
 
 case "${1:-}" in
 build) wanted=("${BUILD_PACKAGES[@]}") ;;
 all) wanted=("${BUILD_PACKAGES[@]}" "${SERVER_PACKAGES[@]}") ;;
+fuzz) wanted=("${BUILD_PACKAGES[@]}" "${FUZZ_PACKAGES[@]}") ;;
 plot)
     command -v gnuplot >/dev/null && exit 0
     if [ "$(id -u)" -ne 0 ]; then
@@ -29,7 +32,7 @@ plot)
     exit 0
     ;;
 *)
-    echo "usage: deps.sh build|all|plot" >&2
+    echo "usage: deps.sh build|all|plot|fuzz" >&2
     exit 2
     ;;
 esac
