@@ -274,14 +274,16 @@ static void rescale(int from, int to, bool before)
              to, before ? "before" : "after");
     expect_end(&sc, spawn(&sc, sc.kc.ckpt, from, "100", "auto", "3"), "killed", what);
     if (before) {
-        pid_t pid = spawn(&sc, sc.kc.ckpt, to, "600000", "auto", "0");
+        pid_t pid = spawn(&sc, sc.kc.ckpt, to, "15000", "auto", "0");
         /* Recovered and writing into open transactions of every new subtask. */
         for (int i = 0; i < 100 && !kc_log_has(&sc.kc, "restored"); i++)
             usleep(50 * 1000);
         usleep(800 * 1000);
         int status;
-        ck_assert_msg(!tpc_test_wait(pid, 0, &status), "%s: the run at %d ended by itself", what,
-                      to);
+        bool ended = tpc_test_wait(pid, 0, &status);
+        if (ended)
+            tpc_test_dump_log(sc.kc.log);
+        ck_assert_msg(!ended, "%s: the run at %d ended by itself", what, to);
         tpc_test_kill(pid);
     } else {
         expect_end(&sc, spawn(&sc, sc.kc.ckpt, to, "100", "auto", "first"), "killed", what);
