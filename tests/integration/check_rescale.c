@@ -17,6 +17,8 @@
  *   saying how to start over.
  * - Checkpoint files removed while the job runs, then a kill -9: the restart refuses (the
  *   completion record names a checkpoint that is gone) instead of starting from zero.
+ * - The newest checkpoint damaged after its commits: refused; with restore.fallback=at-least-once
+ *   the job restores the one before and every record is in every output at least once.
  *
  * The child is this test binary run again with "--child" (see child_main()).
  */
@@ -86,6 +88,8 @@ static int child_main(int argc, char **argv)
         err = tpc_job_set(job, "restore.mode", a.restore_mode);
     if (!err)
         err = tpc_job_set(job, "restart.delay.ms", "100");
+    if (!err && argc > 14)
+        err = tpc_job_set(job, "restore.fallback", argv[14]);
     if (!err)
         err = tpc_kafka_sink_new(a.bootstrap, a.topic, &kafka);
     if (!err) {
@@ -176,17 +180,26 @@ static void scenario_clean(scenario_t *sc)
 }
 
 /* Start a child at @parallelism; @kill is "first", a checkpoint id, or "0" for none. */
-static pid_t spawn(const scenario_t *sc, const char *ckpt, int parallelism, const char *interval,
-                   const char *restore_mode, const char *kill)
+static pid_t spawn_with(const scenario_t *sc, const char *ckpt, int parallelism,
+                        const char *interval, const char *restore_mode, const char *kill,
+                        const char *fallback)
 {
     char par[16];
     snprintf(par, sizeof par, "%d", parallelism);
     const char *argv[] = {sc->kc.self, "--child",   sc->kc.bootstrap, sc->kc.topic, sc->kc.prefix,
                           sc->table,   sc->gprefix, sc->marker,       sc->files,    ckpt,
-                          par,         interval,    restore_mode,     kill,         NULL};
+                          par,         interval,    restore_mode,     kill,         fallback,
+                          NULL};
     pid_t pid = tpc_test_spawn(argv, sc->kc.log, -1);
     ck_assert_int_gt(pid, 0);
     return pid;
+}
+
+/* Start a child at @parallelism; @kill is "first", a checkpoint id, or "0" for none. */
+static pid_t spawn(const scenario_t *sc, const char *ckpt, int parallelism, const char *interval,
+                   const char *restore_mode, const char *kill)
+{
+    return spawn_with(sc, ckpt, parallelism, interval, restore_mode, kill, NULL);
 }
 
 /* Wait for the child; @want: "killed", "ok" or "refused" (exit code 3). */
@@ -390,6 +403,60 @@ static void remove_checkpoints(const char *dir)
     closedir(d);
 }
 
+/* Each output holds every record at least once and nothing else (restore.fallback=at-least-once),
+ * and nothing is left prepared. */
+static void expect_at_least_once(const scenario_t *sc, const char *what)
+{
+    kc_tally_t t = {.records = RECORDS, .seen = calloc(RECORDS + 1, 1)};
+    long total = kt_read_topic(sc->kc.bootstrap, sc->kc.topic, "read_committed", kc_tally, &t);
+    long missing = 0;
+    for (uint64_t i = 0; i < RECORDS; i++)
+        missing += t.seen[i] == 0;
+    free(t.seen);
+    ck_assert_msg(!missing && !t.foreign, "%s: kafka: %ld records, %ld missing, %ld foreign", what,
+                  total, missing, t.foreign);
+    long long distinct = tpc_test_pg_long(sc->pg, "SELECT count(DISTINCT k) FROM %s", sc->table);
+    ck_assert_msg(distinct == RECORDS, "%s: postgresql: %lld distinct keys", what, distinct);
+    ck_assert_int_eq(tpc_test_pg_prepared(sc->pg, sc->gprefix), 0);
+    printf("%s: every record at least once (kafka %ld records for %d)\n", what, total, RECORDS);
+    fflush(stdout);
+}
+
+/* The newest checkpoint damaged after its commits: refused, with what to do; with
+ * restore.fallback=at-least-once the job restores the one before, says so loudly, and ends with
+ * every record at least once in every sink (no endless failure on PostgreSQL's marker rows). */
+START_TEST(test_damaged_newest_refused_then_fallback)
+{
+    scenario_t sc;
+    scenario_init(&sc, "damaged");
+    pid_t pid = spawn(&sc, sc.kc.ckpt, 2, "100", "auto", "0");
+    for (int i = 0; i < 200 && count_checkpoints(sc.kc.ckpt) < 3; i++)
+        usleep(20 * 1000);
+    usleep(300 * 1000);
+    tpc_test_kill(pid);
+    char newest[4200] = "";
+    DIR *d = opendir(sc.kc.ckpt);
+    struct dirent *e;
+    while (d && (e = readdir(d)) != NULL)
+        if (strncmp(e->d_name, "chk-", 4) == 0 && strcmp(e->d_name, newest) > 0)
+            snprintf(newest, sizeof newest, "%s", e->d_name);
+    if (d)
+        closedir(d);
+    ck_assert(newest[0]);
+    char path[8400];
+    snprintf(path, sizeof path, "%s/%s", sc.kc.ckpt, newest);
+    ck_assert_int_eq(truncate(path, 100), 0);
+    expect_end(&sc, spawn(&sc, sc.kc.ckpt, 2, "100", "auto", "0"), "refused", "damaged newest");
+    ck_assert(kc_log_has(&sc.kc, "is damaged"));
+    ck_assert(kc_log_has(&sc.kc, "restore.fallback"));
+    expect_end(&sc, spawn_with(&sc, sc.kc.ckpt, 2, "100", "auto", "0", "at-least-once"), "ok",
+               "fallback");
+    ck_assert(kc_log_has(&sc.kc, "AT-LEAST-ONCE"));
+    expect_at_least_once(&sc, "damaged newest, restore.fallback=at-least-once");
+    scenario_clean(&sc);
+}
+END_TEST
+
 /* Checkpoint files removed by hand while the job runs, then kill -9: the next run must not start
  * from zero next to what the sinks committed; it refuses, naming the missing checkpoint. */
 START_TEST(test_checkpoints_removed_then_crash_is_refused)
@@ -428,6 +495,7 @@ int main(int argc, char **argv)
     TCase *tr = tcase_create("removed");
     tcase_set_timeout(tr, 300);
     tcase_add_test(tr, test_checkpoints_removed_then_crash_is_refused);
+    tcase_add_test(tr, test_damaged_newest_refused_then_fallback);
     suite_add_tcase(s, tr);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);
