@@ -10,6 +10,7 @@
 #   make bench-runtime / bench-file / bench-kafka / bench-pg   benchmark programs
 #   make demo                 exactly_once_pipeline into PostgreSQL and Kafka, kill -9 once, verify
 #   make torture RUNS=n       n runs of random kill -9 and server restarts, each verified
+#   make model                Spin model of the commit protocol: checks and mutants (model/)
 #   make format / format-check / deps
 
 SHELL      := /bin/bash
@@ -34,7 +35,7 @@ endif
 
 # The compiler flags below come from pkg-config, so the build packages must be there before this file is
 # read on: on a fresh machine, `make` installs them first (see tests/services/deps.sh).
-NO_DEPS_GOALS := clean services-down format-check format
+NO_DEPS_GOALS := clean services-down format-check format model
 ifneq ($(filter-out $(NO_DEPS_GOALS),$(or $(MAKECMDGOALS),all)),)
   ifneq ($(shell tests/services/deps.sh build >&2; echo $$?),0)
     $(error missing build dependencies, see above)
@@ -79,7 +80,7 @@ SHARED := $(BUILD)/libtwopc.so.$(VERSION)
 
 .PHONY: all lib deps deps-build test test-unit test-integration tests-build examples \
         install format format-check services-up services-down clean \
-        bench-runtime bench-file bench-kafka bench-pg demo torture
+        bench-runtime bench-file bench-kafka bench-pg demo torture model
 .DEFAULT_GOAL := all
 
 all: deps-build lib examples
@@ -159,6 +160,12 @@ demo: deps lib examples
 torture: deps lib examples
 	@TWOPC_EXAMPLES_DIR=$(CURDIR)/$(BUILD)/examples \
 	    tests/services/with-services.sh tests/e2e/torture.sh $(RUNS)
+
+# The commit protocol as a Promela model, checked exhaustively by Spin within the bounds stated in
+# model/twopc.pml, and the mutants that must fail (docs/model.md).
+model:
+	@tests/services/deps.sh model
+	@model/check.sh $(BUILD)/model
 
 install: lib
 	install -d $(DESTDIR)$(PREFIX)/lib $(DESTDIR)$(PREFIX)/include/twopc $(DESTDIR)$(PREFIX)/lib/pkgconfig

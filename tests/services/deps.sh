@@ -2,7 +2,8 @@
 # Make sure the Debian packages twopc needs are installed.
 #
 #   deps.sh build   what building the library and its tests needs
-#   deps.sh all     also what the integration tests' servers need, and clang-format
+#   deps.sh all     also what the integration tests' servers need, clang-format and spin
+#   deps.sh model   what `make model` needs (spin, a C compiler)
 #
 # Installs what is missing with apt-get when run as root; otherwise prints the apt-get line to run and
 # fails. Runs on every `make`, so the common case (nothing missing) is one dpkg-query call.
@@ -10,12 +11,14 @@ set -euo pipefail
 
 BUILD_PACKAGES=(librdkafka-dev libpq-dev libssl-dev check pkg-config gcc make)
 SERVER_PACKAGES=(postgresql openjdk-17-jre-headless maven openssl clang-format)
+MODEL_PACKAGES=(spin gcc)
 
 case "${1:-}" in
 build) wanted=("${BUILD_PACKAGES[@]}") ;;
-all) wanted=("${BUILD_PACKAGES[@]}" "${SERVER_PACKAGES[@]}") ;;
+all) wanted=("${BUILD_PACKAGES[@]}" "${SERVER_PACKAGES[@]}" "${MODEL_PACKAGES[@]}") ;;
+model) wanted=("${MODEL_PACKAGES[@]}") ;;
 *)
-    echo "usage: deps.sh build|all" >&2
+    echo "usage: deps.sh build|all|model" >&2
     exit 2
     ;;
 esac
