@@ -11,6 +11,9 @@
 #   make demo                 exactly_once_pipeline into PostgreSQL and Kafka, kill -9 once, verify
 #   make torture RUNS=n       n runs of random kill -9 and server restarts, each verified
 #   make model                Spin model of the commit protocol: checks and mutants (model/)
+#   make soak MINUTES=n       the example pipeline unbounded for n minutes, busy and idle, one kill -9:
+#                             fails when memory, fds, threads, clients, connections or checkpoints grow
+#   make fuzz FUZZ_SECONDS=n  each libFuzzer harness (tests/fuzz/) n seconds from its seed corpus
 #   make format / format-check / deps
 
 SHELL      := /bin/bash
@@ -35,7 +38,7 @@ endif
 
 # The compiler flags below come from pkg-config, so the build packages must be there before this file is
 # read on: on a fresh machine, `make` installs them first (see tests/services/deps.sh).
-NO_DEPS_GOALS := clean services-down format-check format model
+NO_DEPS_GOALS := clean services-down format-check format fuzz-run model
 ifneq ($(filter-out $(NO_DEPS_GOALS),$(or $(MAKECMDGOALS),all)),)
   ifneq ($(shell tests/services/deps.sh build >&2; echo $$?),0)
     $(error missing build dependencies, see above)
@@ -67,6 +70,7 @@ UNIT_SRCS := $(sort $(wildcard tests/unit/check_*.c))
 INTEG_SRCS:= $(sort $(wildcard tests/integration/check_*.c))
 BENCH_SRCS:= $(sort $(wildcard tests/bench/bench_*.c))
 EX_SRCS   := $(sort $(wildcard examples/*.c))
+FUZZ_SRCS := $(sort $(wildcard tests/fuzz/fuzz_*.c))
 TEST_HELPER_SRCS := $(sort $(wildcard tests/support/*.c))
 TEST_HELPER_OBJS := $(TEST_HELPER_SRCS:%.c=$(BUILD)/obj/%.o)
 
@@ -74,13 +78,14 @@ UNIT_BINS  := $(UNIT_SRCS:tests/unit/%.c=$(BUILD)/tests/%)
 INTEG_BINS := $(INTEG_SRCS:tests/integration/%.c=$(BUILD)/tests/%)
 BENCH_BINS := $(BENCH_SRCS:tests/bench/%.c=$(BUILD)/bench/%)
 EX_BINS    := $(EX_SRCS:examples/%.c=$(BUILD)/examples/%)
+FUZZ_BINS  := $(FUZZ_SRCS:tests/fuzz/%.c=$(BUILD)/fuzz/%)
 
 STATIC := $(BUILD)/libtwopc.a
 SHARED := $(BUILD)/libtwopc.so.$(VERSION)
 
 .PHONY: all lib deps deps-build test test-unit test-integration tests-build examples \
         install format format-check services-up services-down clean \
-        bench-runtime bench-file bench-kafka bench-pg demo torture model
+        bench-runtime bench-file bench-kafka bench-pg demo torture soak fuzz fuzz-run model
 .DEFAULT_GOAL := all
 
 all: deps-build lib examples
@@ -115,6 +120,10 @@ $(BUILD)/tests/%: tests/integration/%.c $(STATIC) $(TEST_HELPER_OBJS)
 $(BUILD)/bench/%: tests/bench/%.c $(STATIC) $(TEST_HELPER_OBJS)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_ALL) -Itests/support $(LDFLAGS) -o $@ $< $(TEST_HELPER_OBJS) $(STATIC) $(LDLIBS_ALL)
+
+$(BUILD)/fuzz/%: tests/fuzz/%.c $(STATIC)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_ALL) -fsanitize=fuzzer,address,undefined $(LDFLAGS) -o $@ $< $(STATIC) $(LDLIBS_ALL)
 
 $(BUILD)/examples/%: examples/%.c $(STATIC)
 	@mkdir -p $(dir $@)
@@ -160,6 +169,22 @@ demo: deps lib examples
 torture: deps lib examples
 	@TWOPC_EXAMPLES_DIR=$(CURDIR)/$(BUILD)/examples \
 	    tests/services/with-services.sh tests/e2e/torture.sh $(RUNS)
+# gnuplot only draws the series: installed when possible, never required.
+MINUTES ?= 3
+soak: deps lib examples
+	@tests/services/deps.sh plot
+	@TWOPC_EXAMPLES_DIR=$(CURDIR)/$(BUILD)/examples \
+	    tests/services/with-services.sh tests/e2e/soak.sh $(MINUTES)
+
+# Fuzzing: clang's libFuzzer with AddressSanitizer and UndefinedBehaviorSanitizer, the library built
+# for it in build/fuzzer-no-link-address-undefined/. Seeds in tests/fuzz/corpus/, new inputs and any
+# crash in build/fuzz-corpus/ (tests/fuzz/run.sh).
+FUZZ_SECONDS ?= 60
+fuzz:
+	@tests/services/deps.sh fuzz
+	@$(MAKE) --no-print-directory CC=clang SANITIZE=fuzzer-no-link,address,undefined fuzz-run
+fuzz-run: $(FUZZ_BINS)
+	@tests/fuzz/run.sh $(FUZZ_SECONDS) $(FUZZ_BINS)
 
 # The commit protocol as a Promela model, checked exhaustively by Spin within the bounds stated in
 # model/twopc.pml, and the mutants that must fail (docs/model.md).

@@ -104,9 +104,32 @@ const char *tpc_error_hint_text(const tpc_error_t *err)
     return err ? err->hint : NULL;
 }
 
+/* Codes that say what no restart changes: the configuration, the program, the stored state or
+ * the external system's verdict. An error of such a code is fatal unless its maker flagged it
+ * retriable (a malformed reply of a broker that is restarting, say). */
+static bool code_is_permanent(tpc_err_t code)
+{
+    switch (code) {
+    case TPC_ERR_CONFIG:
+    case TPC_ERR_INVALID_ARG:
+    case TPC_ERR_NOT_FOUND:
+    case TPC_ERR_CORRUPT:
+    case TPC_ERR_DATA_LOSS:
+    case TPC_ERR_UNSUPPORTED:
+    case TPC_ERR_FENCED:
+        return true;
+    default:
+        return false;
+    }
+}
+
 bool tpc_error_is_fatal(const tpc_error_t *err)
 {
-    return err && (err->flags & TPC_ERROR_FATAL);
+    if (!err)
+        return false;
+    if (err->flags & TPC_ERROR_FATAL)
+        return true;
+    return !(err->flags & TPC_ERROR_RETRIABLE) && code_is_permanent(err->code);
 }
 
 bool tpc_error_is_retriable(const tpc_error_t *err)

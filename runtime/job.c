@@ -14,7 +14,7 @@
 #include <time.h>
 
 tpc_error_t *tpc__restore_plan(tpc__attempt_t *a);
-tpc_error_t *tpc__restore_load(tpc_job_t *job, tpc__checkpoint_t *out);
+tpc_error_t *tpc__restore_load(tpc__attempt_t *a);
 
 tpc_job_t *tpc_job_new(const char *name)
 {
@@ -55,6 +55,7 @@ void tpc_job_destroy(tpc_job_t *job)
     free(job->vertices);
     free(job->edges);
     free(job->conf.dir);
+    tpc__record_free(&job->record);
     free(job->stop.path);
     tpc_error_destroy(job->stop.err);
     pthread_cond_destroy(&job->ctl_cv);
@@ -73,10 +74,8 @@ static tpc_error_t *bad_value(const char *key, const char *value, const char *ex
 static tpc_error_t *parse_int(const char *key, const char *value, int64_t min, int64_t max,
                               int64_t *out)
 {
-    char *end;
-    errno = 0;
-    long long v = strtoll(value, &end, 10);
-    if (errno || end == value || *end || v < min || v > max) {
+    int64_t v;
+    if (!tpc_parse_int(value, min, max, &v)) {
         char expected[96];
         snprintf(expected, sizeof expected, "an integer from %lld to %lld", (long long)min,
                  (long long)max);
@@ -137,19 +136,34 @@ tpc_error_t *tpc_job_set(tpc_job_t *job, const char *key, const char *value)
             return bad_value(key, value, "auto, fresh or required");
         return NULL;
     }
+    if (strcmp(key, "restore.fallback") == 0) {
+        if (strcmp(value, "refuse") == 0)
+            c->fallback_at_least_once = false;
+        else if (strcmp(value, "at-least-once") == 0)
+            c->fallback_at_least_once = true;
+        else
+            return bad_value(key, value, "refuse or at-least-once");
+        return NULL;
+    }
     return tpc_error_hint(tpc_error_new(TPC_ERR_CONFIG, 0, "unknown configuration key \"%s\"", key),
                           "see tpc_job_set() in tpc_runtime.h for the keys");
 }
 
-void tpc_job_set_logger(tpc_job_t *job, tpc_log_cb cb, void *opaque, tpc_log_level_t max_level)
+tpc_err_t tpc_job_set_logger(tpc_job_t *job, tpc_log_cb cb, void *opaque, tpc_log_level_t max_level)
 {
+    if (!job)
+        return TPC_ERR_INVALID_ARG;
     job->log = (tpc__logger_t){cb, opaque, max_level};
+    return TPC_OK;
 }
 
-void tpc_job_set_checkpoint_callback(tpc_job_t *job, tpc_checkpoint_cb cb, void *opaque)
+tpc_err_t tpc_job_set_checkpoint_callback(tpc_job_t *job, tpc_checkpoint_cb cb, void *opaque)
 {
+    if (!job)
+        return TPC_ERR_INVALID_ARG;
     job->ckpt_cb = cb;
     job->ckpt_cb_opaque = opaque;
+    return TPC_OK;
 }
 
 tpc_error_t *tpc_job_add_vertex(tpc_job_t *job, const char *name, int parallelism,
@@ -312,6 +326,8 @@ static void attempt_destroy(tpc__attempt_t *a)
         free(ev);
     }
     tpc__checkpoint_free(&a->restored);
+    free(a->restored_parallelism);
+    free(a->highest_parallelism);
     free(a->channels);
     free(a->tasks);
     pthread_cond_destroy(&a->cv);
@@ -356,12 +372,15 @@ static void add_vertex_stats(const tpc_job_t *job, tpc__attempt_t *a, tpc_job_st
     }
 }
 
-void tpc_job_get_stats(tpc_job_t *job, tpc_job_stats_t *out)
+tpc_err_t tpc_job_get_stats(tpc_job_t *job, tpc_job_stats_t *out)
 {
+    if (!job || !out)
+        return TPC_ERR_INVALID_ARG;
     pthread_mutex_lock(&job->ctl_mu);
     *out = job->stats;
     add_vertex_stats(job, job->attempt, out, true);
     pthread_mutex_unlock(&job->ctl_mu);
+    return TPC_OK;
 }
 
 static tpc__end_t run_attempt(tpc_job_t *job, int number, tpc_error_t **err)
@@ -369,7 +388,7 @@ static tpc__end_t run_attempt(tpc_job_t *job, int number, tpc_error_t **err)
     *err = NULL;
     tpc__attempt_t *a = attempt_new(job, number);
     if (job->conf.dir)
-        *err = tpc__restore_load(job, &a->restored);
+        *err = tpc__restore_load(a);
     if (!*err && a->restored.id)
         *err = tpc__restore_plan(a);
     if (*err) {
@@ -377,6 +396,7 @@ static tpc__end_t run_attempt(tpc_job_t *job, int number, tpc_error_t **err)
         return TPC__END_FAILED;
     }
     a->restored_id = a->restored.id;
+    a->first_checkpoint_id = job->next_checkpoint_id;
     pthread_mutex_lock(&job->ctl_mu);
     job->attempt = a;
     pthread_mutex_unlock(&job->ctl_mu);
@@ -421,6 +441,22 @@ static void restart_pause(tpc_job_t *job)
     }
 }
 
+/* Restarts ran out: say so in the message, and keep the error's own hint, which names the cause
+ * better than any general advice. */
+static tpc_error_t *exhausted(tpc_job_t *job, tpc_error_t *err, int restarts)
+{
+    err = tpc_error_prefix(err, "job \"%s\" failed after %d restart%s", job->name, restarts,
+                           restarts == 1 ? "" : "s");
+    const char *hint = tpc_error_hint_text(err);
+    if (!hint)
+        return tpc_error_hint(err, "fix the cause above, or raise \"restart.attempts\" if it "
+                                   "passes with time");
+    char *own = tpc__xstrdup(hint);
+    err = tpc_error_hint(err, "%s; if the cause passes with time, raise \"restart.attempts\"", own);
+    free(own);
+    return err;
+}
+
 tpc_error_t *tpc_job_run(tpc_job_t *job, tpc_job_result_t *result)
 {
     if (!job)
@@ -456,6 +492,7 @@ tpc_error_t *tpc_job_run(tpc_job_t *job, tpc_job_result_t *result)
     }
     job->running = true;
     job->dir_listed = false;
+    job->run_newest = job->run_first = 0;
     pthread_mutex_unlock(&job->ctl_mu);
     if (job->conf.dir) /* only now: a second call while running must not touch the directory */
         tpc__checkpoint_dir_clean(job->conf.dir);
@@ -469,13 +506,16 @@ tpc_error_t *tpc_job_run(tpc_job_t *job, tpc_job_result_t *result)
             break;
         }
         end = run_attempt(job, attempt, &err);
-        if (end != TPC__END_FAILED || tpc_error_code(err) == TPC_ERR_CONFIG ||
-            tpc_error_code(err) == TPC_ERR_CORRUPT || tpc_error_code(err) == TPC_ERR_NOT_FOUND)
+        if (end != TPC__END_FAILED)
             break;
+        if (tpc_error_is_fatal(err)) {
+            /* No restart can mend it: it ends the job as it is, message and hint its own. */
+            tpc__logf(&job->log, TPC_LOG_INFO, "job \"%s\" ends without restarting: %s", job->name,
+                      tpc_error_message(err));
+            break;
+        }
         if (attempt >= job->conf.restart_attempts) {
-            err = tpc_error_hint(
-                tpc_error_prefix(err, "job \"%s\" failed after %d restarts", job->name, attempt),
-                "raise \"restart.attempts\" or fix the cause above");
+            err = exhausted(job, err, attempt);
             break;
         }
         tpc__logf(&job->log, TPC_LOG_WARN, "job \"%s\" restarts (attempt %d): %s", job->name,
@@ -516,17 +556,22 @@ static void wake_coordinator(tpc_job_t *job)
     }
 }
 
-void tpc_job_cancel(tpc_job_t *job)
+tpc_err_t tpc_job_cancel(tpc_job_t *job)
 {
+    if (!job)
+        return TPC_ERR_INVALID_ARG;
     pthread_mutex_lock(&job->ctl_mu);
     atomic_store(&job->cancel_requested, true);
     wake_coordinator(job);
     pthread_cond_broadcast(&job->ctl_cv); /* the restart pause */
     pthread_mutex_unlock(&job->ctl_mu);
+    return TPC_OK;
 }
 
 tpc_error_t *tpc_job_stop_with_savepoint(tpc_job_t *job, bool drain, char **path)
 {
+    if (!job)
+        return tpc_error_new(TPC_ERR_INVALID_ARG, 0, "tpc_job_stop_with_savepoint needs a job");
     pthread_mutex_lock(&job->ctl_mu);
     if (!job->running || job->stop.active) {
         bool running = job->running;

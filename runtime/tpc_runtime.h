@@ -55,7 +55,8 @@ extern "C" {
     X(COMMIT, -14, "commit failed")                                                                \
     X(DATA_LOSS, -15, "data lost")                                                                 \
     X(UNSUPPORTED, -16, "not supported")                                                           \
-    X(CONNECT, -17, "could not connect")
+    X(CONNECT, -17, "could not connect")                                                           \
+    X(FENCED, -18, "fenced by a newer instance")
 
 typedef enum {
     TPC_OK = 0,
@@ -64,9 +65,15 @@ typedef enum {
 #undef TPC__ERR_ENUM
 } tpc_err_t;
 
-/** Flags of an error. */
+/**
+ * Flags of an error. They decide what tpc_job_run() does with an error that failed an attempt
+ * (docs/guarantees.md, "Which errors restart a job"):
+ * - fatal (tpc_error_is_fatal()): no restart can mend it; the job ends at once with this error's
+ *   own message and hint;
+ * - anything else restarts the job from its latest completed checkpoint, within restart.attempts.
+ */
 enum {
-    TPC_ERROR_FATAL = 1 << 0,     /**< retrying cannot help */
+    TPC_ERROR_FATAL = 1 << 0,     /**< no retry and no restart can help: the job ends at once */
     TPC_ERROR_RETRIABLE = 1 << 1, /**< the same call may succeed later */
 };
 
@@ -84,6 +91,12 @@ TPC_API tpc_err_t tpc_error_code(const tpc_error_t *err);
 TPC_API const char *tpc_error_message(const tpc_error_t *err);
 /** @returns the hint or NULL. Owned by @p err. */
 TPC_API const char *tpc_error_hint_text(const tpc_error_t *err);
+/**
+ * @returns true when no restart can mend @p err: it carries TPC_ERROR_FATAL, or its code is one
+ * of TPC_ERR_CONFIG, TPC_ERR_INVALID_ARG, TPC_ERR_NOT_FOUND, TPC_ERR_CORRUPT, TPC_ERR_DATA_LOSS,
+ * TPC_ERR_UNSUPPORTED or TPC_ERR_FENCED and it does not carry TPC_ERROR_RETRIABLE.
+ * tpc_job_run() ends the job at once on such an error and restarts on any other.
+ */
 TPC_API bool tpc_error_is_fatal(const tpc_error_t *err);
 TPC_API bool tpc_error_is_retriable(const tpc_error_t *err);
 /** @brief Free an error. NULL is fine. */
@@ -92,6 +105,14 @@ TPC_API void tpc_error_destroy(tpc_error_t *err);
 TPC_API const char *tpc_err_name(tpc_err_t code);
 /** @returns a one-line description of @p code. */
 TPC_API const char *tpc_strerror(tpc_err_t code);
+
+/**
+ * @brief Parse a whole number as configuration values are written: decimal digits, with '-' in
+ * front of a negative one; nothing else (no spaces, no '+', no other base, no trailing text).
+ * Every integer key of the library reads its value with this.
+ * @returns true and the number in @p out when @p s is one from @p min to @p max.
+ */
+TPC_API bool tpc_parse_int(const char *s, int64_t min, int64_t max, int64_t *out);
 /** @} */
 
 /* ------------------------------------------------------------------------------------------ */
@@ -129,12 +150,25 @@ TPC_API int tpc_ctx_parallelism(const tpc_ctx_t *ctx);
 TPC_API int tpc_ctx_attempt(const tpc_ctx_t *ctx);
 /** @returns the id of the checkpoint this attempt restored from, 0 when it started fresh. */
 TPC_API uint64_t tpc_ctx_restored_checkpoint(const tpc_ctx_t *ctx);
+/** @returns the parallelism this vertex had in the restored checkpoint, 0 when it started fresh
+ * or the checkpoint has no state for it. */
+TPC_API int tpc_ctx_restored_parallelism(const tpc_ctx_t *ctx);
+/** @returns the highest parallelism this vertex has run with in checkpoint.dir (at least the
+ * current one): subtasks up to it may have left work behind that this run has to clean up. */
+TPC_API int tpc_ctx_highest_parallelism(const tpc_ctx_t *ctx);
+/** @returns the lowest id a checkpoint of this attempt can have: above every checkpoint id the
+ * directory has seen, also those of runs that were started over. */
+TPC_API uint64_t tpc_ctx_first_checkpoint_id(const tpc_ctx_t *ctx);
 /**
  * @returns true when this job takes checkpoints that survive the process (checkpoint.dir is set)
  * and keeps taking them after tasks finish (checkpoint.after-finish is true), so every subtask gets
  * a notify for a checkpoint taken after its finish(). An exactly-once sink needs both.
  */
 TPC_API bool tpc_ctx_checkpointing(const tpc_ctx_t *ctx);
+/** @returns the job's checkpoint.interval.ms, 0 when it takes no periodic checkpoints (none
+ * without checkpoint.dir). A sink whose transactions must outlive a checkpoint interval checks its
+ * timeout against this. */
+TPC_API int64_t tpc_ctx_checkpoint_interval_ms(const tpc_ctx_t *ctx);
 /** @returns true once the job is being canceled; long-running callbacks should return soon. */
 TPC_API bool tpc_ctx_is_canceled(const tpc_ctx_t *ctx);
 
@@ -272,7 +306,14 @@ TPC_API void tpc_job_destroy(tpc_job_t *job);
  * | restart.delay.ms             | 100     | pause before a restart                               |
  * | restore.mode                 | auto    | auto: resume from the latest valid checkpoint if the |
  * |                              |         | dir has one; fresh: ignore checkpoints; required:    |
- * |                              |         | fail when there is none                              |
+ * |                              |         | fail when there is none. fresh starts over once per  |
+ * |                              |         | run: after a failure the run resumes from its own    |
+ * |                              |         | checkpoints                                          |
+ * | restore.fallback             | refuse  | the newest completed checkpoint is damaged or gone:  |
+ * |                              |         | refuse: fail with TPC_ERR_CORRUPT / TPC_ERR_NOT_FOUND|
+ * |                              |         | at-least-once: restore the newest valid older one (or|
+ * |                              |         | none) with a loud warning; sinks write again what    |
+ * |                              |         | the lost checkpoints covered                         |
  * | channel.capacity             | 16      | batches buffered per channel (backpressure bound)    |
  * | batch.size                   | 256     | records per batch                                    |
  *
@@ -280,9 +321,10 @@ TPC_API void tpc_job_destroy(tpc_job_t *job);
  */
 TPC_API tpc_error_t *tpc_job_set(tpc_job_t *job, const char *key, const char *value);
 
-/** @brief Route log lines to @p cb (default: stderr, warnings and errors). */
-TPC_API void tpc_job_set_logger(tpc_job_t *job, tpc_log_cb cb, void *opaque,
-                                tpc_log_level_t max_level);
+/** @brief Route log lines to @p cb (default: stderr, warnings and errors); a NULL @p cb means
+ * stderr. @returns TPC_OK, or TPC_ERR_INVALID_ARG when @p job is NULL. */
+TPC_API tpc_err_t tpc_job_set_logger(tpc_job_t *job, tpc_log_cb cb, void *opaque,
+                                     tpc_log_level_t max_level);
 
 /**
  * @brief Add a vertex. @p ops is borrowed and must outlive the job; @p arg is passed to open().
@@ -320,7 +362,8 @@ TPC_API tpc_error_t *tpc_job_run(tpc_job_t *job, tpc_job_result_t *result);
  * A drain stop that arrives while the job's own final checkpoint is in flight makes that
  * checkpoint the savepoint; one that arrives after it completed fails (TPC_ERR_STATE, the job
  * ends TPC_JOB_FINISHED), as does any stop of a job that ends otherwise before its savepoint.
- * @returns NULL, TPC_ERR_STATE when the job is not running or a stop is in progress, or
+ * @returns NULL, TPC_ERR_INVALID_ARG when @p job is NULL, TPC_ERR_STATE when the job is not
+ * running or a stop is in progress, or
  * TPC_ERR_CONFIG without checkpoint.dir, or (no drain) TPC_ERR_CHECKPOINT when the savepoint was
  * aborted (timeout, decline, a task finished meanwhile): the job then goes on running.
  */
@@ -333,8 +376,9 @@ TPC_API tpc_error_t *tpc_job_stop_with_savepoint(tpc_job_t *job, bool drain, cha
  * once; one that comes before tpc_job_run() starts cancels that run before it opens anything. A run
  * consumes every cancel made while it ran (one that came too late to stop it included), so a later
  * tpc_job_run() starts afresh.
+ * @returns TPC_OK, or TPC_ERR_INVALID_ARG when @p job is NULL.
  */
-TPC_API void tpc_job_cancel(tpc_job_t *job);
+TPC_API tpc_err_t tpc_job_cancel(tpc_job_t *job);
 
 /** Statistics of a vertex. */
 typedef struct {
@@ -357,14 +401,17 @@ typedef struct {
     tpc_vertex_stats_t vertices[32]; /**< the first 32 vertices */
 } tpc_job_stats_t;
 
-/** @brief Copy current statistics (any thread). */
-TPC_API void tpc_job_get_stats(tpc_job_t *job, tpc_job_stats_t *out);
+/** @brief Copy current statistics (any thread).
+ * @returns TPC_OK, or TPC_ERR_INVALID_ARG when @p job or @p out is NULL. */
+TPC_API tpc_err_t tpc_job_get_stats(tpc_job_t *job, tpc_job_stats_t *out);
 
 /** Checkpoint event callback, on the job thread: @p completed true = completed, else aborted. */
 typedef void (*tpc_checkpoint_cb)(void *opaque, uint64_t checkpoint_id, bool completed,
                                   uint64_t duration_us, const char *reason);
-/** @brief Called after every completed or aborted checkpoint (before notifying tasks). */
-TPC_API void tpc_job_set_checkpoint_callback(tpc_job_t *job, tpc_checkpoint_cb cb, void *opaque);
+/** @brief Called after every completed or aborted checkpoint (before notifying tasks).
+ * @returns TPC_OK, or TPC_ERR_INVALID_ARG when @p job is NULL. */
+TPC_API tpc_err_t tpc_job_set_checkpoint_callback(tpc_job_t *job, tpc_checkpoint_cb cb,
+                                                  void *opaque);
 
 /** @} */
 

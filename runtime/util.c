@@ -5,11 +5,28 @@
  */
 #include "tpc_internal.h"
 
+#include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+
+bool tpc_parse_int(const char *s, int64_t min, int64_t max, int64_t *out)
+{
+    if (!s || !out)
+        return false;
+    const char *digits = s[0] == '-' ? s + 1 : s;
+    if (*digits < '0' || *digits > '9') /* strtoll would skip spaces and take a '+' */
+        return false;
+    char *end = NULL;
+    errno = 0;
+    long long v = strtoll(s, &end, 10);
+    if (errno || *end || v < min || v > max)
+        return false;
+    *out = v;
+    return true;
+}
 
 uint64_t tpc__now_us(void)
 {

@@ -103,12 +103,8 @@ static tpc_error_t *bad_value(const char *key, const char *value, const char *ac
 
 static bool parse_u64(const char *s, uint64_t *out)
 {
-    if (!s || !*s || *s == '-' || *s == '+')
-        return false;
-    char *end = NULL;
-    errno = 0;
-    unsigned long long v = strtoull(s, &end, 10);
-    if (errno || *end)
+    int64_t v;
+    if (!tpc_parse_int(s, 0, INT64_MAX, &v))
         return false;
     *out = (uint64_t)v;
     return true;
@@ -148,7 +144,8 @@ tpc_error_t *tpc_txn_sink_set(tpc_txn_sink_t *sink, const char *key, const char 
         char *end = NULL;
         errno = 0;
         double d = strtod(value, &end);
-        if (errno || end == value || *end || !isfinite(d) || d <= 0.0 || d > 1.0)
+        if (errno || end == value || *end || !isfinite(d) || d <= 0.0 || d > 1.0 ||
+            value[0] < '0' || value[0] > '9') /* no spaces, no sign */
             return bad_value(key, value, "a number greater than 0 and at most 1");
         c->warn_ratio = d;
         return NULL;

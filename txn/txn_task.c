@@ -38,6 +38,21 @@ static void warn_timeouts(tpc__txn_task_t *t)
     }
 }
 
+/* A transaction that got committed only after more than warn-ratio of its timeout came close to
+ * being lost: say so, as the timeout or the checkpoints need changing before one is. */
+static void warn_late(tpc__txn_task_t *t, const char *name, uint64_t ckpt, int64_t start_ms,
+                      const char *when)
+{
+    int64_t age = tpc__txn_wall_ms() - start_ms;
+    if (!t->conf->timeout_ms || (double)age < (double)t->conf->timeout_ms * t->conf->warn_ratio)
+        return;
+    tpc__txn_logf(&t->env, TPC_LOG_WARN,
+                  "transaction \"%s\" of checkpoint %" PRIu64 " was committed%s %" PRId64
+                  " ms after it began, more than %.0f%% of transaction.timeout.ms %" PRIu64
+                  ": raise the timeout, or make checkpoints and restarts faster",
+                  name, ckpt, when, age, t->conf->warn_ratio * 100, t->conf->timeout_ms);
+}
+
 /* Commit every pending transaction of a checkpoint <= @up_to, oldest first. */
 static tpc_error_t *commit_pending(tpc__txn_task_t *t, uint64_t up_to)
 {
@@ -55,6 +70,7 @@ static tpc_error_t *commit_pending(tpc__txn_task_t *t, uint64_t up_to)
                                           "is committed again from the checkpoint that holds it");
             return err;
         }
+        warn_late(t, name, p->checkpoint_id, p->start_ms, "");
         atomic_fetch_add(&t->stats->commits, 1);
         atomic_fetch_sub(&t->stats->pending, 1);
         tpc__txn_free(t->ops, t->conn, p->txn);
@@ -87,6 +103,8 @@ tpc_error_t *tpc__txn_task_open(tpc_txn_sink_t *sink, const tpc__txn_env_t *env,
     t->conf = &sink->conf;
     t->stats = &sink->stats;
     t->env = *env;
+    if (t->env.highest_parallelism < t->env.parallelism)
+        t->env.highest_parallelism = t->env.parallelism;
     t->st = (tpc_txn_subtask_t){
         .job_name = env->job_name,
         .sink_name = env->sink_name,
@@ -95,7 +113,11 @@ tpc_error_t *tpc__txn_task_open(tpc_txn_sink_t *sink, const tpc__txn_env_t *env,
         .attempt = env->attempt,
         .guarantee = sink->conf.guarantee,
         .restored_checkpoint = env->restored_checkpoint,
+        .restored_parallelism = t->env.restored_parallelism,
+        .highest_parallelism = t->env.highest_parallelism,
+        .first_checkpoint = t->env.first_checkpoint,
         .tpc__env = &t->env,
+        .checkpoint_interval_ms = env->checkpoint_interval_ms,
     };
     t->last_checkpoint = env->restored_checkpoint;
     tpc_error_t *err = t->ops->open(sink->arg, &t->st, &t->conn);
@@ -111,6 +133,8 @@ tpc_error_t *tpc__txn_task_open(tpc_txn_sink_t *sink, const tpc__txn_env_t *env,
 static tpc_error_t *begin(tpc__txn_task_t *t)
 {
     uint64_t id = t->last_checkpoint + 1;
+    if (id < t->env.first_checkpoint)
+        id = t->env.first_checkpoint; /* ids of a run that was started over are not reused */
     void *txn = NULL;
     tpc_error_t *err = tpc__txn_begin(t->ops, t->conn, id, &txn);
     if (err)
@@ -159,6 +183,7 @@ static tpc_error_t *recover_one(tpc__txn_task_t *t, restored_t *r)
     }
     tpc_error_t *err = tpc__txn_call(t, TPC__TXN_OP_RECOVER_COMMIT, r->txn, name);
     if (!err) {
+        warn_late(t, name, ckpt, r->entry.start_ms, " during recovery");
         atomic_fetch_add(&t->stats->recovered_commits, 1);
         return NULL;
     }
@@ -188,6 +213,26 @@ static tpc_error_t *recover_one(tpc__txn_task_t *t, restored_t *r)
     return err;
 }
 
+/* A checkpoint of an older version does not say which subtask wrote which handle: with another
+ * parallelism the owners of the transactional ids, gids and file names could not be told. */
+static tpc_error_t *legacy_rescale(const tpc__txn_task_t *t)
+{
+    return tpc_error_hint(
+        tpc_error_new(TPC_ERR_CONFIG, TPC_ERROR_FATAL,
+                      "sink \"%s\": checkpoint %" PRIu64 " was written by an older version of "
+                      "twopc at parallelism %d and cannot be restored at parallelism %d",
+                      t->env.sink_name, t->env.restored_checkpoint, t->env.restored_parallelism,
+                      t->env.parallelism),
+        "restore it once at parallelism %d and let a checkpoint complete, then change the "
+        "parallelism",
+        t->env.restored_parallelism);
+}
+
+bool tpc_txn_owns(const tpc_txn_subtask_t *st, int index)
+{
+    return st && st->parallelism > 0 && index >= 0 && index % st->parallelism == st->subtask;
+}
+
 static tpc_error_t *initialize(tpc__txn_task_t *t, const tpc__txn_bytes_t *entries, size_t count)
 {
     tpc_error_t *err = NULL;
@@ -198,16 +243,22 @@ static tpc_error_t *initialize(tpc__txn_task_t *t, const tpc__txn_bytes_t *entri
         err = tpc_error_new(TPC_ERR_NOMEM, TPC_ERROR_FATAL, "out of memory");
         goto out;
     }
-    for (; n < count; n++) {
-        err = tpc__txn_entry_decode(entries[n].bytes, entries[n].len, &r[n].entry);
+    for (size_t i = 0; i < count; i++) {
+        err = tpc__txn_entry_decode(entries[i].bytes, entries[i].len, &r[n].entry);
+        if (!err && r[n].entry.origin < 0 && t->env.restored_parallelism &&
+            t->env.restored_parallelism != t->env.parallelism)
+            err = legacy_rescale(t);
+        if (!err && r[n].entry.origin >= 0 && !tpc_txn_owns(&t->st, r[n].entry.origin))
+            continue; /* another subtask's to recover */
         if (!err)
             err = t->ops->deserialize(t->conn, r[n].entry.handle, r[n].entry.handle_len, &r[n].txn);
         if (err) {
-            err = tpc_error_prefix(err, "could not restore transaction %zu of sink \"%s\"", n,
+            err = tpc_error_prefix(err, "could not restore transaction %zu of sink \"%s\"", i,
                                    t->env.sink_name);
             goto out;
         }
         known[n] = r[n].txn;
+        n++;
     }
     sort_restored(r, n);
     /* Pending ones first, oldest first: their checkpoint completed, so they must become visible
@@ -284,6 +335,7 @@ static tpc_error_t *push_pending(tpc__txn_task_t *t, uint64_t checkpoint_id)
     };
     tpc__txn_entry_t e = {
         .kind = TPC__TXN_PENDING,
+        .origin = t->env.subtask,
         .checkpoint_id = checkpoint_id,
         .start_ms = p.start_ms,
     };
@@ -345,6 +397,7 @@ static tpc_error_t *write_state(tpc__txn_task_t *t, tpc__txn_state_add_fn add, v
         return NULL;
     tpc__txn_entry_t e = {
         .kind = TPC__TXN_CURRENT,
+        .origin = t->env.subtask,
         .checkpoint_id = t->current_checkpoint,
         .start_ms = t->current_start_ms,
     };

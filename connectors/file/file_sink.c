@@ -42,10 +42,8 @@ static tpc_error_t *set_name_part(char *dst, size_t max, const char *key, const 
 
 static tpc_error_t *set_size(uint64_t *dst, uint64_t min, const char *key, const char *value)
 {
-    char *end = NULL;
-    errno = 0;
-    unsigned long long v = strtoull(value, &end, 10);
-    if (errno || end == value || *end || value[0] == '-' || v < min || v > (1ull << 48)) {
+    int64_t v;
+    if (!tpc_parse_int(value, (int64_t)min, (int64_t)1 << 48, &v)) {
         tpc_error_t *err = tpc_error_new(TPC_ERR_CONFIG, TPC_ERROR_FATAL,
                                          "invalid value \"%s\" for \"%s\"", value, key);
         return tpc_error_hint(err, "give a number of bytes from %llu to %llu",

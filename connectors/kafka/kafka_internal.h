@@ -3,8 +3,9 @@
  * transactional producers, and the transaction handle. Split over kafka_sink.c (configuration and
  * the ops table), kafka_producer.c (one librdkafka producer and its callbacks), kafka_open.c (the
  * checks at open), kafka_txn.c (writing, pre-committing and committing a transaction),
- * kafka_pool.c (which transactional id may carry the next transaction) and kafka_recover.c
- * (recovery commits and lingering transactions). The source is apart: its configuration in
+ * kafka_pool.c (which transactional id may carry the next transaction), kafka_recover.c
+ * (recovery commits and lingering transactions) and kafka_serve.c (the thread that polls the
+ * producers the subtask leaves alone). The source is apart: its configuration in
  * kafka_source.c, its checkpoint entries in kafka_source_state.c, a subtask's reading in
  * kafka_source_task.c.
  */
@@ -15,6 +16,7 @@
 #include "tpc_kafka.h"
 
 #include <librdkafka/rdkafka.h>
+#include <pthread.h>
 
 #define TPC__KAFKA_ID_MAX   200
 #define TPC__KAFKA_POOL_MAX 64
@@ -36,6 +38,12 @@ typedef struct {
 /* @returns the value of librdkafka property @name as configured, or NULL. */
 const char *tpc__kafka_prop(const tpc__kafka_conf_t *conf, const char *name);
 
+/* kafka_props.c: set @name on @rc; a refusal is a configuration error with @hint. */
+tpc_error_t *tpc__kafka_conf_set(rd_kafka_conf_t *rc, const char *name, const char *value,
+                                 const char *hint);
+/* Check a property as it is set: librdkafka takes it, and so does the recovery client. */
+tpc_error_t *tpc__kafka_prop_check(const char *name, const char *value, const char *hint);
+
 /* What a transactional id of the pool is doing. */
 typedef enum {
     TPC__KAFKA_SLOT_UNUSED = 0, /* no producer yet: one is initialised on first use */
@@ -45,8 +53,8 @@ typedef enum {
                                    could be restored: free once release_after is complete */
 } tpc__kafka_slot_state_t;
 
-/* One librdkafka producer and what its callbacks (served on the subtask's thread by poll and
- * flush) saw. */
+/* One librdkafka producer and what its callbacks (served by poll and flush, on the subtask's
+ * thread or its serving thread, under the subtask's lock) saw. */
 typedef struct {
     rd_kafka_t *rk;
     const tpc_txn_subtask_t *st;
@@ -72,6 +80,20 @@ typedef struct {
     tpc__kafka_producer_t plain; /* at-least-once and none */
     tpc__kafka_slot_t slots[TPC__KAFKA_POOL_MAX];
     uint64_t latest_begin; /* highest checkpoint id given to begin */
+    /* Ids of subtasks that no longer exist, owned by this one (tpc_txn_owns()), whose restored
+     * transaction it committed or aborted: initialised (fenced) once a checkpoint >= release_after
+     * is complete, like held slots. */
+    struct tpc__kafka_orphan {
+        char id[TPC__KAFKA_ID_MAX];
+        uint64_t release_after;
+    } * orphans;
+    int norphans;
+    /* kafka_serve.c: a thread polls every producer once a second. The lock is held by it while it
+     * polls, and by every call of the subtask that uses a producer. */
+    pthread_mutex_t lock;
+    pthread_cond_t serve_wake;
+    pthread_t server;
+    bool serving, serve_stop;
 } tpc__kafka_sub_t;
 
 typedef struct {
@@ -115,7 +137,16 @@ tpc_error_t *tpc__kafka_pool_acquire(tpc__kafka_sub_t *c, int *slot);
 /* Checkpoint @ckpt is known complete: free the slots held until it. */
 void tpc__kafka_pool_complete(tpc__kafka_sub_t *c, uint64_t ckpt);
 /* The slot's transaction was committed: hold it until a checkpoint that cannot list it. */
+/* Initialise a producer with transactional id @id and close it: fences whoever held it and aborts
+ * its open transaction. */
+tpc_error_t *tpc__kafka_fence(tpc__kafka_sub_t *c, const char *id);
 void tpc__kafka_pool_hold(tpc__kafka_sub_t *c, int slot, uint64_t release_after);
+
+/* kafka_serve.c */
+/* Start the thread that polls the subtask's producers; also initialises the lock. */
+tpc_error_t *tpc__kafka_serve_start(tpc__kafka_sub_t *c);
+/* Stop and join it (nothing if it never started); the producers are then the caller's alone. */
+void tpc__kafka_serve_stop(tpc__kafka_sub_t *c);
 
 /* kafka_txn.c */
 tpc_error_t *tpc__kafka_open(void *arg, const tpc_txn_subtask_t *st, void **conn);

@@ -16,16 +16,19 @@
  * the restart commits it. */
 #define MIN_TIMEOUT_RATIO 3
 
-static tpc_error_t *check_interval(const tpc__kafka_conf_t *conf)
+/* The sink key checkpoint.interval.ms overrides the job's interval (a sink in a job whose interval
+ * changes at run time, say). */
+static tpc_error_t *check_interval(const tpc__kafka_conf_t *conf, const tpc_txn_subtask_t *st)
 {
-    if (!conf->checkpoint_interval_ms ||
-        conf->txn_timeout_ms >= MIN_TIMEOUT_RATIO * conf->checkpoint_interval_ms)
+    int64_t interval =
+        conf->checkpoint_interval_ms ? conf->checkpoint_interval_ms : st->checkpoint_interval_ms;
+    if (interval <= 0 || conf->txn_timeout_ms >= MIN_TIMEOUT_RATIO * interval)
         return NULL;
     tpc_error_t *err = tpc_error_new(TPC_ERR_CONFIG, TPC_ERROR_FATAL,
                                      "kafka.transaction.timeout.ms %" PRId64
                                      " is too close to the checkpoint interval of "
                                      "%" PRId64 " ms",
-                                     conf->txn_timeout_ms, conf->checkpoint_interval_ms);
+                                     conf->txn_timeout_ms, interval);
     return tpc_error_hint(err,
                           "set kafka.transaction.timeout.ms to at least %d times the checkpoint "
                           "interval, plus the time a restart takes",
@@ -86,8 +89,16 @@ static tpc_error_t *check_metadata(rd_kafka_t *rk, const tpc__kafka_conf_t *conf
         err = tpc_error_hint(err, "check kafka.bootstrap.servers and that the brokers run; "
                                   "raise open.timeout.ms for a slow cluster");
     } else if (rkt && md->topic_cnt == 1 && md->topics[0].err) {
-        err = tpc_error_new(TPC_ERR_CONFIG, TPC_ERROR_FATAL, "kafka topic \"%s\" is not usable: %s",
-                            conf->topic, rd_kafka_err2str(md->topics[0].err));
+        /* A missing or forbidden topic stays so; a partition without a leader (a broker that is
+         * restarting) is for a restart to get past. */
+        rd_kafka_resp_err_t te = md->topics[0].err;
+        bool lasting = te == RD_KAFKA_RESP_ERR_UNKNOWN_TOPIC_OR_PART ||
+                       te == RD_KAFKA_RESP_ERR_TOPIC_AUTHORIZATION_FAILED ||
+                       te == RD_KAFKA_RESP_ERR_TOPIC_EXCEPTION;
+        err = tpc_error_new(lasting ? TPC_ERR_CONFIG : TPC_ERR_EXTERNAL,
+                            lasting ? TPC_ERROR_FATAL : TPC_ERROR_RETRIABLE,
+                            "kafka topic \"%s\" is not usable: %s", conf->topic,
+                            rd_kafka_err2str(te));
         err = tpc_error_hint(err, "create the topic before the job starts (for example with "
                                   "kafka-topics.sh --create); the sink does not create topics");
     } else {
@@ -103,7 +114,7 @@ static tpc_error_t *check_metadata(rd_kafka_t *rk, const tpc__kafka_conf_t *conf
 tpc_error_t *tpc__kafka_check_cluster(const tpc__kafka_conf_t *conf, const tpc_txn_subtask_t *st,
                                       bool transactional)
 {
-    tpc_error_t *err = transactional ? check_interval(conf) : NULL;
+    tpc_error_t *err = transactional ? check_interval(conf, st) : NULL;
     if (err)
         return err;
     tpc__kafka_producer_t probe;

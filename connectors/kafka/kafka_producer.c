@@ -6,7 +6,8 @@
  * "eos" object gives the producer id and epoch the coordinator knows: they are stored with each
  * pre-committed transaction so that a later process can commit it (kafka_recover.c). A fenced
  * producer's error ends the job without restarts (see fenced_error()).
- * librdkafka serves the callbacks inside poll and flush, on the subtask's own thread.
+ * librdkafka serves the callbacks inside poll and flush, on the subtask's own thread or on the
+ * thread that serves its producers while it leaves them alone (kafka_serve.c), under its lock.
  */
 #include "kafka_internal.h"
 
@@ -68,6 +69,20 @@ static void on_error(rd_kafka_t *rk, int err, const char *reason, void *opaque)
                 rd_kafka_err2name((rd_kafka_resp_err_t)err), reason);
 }
 
+/* librdkafka's own log lines ("GETPID ... retrying", broker state, and with the debug property
+ * its debug output) go to the job's logger like the sink's, instead of to stderr. Called on
+ * librdkafka's threads: the job's logger is thread-safe, and the subtask outlives the producer. */
+static void on_log(const rd_kafka_t *rk, int level, const char *facility, const char *line)
+{
+    const tpc__kafka_producer_t *p = rd_kafka_opaque(rk);
+    /* As the source does: librdkafka's errors are mostly brokers it retries by itself. */
+    tpc_log_level_t to = level <= 4 ? TPC_LOG_WARN : level <= 6 ? TPC_LOG_INFO : TPC_LOG_DEBUG;
+    if (p->id[0])
+        tpc_txn_log(p->st, to, "kafka producer \"%s\": %s: %s", p->id, facility, line);
+    else
+        tpc_txn_log(p->st, to, "kafka producer: %s: %s", facility, line);
+}
+
 static bool is_fenced(rd_kafka_resp_err_t code)
 {
     return code == RD_KAFKA_RESP_ERR__FENCED || code == RD_KAFKA_RESP_ERR_PRODUCER_FENCED;
@@ -80,7 +95,7 @@ static bool is_fenced(rd_kafka_resp_err_t code)
 static tpc_error_t *fenced_error(const char *what, const char *id, const char *reason)
 {
     tpc_error_t *err = tpc_error_new(
-        TPC_ERR_CONFIG, TPC_ERROR_FATAL,
+        TPC_ERR_FENCED, TPC_ERROR_FATAL,
         "%s of transactional id \"%s\" failed: the producer was fenced (%s)", what, id, reason);
     return tpc_error_hint(err, "another program took over the transactional id: give every running "
                                "program its own transactional.id.prefix and stop the other copy "
@@ -103,8 +118,11 @@ tpc_error_t *tpc__kafka_txn_error(rd_kafka_error_t *error, const char *what, con
         code = TPC_ERR_DATA_LOSS;
     else if (rd_kafka_error_code(error) == RD_KAFKA_RESP_ERR__TIMED_OUT)
         code = TPC_ERR_TIMEOUT;
-    tpc_error_t *err = tpc_error_new(code, retriable ? TPC_ERROR_RETRIABLE : TPC_ERROR_FATAL,
-                                     "%s%s of transactional id \"%s\" failed: %s (%s)",
+    /* librdkafka's "fatal" is about this producer instance: a new one, after a restart, gets a
+     * new producer id and goes on. Only a lost pre-committed transaction (and fencing, above)
+     * is beyond any restart. */
+    int flags = retriable ? TPC_ERROR_RETRIABLE : code == TPC_ERR_DATA_LOSS ? TPC_ERROR_FATAL : 0;
+    tpc_error_t *err = tpc_error_new(code, flags, "%s%s of transactional id \"%s\" failed: %s (%s)",
                                      code == TPC_ERR_DATA_LOSS ? "data loss: " : "", what, id,
                                      rd_kafka_error_string(error), rd_kafka_error_name(error));
     rd_kafka_error_destroy(error);
@@ -113,14 +131,8 @@ tpc_error_t *tpc__kafka_txn_error(rd_kafka_error_t *error, const char *what, con
 
 static tpc_error_t *set(rd_kafka_conf_t *rc, const char *name, const char *value)
 {
-    char errstr[256];
-    if (rd_kafka_conf_set(rc, name, value, errstr, sizeof errstr) == RD_KAFKA_CONF_OK)
-        return NULL;
-    if (strstr(name, "password") || strstr(name, "secret") || strstr(name, ".key"))
-        snprintf(errstr, sizeof errstr, "value rejected"); /* librdkafka's text may quote it */
-    return tpc_error_hint(tpc_error_new(TPC_ERR_CONFIG, TPC_ERROR_FATAL,
-                                        "invalid kafka property \"%s\": %s", name, errstr),
-                          "see librdkafka's CONFIGURATION.md for its properties");
+    return tpc__kafka_conf_set(rc, name, value,
+                               "see librdkafka's CONFIGURATION.md for its properties");
 }
 
 static tpc_error_t *make_conf(tpc__kafka_producer_t *p, const tpc__kafka_conf_t *conf,
@@ -147,6 +159,7 @@ static tpc_error_t *make_conf(tpc__kafka_producer_t *p, const tpc__kafka_conf_t 
     rd_kafka_conf_set_opaque(rc, p);
     rd_kafka_conf_set_dr_msg_cb(rc, on_delivery);
     rd_kafka_conf_set_error_cb(rc, on_error);
+    rd_kafka_conf_set_log_cb(rc, on_log);
     if (p->id[0])
         rd_kafka_conf_set_stats_cb(rc, on_stats);
     *out = rc;
@@ -238,9 +251,9 @@ tpc_error_t *tpc__kafka_producer_fatal(tpc__kafka_producer_t *p, const char *wha
     rd_kafka_resp_err_t fe = rd_kafka_fatal_error(p->rk, fatal, sizeof fatal);
     if (is_fenced(fe))
         return fenced_error(what, p->id, fatal);
-    if (fe)
-        return tpc_error_new(TPC_ERR_EXTERNAL, TPC_ERROR_FATAL, "%s of producer \"%s\" failed: %s",
-                             what, p->id, fatal);
+    if (fe) /* this producer is done; a new one, after a restart, is not */
+        return tpc_error_new(TPC_ERR_EXTERNAL, 0, "%s of producer \"%s\" failed: %s", what, p->id,
+                             fatal);
     return NULL;
 }
 
@@ -251,12 +264,12 @@ tpc_error_t *tpc__kafka_producer_flush(tpc__kafka_producer_t *p, int timeout_ms)
     if (err)
         return err;
     if (p->failed)
-        return tpc_error_new(TPC_ERR_EXTERNAL, TPC_ERROR_FATAL,
+        return tpc_error_new(TPC_ERR_EXTERNAL, 0,
                              "%" PRIu64 " records could not be delivered by producer \"%s\", "
                              "the first: %s",
                              p->failed, p->id, p->first_failure);
     if (e)
-        return tpc_error_new(TPC_ERR_TIMEOUT, TPC_ERROR_FATAL,
+        return tpc_error_new(TPC_ERR_TIMEOUT, 0,
                              "producer \"%s\" could not deliver %d records within %d ms", p->id,
                              rd_kafka_outq_len(p->rk), timeout_ms);
     return NULL;

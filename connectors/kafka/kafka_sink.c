@@ -52,10 +52,8 @@ static tpc_error_t *add_prop(tpc__kafka_conf_t *conf, const char *name, const ch
 static tpc_error_t *set_int(int64_t *dst, int64_t min, int64_t max, const char *key,
                             const char *value)
 {
-    char *end = NULL;
-    errno = 0;
-    long long v = strtoll(value, &end, 10);
-    if (errno || end == value || *end || v < min || v > max) {
+    int64_t v;
+    if (!tpc_parse_int(value, min, max, &v)) {
         tpc_error_t *err = tpc_error_new(TPC_ERR_CONFIG, TPC_ERROR_FATAL,
                                          "invalid value \"%s\" for \"%s\"", value, key);
         return tpc_error_hint(err, "give a whole number from %lld to %lld", (long long)min,
@@ -107,7 +105,10 @@ static tpc_error_t *kafka_configure(void *arg, const char *key, const char *valu
                 return err;
             conf->txn_timeout_ms = v;
         }
-        return add_prop(conf, name, value);
+        /* Check the property now, so that a typo fails here rather than in the job. */
+        err = tpc__kafka_prop_check(
+            name, value, "see librdkafka's CONFIGURATION.md for its producer properties");
+        return err ? err : add_prop(conf, name, value);
     }
     if (strcmp(key, "topic") == 0)
         return set_string(&conf->topic, key, value, false);

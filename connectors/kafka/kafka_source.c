@@ -45,10 +45,8 @@ static tpc_error_t *add_prop(tpc_kafka_source_t *src, const char *name, const ch
 
 static tpc_error_t *set_int(int *dst, int min, int max, const char *key, const char *value)
 {
-    char *end = NULL;
-    errno = 0;
-    long v = strtol(value, &end, 10);
-    if (errno || end == value || *end || v < min || v > max) {
+    int64_t v;
+    if (!tpc_parse_int(value, min, max, &v)) {
         tpc_error_t *err = tpc_error_new(TPC_ERR_CONFIG, TPC_ERROR_FATAL,
                                          "invalid value \"%s\" for \"%s\"", value, key);
         return tpc_error_hint(err, "give a whole number from %d to %d", min, max);
@@ -78,10 +76,8 @@ static tpc_error_t *set_start(tpc_kafka_source_t *src, const char *key, const ch
         src->start = TPC__KAFKA_START_GROUP;
     else if (strncmp(value, ts_prefix, sizeof ts_prefix - 1) == 0) {
         const char *digits = value + sizeof ts_prefix - 1;
-        char *end = NULL;
-        errno = 0;
-        long long ms = strtoll(digits, &end, 10);
-        if (errno || end == digits || *end || ms < 0 || *digits < '0' || *digits > '9')
+        int64_t ms;
+        if (!tpc_parse_int(digits, 0, INT64_MAX, &ms))
             return bad_value(key, value,
                              "give timestamp:<ms>, milliseconds since the epoch, 0 or more");
         src->start = TPC__KAFKA_START_TIMESTAMP;
@@ -106,18 +102,9 @@ tpc_error_t *tpc_kafka_source_set(tpc_kafka_source_t *src, const char *key, cons
                                       "the source reads read_committed and keeps its offsets in "
                                       "checkpoints");
         /* Check the property now, so that a typo fails here rather than in the job. */
-        char errstr[256];
-        rd_kafka_conf_t *scratch = rd_kafka_conf_new();
-        rd_kafka_conf_res_t res = rd_kafka_conf_set(scratch, name, value, errstr, sizeof errstr);
-        rd_kafka_conf_destroy(scratch);
-        if (res != RD_KAFKA_CONF_OK) {
-            if (strstr(name, "password") || strstr(name, "secret") || strstr(name, ".key"))
-                snprintf(errstr, sizeof errstr, "value rejected"); /* the text may quote it */
-            return tpc_error_hint(tpc_error_new(TPC_ERR_CONFIG, TPC_ERROR_FATAL,
-                                                "invalid kafka property \"%s\": %s", name, errstr),
-                                  "see librdkafka's CONFIGURATION.md for its consumer properties");
-        }
-        return add_prop(src, name, value);
+        tpc_error_t *err = tpc__kafka_prop_check(
+            name, value, "see librdkafka's CONFIGURATION.md for its consumer properties");
+        return err ? err : add_prop(src, name, value);
     }
     if (strcmp(key, "bounded") == 0)
         return set_bool(&src->bounded, key, value);

@@ -56,14 +56,8 @@ static tpc_error_t *oom(void)
 
 static tpc_error_t *conf_set(rd_kafka_conf_t *rc, const char *name, const char *value)
 {
-    char errstr[256];
-    if (rd_kafka_conf_set(rc, name, value, errstr, sizeof errstr) == RD_KAFKA_CONF_OK)
-        return NULL;
-    if (strstr(name, "password") || strstr(name, "secret") || strstr(name, ".key"))
-        snprintf(errstr, sizeof errstr, "value rejected"); /* librdkafka's text may quote it */
-    return tpc_error_hint(tpc_error_new(TPC_ERR_CONFIG, TPC_ERROR_FATAL,
-                                        "invalid kafka property \"%s\": %s", name, errstr),
-                          "see librdkafka's CONFIGURATION.md for its consumer properties");
+    return tpc__kafka_conf_set(rc, name, value,
+                               "see librdkafka's CONFIGURATION.md for its consumer properties");
 }
 
 static const char *prop(const tpc_kafka_source_t *conf, const char *name)
@@ -151,9 +145,15 @@ static tpc_error_t *read_metadata(source_t *s, int t)
                                   "open.timeout.ms for a slow cluster");
     } else if (md->topic_cnt != 1 || md->topics[0].err || md->topics[0].partition_cnt <= 0) {
         rd_kafka_resp_err_t te = md->topic_cnt == 1 ? md->topics[0].err : RD_KAFKA_RESP_ERR__FAIL;
+        /* A missing or forbidden topic stays so; a partition without a leader after the wait
+         * (a broker that is restarting) is for a restart to get past. */
+        bool lasting = te == RD_KAFKA_RESP_ERR_UNKNOWN_TOPIC_OR_PART ||
+                       te == RD_KAFKA_RESP_ERR_TOPIC_AUTHORIZATION_FAILED ||
+                       te == RD_KAFKA_RESP_ERR_TOPIC_EXCEPTION;
         err = tpc_error_new(te == RD_KAFKA_RESP_ERR_UNKNOWN_TOPIC_OR_PART ? TPC_ERR_NOT_FOUND
                                                                           : TPC_ERR_EXTERNAL,
-                            TPC_ERROR_FATAL, "could not read kafka topic \"%s\": %s", topic,
+                            lasting ? TPC_ERROR_FATAL : TPC_ERROR_RETRIABLE,
+                            "could not read kafka topic \"%s\": %s", topic,
                             rd_kafka_err2str(te ? te : RD_KAFKA_RESP_ERR__UNKNOWN_PARTITION));
         err = tpc_error_hint(err, "create the topic before the job starts (the source never "
                                   "creates it), check its name, and that the principal may "
@@ -450,7 +450,13 @@ static tpc_error_t *consumer_error(source_t *s, tpc_ctx_t *ctx, const rd_kafka_m
     case RD_KAFKA_RESP_ERR__UNKNOWN_PARTITION:
     case RD_KAFKA_RESP_ERR_TOPIC_AUTHORIZATION_FAILED:
     case RD_KAFKA_RESP_ERR_GROUP_AUTHORIZATION_FAILED:
-        return tpc_error_new(TPC_ERR_EXTERNAL, TPC_ERROR_FATAL,
+        /* Denied access stays denied. A topic that seems gone is looked up again by the
+         * restart's open, which ends the job if it is gone indeed. */
+        return tpc_error_new(TPC_ERR_EXTERNAL,
+                             msg->err == RD_KAFKA_RESP_ERR_TOPIC_AUTHORIZATION_FAILED ||
+                                     msg->err == RD_KAFKA_RESP_ERR_GROUP_AUTHORIZATION_FAILED
+                                 ? TPC_ERROR_FATAL
+                                 : 0,
                              "could not read kafka topic \"%s\": %s",
                              msg->rkt ? rd_kafka_topic_name(msg->rkt) : s->conf->topic,
                              rd_kafka_message_errstr(msg));

@@ -24,6 +24,7 @@
 #include <string.h>
 #include <strings.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 struct tpc__kafka_tls {
     SSL_CTX *ctx;
@@ -72,6 +73,28 @@ static tpc_error_t *flag(const tpc__kafka_wire_conf_t *conf, const char *name, b
         *out = false;
     else
         return config_error(name, v, "use true or false");
+    return NULL;
+}
+
+tpc_error_t *tpc__kafka_tls_check_prop(const char *name, const char *value)
+{
+    const char *pair[] = {name, value};
+    const tpc__kafka_wire_conf_t one = {.props = pair, .nprops = 1};
+    bool b;
+    if (strcmp(name, "enable.ssl.certificate.verification") == 0)
+        return flag(&one, name, true, &b);
+    if (strcmp(name, "ssl.endpoint.identification.algorithm") == 0 &&
+        strcasecmp(value, "https") != 0 && strcasecmp(value, "none") != 0)
+        return config_error(name, value, "use https or none");
+    bool file = strcmp(name, "ssl.certificate.location") == 0 ||
+                strcmp(name, "ssl.key.location") == 0 ||
+                (strcmp(name, "ssl.ca.location") == 0 && strcmp(value, "probe") != 0);
+    if (file && access(value, R_OK) != 0)
+        return tpc_error_hint(tpc_error_new(TPC_ERR_CONFIG, TPC_ERROR_FATAL,
+                                            "could not read %s \"%s\": %s", name, value,
+                                            strerror(errno)),
+                              "give a PEM file%s this program may read",
+                              name[4] == 'c' && name[5] == 'a' ? ", or a folder of them," : "");
     return NULL;
 }
 

@@ -4,7 +4,8 @@
  * flushes and waits for every delivery report (one failure fails the checkpoint) and stores the
  * producer id and epoch with the handle; commit on notify uses the live producer, recovery uses
  * EndTxn (kafka_recover.c). With the weaker guarantees one plain producer (idempotent for
- * at-least-once) writes everything and pre_commit is its flush. Also the handle's bytes.
+ * at-least-once) writes everything and pre_commit is its flush. Also the handle's bytes. Every
+ * call that uses a producer holds the subtask's lock, which kafka_serve.c's thread takes to poll.
  */
 #include "kafka_internal.h"
 
@@ -42,13 +43,15 @@ tpc_error_t *tpc__kafka_open(void *arg, const tpc_txn_subtask_t *st, void **out)
     c->transactional = transactional;
     c->wire.bootstrap = tpc__kafka_prop(conf, "bootstrap.servers");
     c->wire.security_protocol = tpc__kafka_prop(conf, "security.protocol");
-    if (!transactional) {
+    if (!transactional)
         err = tpc__kafka_producer_start(&c->plain, conf, st, NULL,
                                         st->guarantee == TPC_TXN_AT_LEAST_ONCE);
-        if (err) {
-            free(c);
-            return err;
-        }
+    if (!err)
+        err = tpc__kafka_serve_start(c);
+    if (err) {
+        tpc__kafka_producer_stop(&c->plain, false);
+        free(c);
+        return err;
     }
     *out = c;
     return NULL;
@@ -57,10 +60,12 @@ tpc_error_t *tpc__kafka_open(void *arg, const tpc_txn_subtask_t *st, void **out)
 void tpc__kafka_close(void *conn)
 {
     tpc__kafka_sub_t *c = conn;
+    tpc__kafka_serve_stop(c);
     /* Pending transactions stay open on purpose: a restart commits them. */
     for (int n = 0; n < c->conf->pool_size; n++)
         tpc__kafka_producer_stop(&c->slots[n].prod, false);
     tpc__kafka_producer_stop(&c->plain, false);
+    free(c->orphans);
     free(c);
 }
 
@@ -152,6 +157,7 @@ tpc_error_t *tpc__kafka_write(void *conn, void *txn, const tpc_record_t *records
     tpc__kafka_sub_t *c = conn;
     tpc__kafka_txn_t *t = txn;
     tpc_error_t *err = NULL;
+    pthread_mutex_lock(&c->lock);
     if (count && c->transactional && t->slot < 0)
         err = start(c, t);
     tpc__kafka_producer_t *p = err ? NULL : producer_of(c, t);
@@ -173,40 +179,45 @@ tpc_error_t *tpc__kafka_write(void *conn, void *txn, const tpc_record_t *records
     }
     if (p)
         rd_kafka_poll(p->rk, 0); /* serve delivery reports */
+    pthread_mutex_unlock(&c->lock);
     return err;
+}
+
+/* Under the subtask's lock, as everything below that uses a producer. */
+static tpc_error_t *flush(tpc__kafka_sub_t *c, tpc__kafka_txn_t *t)
+{
+    if (c->transactional && t->slot < 0)
+        return NULL;
+    return tpc__kafka_producer_flush(producer_of(c, t), (int)c->conf->txn_timeout_ms);
 }
 
 tpc_error_t *tpc__kafka_flush(void *conn, void *txn)
 {
     tpc__kafka_sub_t *c = conn;
-    tpc__kafka_txn_t *t = txn;
-    if (c->transactional && t->slot < 0)
-        return NULL;
-    return tpc__kafka_producer_flush(producer_of(c, t), (int)c->conf->txn_timeout_ms);
+    pthread_mutex_lock(&c->lock);
+    tpc_error_t *err = flush(c, txn);
+    pthread_mutex_unlock(&c->lock);
+    return err;
 }
 
 tpc_error_t *tpc__kafka_pre_commit(void *conn, void *txn, uint64_t checkpoint_id)
 {
     tpc__kafka_sub_t *c = conn;
     tpc__kafka_txn_t *t = txn;
-    tpc_error_t *err = tpc__kafka_flush(conn, txn);
-    if (err || !c->transactional)
-        return err;
-    tpc__kafka_producer_t *p = producer_of(c, t);
-    t->pid = p->pid;
-    t->epoch = p->epoch;
-    t->ckpt = checkpoint_id;
-    return NULL;
+    pthread_mutex_lock(&c->lock);
+    tpc_error_t *err = flush(c, t);
+    if (!err && c->transactional) {
+        tpc__kafka_producer_t *p = producer_of(c, t);
+        t->pid = p->pid;
+        t->epoch = p->epoch;
+        t->ckpt = checkpoint_id;
+    }
+    pthread_mutex_unlock(&c->lock);
+    return err;
 }
 
-tpc_error_t *tpc__kafka_commit(void *conn, void *txn)
+static tpc_error_t *commit(tpc__kafka_sub_t *c, tpc__kafka_txn_t *t)
 {
-    tpc__kafka_sub_t *c = conn;
-    tpc__kafka_txn_t *t = txn;
-    if (!c->transactional)
-        return NULL;
-    if (t->slot < 0)
-        return NULL; /* committed by an earlier call */
     tpc__kafka_producer_t *p = producer_of(c, t);
     rd_kafka_error_t *e = rd_kafka_commit_transaction(p->rk, (int)c->conf->txn_timeout_ms);
     if (e)
@@ -217,12 +228,20 @@ tpc_error_t *tpc__kafka_commit(void *conn, void *txn)
     return NULL;
 }
 
-tpc_error_t *tpc__kafka_abort(void *conn, void *txn)
+tpc_error_t *tpc__kafka_commit(void *conn, void *txn)
 {
     tpc__kafka_sub_t *c = conn;
     tpc__kafka_txn_t *t = txn;
     if (!c->transactional || t->slot < 0)
-        return NULL;
+        return NULL; /* nothing to commit, or committed by an earlier call */
+    pthread_mutex_lock(&c->lock);
+    tpc_error_t *err = commit(c, t);
+    pthread_mutex_unlock(&c->lock);
+    return err;
+}
+
+static tpc_error_t *abort_txn(tpc__kafka_sub_t *c, tpc__kafka_txn_t *t)
+{
     tpc__kafka_producer_t *p = producer_of(c, t);
     rd_kafka_error_t *e = rd_kafka_abort_transaction(p->rk, (int)c->conf->txn_timeout_ms);
     if (e)
@@ -230,6 +249,18 @@ tpc_error_t *tpc__kafka_abort(void *conn, void *txn)
     c->slots[t->slot].state = TPC__KAFKA_SLOT_FREE;
     t->slot = -1;
     return NULL;
+}
+
+tpc_error_t *tpc__kafka_abort(void *conn, void *txn)
+{
+    tpc__kafka_sub_t *c = conn;
+    tpc__kafka_txn_t *t = txn;
+    if (!c->transactional || t->slot < 0)
+        return NULL;
+    pthread_mutex_lock(&c->lock);
+    tpc_error_t *err = abort_txn(c, t);
+    pthread_mutex_unlock(&c->lock);
+    return err;
 }
 
 bool tpc__kafka_is_empty(void *conn, const void *txn)
@@ -293,8 +324,10 @@ tpc_error_t *tpc__kafka_deserialize(void *conn, const void *bytes, size_t len, v
     const unsigned char *b = bytes;
     (void)conn;
     size_t idlen = len >= HANDLE_FIXED ? (size_t)get_be(b + 27, 2) : 0;
+    /* An id with a NUL in it would be cut short: a recovery would end the transaction of another
+     * id, or none (an id that starts with NUL reads as an empty transaction). */
     if (len < HANDLE_FIXED || b[0] != HANDLE_VERSION || idlen >= TPC__KAFKA_ID_MAX ||
-        len != HANDLE_FIXED + idlen)
+        len != HANDLE_FIXED + idlen || memchr(b + HANDLE_FIXED, '\0', idlen))
         return tpc_error_new(TPC_ERR_CORRUPT, TPC_ERROR_FATAL,
                              "kafka transaction handle of %zu bytes is not one this version "
                              "reads",

@@ -478,6 +478,20 @@ static tpc_error_t *connect_addr(tpc__kafka_conn_t *c, const struct addrinfo *ai
     return NULL;
 }
 
+tpc_error_t *tpc__kafka_wire_check_prop(const char *name, const char *value)
+{
+    const char *pair[] = {name, value};
+    const tpc__kafka_wire_conf_t one = {.props = pair, .nprops = 1};
+    bool tls, sasl;
+    if (strcmp(name, "security.protocol") == 0)
+        return parse_protocol(&one, &tls, &sasl);
+    if ((strcmp(name, "sasl.username") == 0 && strlen(value) > TPC__KAFKA_SCRAM_USER_MAX) ||
+        (strcmp(name, "sasl.password") == 0 && strlen(value) > 255))
+        return tpc_error_new(TPC_ERR_CONFIG, TPC_ERROR_FATAL, "\"%s\" is longer than 255 bytes",
+                             name);
+    return tpc__kafka_tls_check_prop(name, value);
+}
+
 tpc_error_t *tpc__kafka_conn_open(const tpc__kafka_wire_conf_t *conf, const char *host, int port,
                                   int64_t deadline_ms, tpc__kafka_conn_t **out)
 {
@@ -559,10 +573,11 @@ static bool split_hostport(const char *s, size_t n, char *host, size_t cap, int 
     if (dl == 0 || dl >= sizeof digits)
         return false;
     memcpy(digits, colon + 1, dl);
-    char *end = NULL;
-    long p = strtol(digits, &end, 10);
+    int64_t p;
+    if (!tpc_parse_int(digits, 1, 65535, &p))
+        return false;
     *port = (int)p;
-    return *end == '\0' && p > 0 && p < 65536;
+    return true;
 }
 
 tpc_error_t *tpc__kafka_conn_open_bootstrap(const tpc__kafka_wire_conf_t *conf, int64_t deadline_ms,

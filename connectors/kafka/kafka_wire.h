@@ -145,6 +145,11 @@ tpc_error_t *tpc__kafka_tls_recv(tpc__kafka_tls_t *t, unsigned char *p, size_t n
 /* Free the session (the socket stays open). NULL is fine. */
 void tpc__kafka_tls_free(tpc__kafka_tls_t *t);
 
+/* Check one property as it is set, as far as it alone can be judged: security.protocol, the TLS
+ * flags and files (kafka_tls.c), the SASL credentials' lengths. */
+tpc_error_t *tpc__kafka_wire_check_prop(const char *name, const char *value);
+tpc_error_t *tpc__kafka_tls_check_prop(const char *name, const char *value);
+
 /* kafka_sasl.c: check the SASL settings of @conf before connecting (mechanism, user, password). */
 tpc_error_t *tpc__kafka_sasl_check(const tpc__kafka_wire_conf_t *conf);
 /* Authenticate @c (ApiVersions already read) with SaslHandshake + SaslAuthenticate. A rejected

@@ -40,8 +40,8 @@ extern "C" {
  * |                            |         | `<prefix>-<subtask>-<n>`, 0 <= n < pool size; unique  |
  * |                            |         | per sink among all programs using the cluster         |
  * | transactional.id.pool-size | 6       | transactional ids (and producers) per subtask, >= 3   |
- * | checkpoint.interval.ms     | 0       | the job's checkpoint interval, to check the           |
- * |                            |         | transaction timeout against it at open (0: no check)  |
+ * | checkpoint.interval.ms     | 0       | the interval the transaction timeout is checked       |
+ * |                            |         | against at open; 0: the job's checkpoint.interval.ms  |
  * | open.timeout.ms            | 30000   | how long open may wait for the cluster                |
  * | recovery.timeout.ms        | 60000   | how long a recovery commit may retry                  |
  *

@@ -61,6 +61,7 @@ tpc_error_t *tpc__pg_connect(const tpc__pg_conf_t *conf, const tpc_txn_subtask_t
     uint64_t deadline = mono_ms() + conf->connect_deadline_ms;
     uint64_t backoff = conf->connect_backoff_ms;
     char msg[512];
+    bool permanent = false;
     for (int attempt = 0;; attempt++) {
         PGconn *pg = PQconnectdbParams(keys, vals, 1);
         if (pg && PQstatus(pg) == CONNECTION_OK) {
@@ -71,15 +72,18 @@ tpc_error_t *tpc__pg_connect(const tpc__pg_conf_t *conf, const tpc_txn_subtask_t
             return NULL;
         }
         one_line(msg, sizeof msg, pg ? PQerrorMessage(pg) : "out of memory");
+        tpc__pg_hide_secrets(conf->conninfo, msg);
         PQfinish(pg);
-        if (permanent_failure(msg) || mono_ms() + backoff > deadline || tpc_txn_is_canceled(st))
+        if ((permanent = permanent_failure(msg)) || mono_ms() + backoff > deadline ||
+            tpc_txn_is_canceled(st))
             break;
         pause_ms(backoff);
         backoff = backoff * 2 > 2000 ? 2000 : backoff * 2;
     }
-    tpc_error_t *err = tpc_error_new(TPC_ERR_CONNECT, TPC_ERROR_RETRIABLE,
-                                     "could not connect to PostgreSQL server \"%s\": %s",
-                                     conf->conninfo_safe, msg);
+    /* A wrong password or a missing role or database stays so: no restart mends it. */
+    tpc_error_t *err = tpc_error_new(
+        TPC_ERR_CONNECT, permanent ? TPC_ERROR_FATAL : TPC_ERROR_RETRIABLE,
+        "could not connect to PostgreSQL server \"%s\": %s", conf->conninfo_safe, msg);
     return tpc_error_hint(err, "check that the server runs and accepts connections from this "
                                "host (pg.conninfo, listen_addresses, pg_hba.conf); waited "
                                "pg.connect.deadline.ms");
@@ -106,9 +110,13 @@ tpc_error_t *tpc__pg_result_error(PGconn *pg, PGresult *res, const char *what)
     one_line(msg, sizeof msg, PQresultErrorField(res, PG_DIAG_MESSAGE_PRIMARY));
     const char *detail = PQresultErrorField(res, PG_DIAG_MESSAGE_DETAIL);
     const char *hint = PQresultErrorField(res, PG_DIAG_MESSAGE_HINT);
-    /* Connection exceptions and shutdowns pass with time; everything else is a mistake. */
-    bool transient = strncmp(state, "08", 2) == 0 || strncmp(state, "57P", 3) == 0 ||
-                     strcmp(state, "40001") == 0 || strcmp(state, "40P01") == 0;
+    /* Connection exceptions (08), rolled back transactions (40: serialization, deadlock),
+     * exhausted resources (53: disk, memory, connections), a lock not available (55P03),
+     * shutdowns (57P) and system errors (58) pass with time; everything else (wrong types,
+     * constraints, permissions, syntax) is a mistake that no retry or restart mends. */
+    bool transient = strncmp(state, "08", 2) == 0 || strncmp(state, "40", 2) == 0 ||
+                     strncmp(state, "53", 2) == 0 || strcmp(state, "55P03") == 0 ||
+                     strncmp(state, "57P", 3) == 0 || strncmp(state, "58", 2) == 0;
     tpc_error_t *err =
         tpc_error_new(TPC_ERR_EXTERNAL, transient ? TPC_ERROR_RETRIABLE : TPC_ERROR_FATAL,
                       "could not %s: %s (SQLSTATE %s)%s%s", what, msg, state, detail ? ": " : "",

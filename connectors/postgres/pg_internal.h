@@ -147,6 +147,9 @@ tpc_error_t *tpc__pg_exec_buffered(tpc__pg_conn_t *c);
 /* BEGIN on the data connection unless a transaction is open (pg_txn.c). */
 tpc_error_t *tpc__pg_ensure_txn(tpc__pg_conn_t *c);
 
+/* pg_secret.c: mask in @msg (in place) every password that @conninfo holds or seems to hold. */
+void tpc__pg_hide_secrets(const char *conninfo, char *msg);
+
 /* pg_commit.c */
 tpc_error_t *tpc__pg_commit(void *conn, void *txn);
 tpc_error_t *tpc__pg_recover_and_abort(void *conn, void *txn);

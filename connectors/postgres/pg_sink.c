@@ -7,6 +7,7 @@
 #include "pg_internal.h"
 
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -44,10 +45,8 @@ static tpc_error_t *set_string(char **dst, const char *key, const char *value)
 static tpc_error_t *set_number(uint64_t *dst, uint64_t min, uint64_t max, const char *key,
                                const char *value)
 {
-    char *end = NULL;
-    errno = 0;
-    unsigned long long v = strtoull(value, &end, 10);
-    if (errno || end == value || *end || value[0] == '-' || v < min || v > max) {
+    int64_t v;
+    if (!tpc_parse_int(value, (int64_t)min, (int64_t)max, &v)) {
         tpc_error_t *err = tpc_error_new(TPC_ERR_CONFIG, TPC_ERROR_FATAL,
                                          "invalid value \"%s\" for \"%s\"", value, key);
         return tpc_error_hint(err, "give a whole number from %llu to %llu", (unsigned long long)min,
@@ -63,9 +62,13 @@ static tpc_error_t *set_conninfo(tpc__pg_conf_t *conf, const char *value)
     char *errmsg = NULL;
     PQconninfoOption *opts = PQconninfoParse(value, &errmsg);
     if (!opts) {
-        tpc_error_t *err =
-            tpc_error_new(TPC_ERR_CONFIG, TPC_ERROR_FATAL, "invalid value for \"pg.conninfo\": %s",
-                          errmsg ? errmsg : "out of memory");
+        /* libpq's message may quote the password ("invalid percent-encoded token: ..."). */
+        char why[512];
+        snprintf(why, sizeof why, "%s", errmsg ? errmsg : "out of memory");
+        why[strcspn(why, "\n")] = '\0';
+        tpc__pg_hide_secrets(value, why);
+        tpc_error_t *err = tpc_error_new(TPC_ERR_CONFIG, TPC_ERROR_FATAL,
+                                         "invalid value for \"pg.conninfo\": %s", why);
         PQfreemem(errmsg);
         return tpc_error_hint(err, "give a libpq connection string such as \"host=127.0.0.1 "
                                    "dbname=app user=app\" or a postgresql:// URI");
@@ -90,6 +93,7 @@ static tpc_error_t *set_conninfo(tpc__pg_conf_t *conf, const char *value)
             (size_t)snprintf(safe + len, cap - len, "%s%s=%s", len ? " " : "", o->keyword, o->val);
     }
     PQconninfoFree(opts);
+    tpc__pg_hide_secrets(value, safe); /* a dbname may be a URI with a password in it */
     free(conf->conninfo);
     free(conf->conninfo_safe);
     conf->conninfo = copy;

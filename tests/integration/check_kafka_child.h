@@ -105,6 +105,8 @@ static inline int kc_child_main(int argc, char **argv)
     int rc = 0;
     if (err || result != TPC_JOB_FINISHED) {
         fprintf(stderr, "kafka child: %s\n", err ? tpc_error_message(err) : "did not finish");
+        if (err)
+            fprintf(stderr, "kafka child code: %s\n", tpc_err_name(tpc_error_code(err)));
         if (err && tpc_error_hint_text(err))
             fprintf(stderr, "kafka child hint: %s\n", tpc_error_hint_text(err));
         rc = 1;

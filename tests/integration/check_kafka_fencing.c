@@ -5,7 +5,8 @@
  * prefix. B restores A's latest complete checkpoint, commits its pending transactions, takes
  * over every transactional id (fencing A's producers) and runs to the end. When A resumes, it
  * fails without restarting (a restart would fence B in turn) and commits nothing more: either
- * the broker fences its writes and commits (the error names the fencing and the prefix), or its
+ * the broker fences its writes and commits (the error, of code TPC_ERR_FENCED, names the fencing
+ * and the prefix), or its
  * checkpoint directory refuses it first, since B has written newer checkpoints there. A
  * read_committed consumer finds each record exactly once, before and after A resumed.
  */
@@ -34,7 +35,8 @@ START_TEST(test_older_instance_is_fenced_and_fails)
         tpc_test_kill(older);
     /* Fenced by the broker, or, when A was stopped while writing a checkpoint, refused by the
      * checkpoint directory that B has written into since. */
-    bool fenced = kc_log_has(&sc, "the producer was fenced");
+    bool fenced = kc_log_has(&sc, "the producer was fenced") &&
+                  kc_log_has(&sc, "kafka child code: TPC_ERR_FENCED");
     bool hinted = kc_log_has(&sc, "its own transactional.id.prefix");
     if (kc_log_has(&sc, "another instance of the job writes"))
         fenced = hinted = true;

@@ -71,8 +71,10 @@ START_TEST(test_lingering_transaction_does_not_block_consumers_after_restart)
     kc_scenario_init(&sc, "twopc-linger");
     char timeout[64];
     snprintf(timeout, sizeof timeout, "sink.kafka.transaction.timeout.ms=%d", TXN_TIMEOUT_MS);
+    /* No checkpoint in 10 minutes keeps the transaction open; the sink key tells the open-time
+     * check (timeout >= 3 checkpoint intervals) to judge by 1 s instead of the job's interval. */
     const char *const lingering[] = {"records=1000000", "job.checkpoint.interval.ms=600000",
-                                     timeout, NULL};
+                                     "sink.checkpoint.interval.ms=1000", timeout, NULL};
     pid_t first = kc_spawn(&sc, lingering);
     rd_kafka_t *uncommitted = consumer(&sc, "read_uncommitted");
     int64_t seen = first_record_ms(uncommitted, 30000);

@@ -25,6 +25,10 @@
  */
 #include "check_kafka_common.h"
 #include "kafka_wire.h"
+#include "tpc_kafka.h"
+#include "tpc_test_capture.h"
+#include "tpc_test_check.h"
+#include "tpc_test_ops.h"
 
 #include <signal.h>
 #include <stdlib.h>
@@ -246,6 +250,67 @@ START_TEST(test_wrong_password_is_an_authentication_error)
 }
 END_TEST
 
+/* A sink and the recovery client with a wrong SASL password and librdkafka's debug logging on:
+ * the refusal is reported, and no error, log line or stderr line holds the password. */
+START_TEST(test_wrong_password_is_in_no_message)
+{
+    if (skip_reason)
+        return;
+    static const char secret[] = "Pw14-wrong-sasl";
+    char topic[128], prefix[128], key[96];
+    tpc_test_unique_name(topic, sizeof topic, "twopc-secure", '-');
+    tpc_test_unique_name(prefix, sizeof prefix, "twopc-secure-id", '-');
+    kt_create_topic(plaintext_bootstrap(), topic, 1);
+    profile_t p;
+    profile_make(&p, "plain");
+    add(&p, "sasl.password", secret);
+    add(&p, "debug", "all");
+    char *dir = tpc_test_tmpdir("secure-secret");
+    ck_assert(tpc_test_capture_start());
+
+    tpc_job_t *job = tpc_job_new("secure-secret");
+    TPC_TEST_OK(tpc_job_set(job, "checkpoint.dir", dir));
+    TPC_TEST_OK(tpc_job_set(job, "restart.attempts", "0"));
+    ck_assert_int_eq(tpc_job_set_logger(job, tpc_test_capture_log, NULL, TPC_LOG_DEBUG), TPC_OK);
+    tpc_txn_sink_t *sink = NULL;
+    TPC_TEST_OK(tpc_kafka_sink_new(p.bootstrap, topic, &sink));
+    TPC_TEST_OK(tpc_txn_sink_set(sink, "transactional.id.prefix", prefix));
+    TPC_TEST_OK(tpc_txn_sink_set(sink, "open.timeout.ms", "3000"));
+    for (size_t i = 0; i < p.n; i++) {
+        snprintf(key, sizeof key, "kafka.%s", p.props[2 * i]);
+        TPC_TEST_OK(tpc_txn_sink_set(sink, key, p.props[2 * i + 1]));
+    }
+    tpc_test_seq_conf_t src = {.count_default = 10, .per_poll = 10};
+    int s, k;
+    TPC_TEST_OK(tpc_job_add_vertex(job, "source", 1, &tpc_test_seq_source_ops, &src, &s));
+    TPC_TEST_OK(tpc_txn_sink_add_to_job(sink, job, "kafka", 1, &k));
+    TPC_TEST_OK(tpc_job_connect(job, s, k, TPC_EDGE_FORWARD));
+    tpc_error_t *err = tpc_job_run(job, NULL);
+    ck_assert_msg(err != NULL, "a wrong password got through");
+    tpc_test_capture_error(err);
+    tpc_error_destroy(err);
+    tpc_job_destroy(job);
+    tpc_txn_sink_destroy(sink);
+
+    const char *props[2 * 40 + 1] = {0};
+    for (size_t i = 0; i < 2 * p.n; i++)
+        props[i] = p.props[i];
+    err = tpc_kafka_end_transaction(p.bootstrap, props, "twopc-secure-none", 1, 0, true, 20000);
+    ck_assert_msg(err != NULL, "a wrong password got through the recovery client");
+    tpc_test_capture_error(err);
+    tpc_error_destroy(err);
+
+    size_t lines = 0;
+    const char *said = tpc_test_capture_stop(&lines);
+    tpc_test_rmdir(dir);
+    free(dir);
+    TPC_TEST_ASSERT_ABSENT(said, secret, "kafka with a wrong SASL password");
+    ck_assert_msg(strstr(said, "SASL_AUTHENTICATION_FAILED") && strstr(said, "uthentication"),
+                  "the refusal is not reported:\n%s", said);
+    fprintf(stderr, "kafka with a wrong SASL password: %zu lines, no secret\n", lines);
+}
+END_TEST
+
 START_TEST(test_wrong_ca_is_a_certificate_verify_error)
 {
     if (skip_reason)
@@ -427,6 +492,7 @@ int main(int argc, char **argv)
     tcase_add_test(tc, test_sasl_scram_sha_256_commits_after_crash);
     tcase_add_test(tc, test_sasl_ssl_scram_sha_512_commits_after_crash);
     tcase_add_test(tc, test_wrong_password_is_an_authentication_error);
+    tcase_add_test(tc, test_wrong_password_is_in_no_message);
     tcase_add_test(tc, test_wrong_ca_is_a_certificate_verify_error);
     tcase_add_test(tc, test_certificate_for_another_host_is_a_verify_error);
     tcase_add_test(tc, test_missing_client_certificate_is_refused);

@@ -189,6 +189,28 @@ START_TEST(test_timeout_close_to_checkpoint_interval)
 }
 END_TEST
 
+/* Without the sink key, the check uses the job's own interval: 30 s against the default
+ * kafka.transaction.timeout.ms of 60 s is refused at open. */
+START_TEST(test_timeout_close_to_job_interval)
+{
+    char topic[128], prefix[128];
+    tpc_test_unique_name(topic, sizeof topic, "twopc-sink-bad", '-');
+    kt_create_topic(bootstrap, topic, 1);
+    pipeline_t p = {.src = {.count_default = 10}};
+    build(&p, topic, "30000");
+    set_ok(tpc_txn_sink_set(p.sink, "transactional.id.prefix",
+                            tpc_test_unique_name(prefix, sizeof prefix, "twopc-bad", '-')));
+    tpc_job_result_t result;
+    tpc_error_t *err = run(&p, &result);
+    ck_assert_msg(err != NULL, "a transaction timeout of 2 checkpoint intervals was accepted");
+    ck_assert_msg(strstr(tpc_error_message(err), "checkpoint interval of 30000 ms"), "%s",
+                  tpc_error_message(err));
+    ck_assert(tpc_error_is_fatal(err));
+    tpc_error_destroy(err);
+    teardown_pipeline(&p);
+}
+END_TEST
+
 START_TEST(test_unreachable_bootstrap)
 {
     expect_open_error("open.timeout.ms", "2000", "127.0.0.1:1", "could not reach kafka");
@@ -206,6 +228,7 @@ int main(void)
     tcase_add_test(tc, test_exactly_once_needs_a_prefix);
     tcase_add_test(tc, test_timeout_above_broker_maximum);
     tcase_add_test(tc, test_timeout_close_to_checkpoint_interval);
+    tcase_add_test(tc, test_timeout_close_to_job_interval);
     tcase_add_test(tc, test_unreachable_bootstrap);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);

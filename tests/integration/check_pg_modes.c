@@ -3,7 +3,8 @@
  * through binary COPY read back with SQL, insert mode in batches, upsert mode (the latest record
  * of a key wins, also within one statement and across a checkpoint still prepared), and the
  * errors at configuration and at open — unknown keys and bad values, a missing table or column,
- * columns the default mapping cannot fill, an unreachable server (without its password in the
+ * columns the default mapping cannot fill, rows that do not fit the table (which end a job without
+ * restarts), an unreachable server (without its password in the
  * message), missing privileges, an upsert without a unique index, and a server with
  * max_prepared_transactions = 0 (a second throwaway server started with tests/services/pg.sh).
  */
@@ -178,6 +179,63 @@ START_TEST(test_value_of_wrong_type_is_named)
     tpc_error_destroy(err);
     tpc_test_txn_sub_close(&sub);
     tpc_txn_sink_destroy(sink);
+}
+END_TEST
+
+/* A job whose rows cannot fit the table: no restart can mend that, so the job ends at its first
+ * failure, with the error that names the column. @returns that error. */
+static tpc_error_t *run_mismatched_job(tpc_pg_encoder_t encoder, uint64_t *restarts)
+{
+    char *dir = tpc_test_tmpdir("pgmodes-mismatch");
+    tpc_test_seq_conf_t src = {.count_default = 1000, .per_poll = 50};
+    tpc_job_t *job = tpc_job_new("pgmismatch");
+    TPC_TEST_OK(tpc_job_set(job, "checkpoint.dir", dir));
+    TPC_TEST_OK(tpc_job_set(job, "checkpoint.interval.ms", "50"));
+    TPC_TEST_OK(tpc_job_set(job, "restart.attempts", "3"));
+    TPC_TEST_OK(tpc_job_set(job, "restart.delay.ms", "100"));
+    tpc_job_set_logger(job, NULL, NULL, TPC_LOG_ERROR);
+    tpc_txn_sink_t *sink = new_sink(NULL);
+    if (encoder)
+        TPC_TEST_OK(tpc_pg_sink_set_encoder(sink, encoder, NULL));
+    int s, k;
+    TPC_TEST_OK(tpc_job_add_vertex(job, "source", 1, &tpc_test_seq_source_ops, &src, &s));
+    TPC_TEST_OK(tpc_txn_sink_add_to_job(sink, job, "rows", 1, &k));
+    TPC_TEST_OK(tpc_job_connect(job, s, k, TPC_EDGE_FORWARD));
+    tpc_error_t *err = tpc_job_run(job, NULL);
+    tpc_job_stats_t st;
+    tpc_job_get_stats(job, &st);
+    *restarts = st.restarts;
+    ck_assert_int_eq(atomic_load(&src.opens), 1 + (int)st.restarts);
+    tpc_job_destroy(job);
+    tpc_txn_sink_destroy(sink);
+    tpc_test_rmdir(dir);
+    free(dir);
+    ck_assert_msg(err != NULL, "the job wrote rows that do not fit the table");
+    return err;
+}
+
+START_TEST(test_schema_mismatch_ends_job_without_restarts)
+{
+    /* Caught by the sink: the encoder gives an int4 for a bigint column. */
+    ck_assert(tpc_test_pg_exec(pg, "CREATE TABLE %s (big int8)", table));
+    uint64_t restarts;
+    tpc_error_t *err = run_mismatched_job(wrong_type, &restarts);
+    ck_assert_msg(restarts == 0, "a column-type mismatch restarted the job %llu times: %s",
+                  (unsigned long long)restarts, tpc_error_message(err));
+    ck_assert_msg(strstr(tpc_error_message(err), "column \"big\" has type bigint, not integer"),
+                  "%s", tpc_error_message(err));
+    ck_assert(tpc_error_is_fatal(err));
+    tpc_error_destroy(err);
+
+    /* Caught by the server: the default mapping sends the value bytes (which hold NULs) to a
+     * text column, which PostgreSQL refuses (SQLSTATE 22021). */
+    ck_assert(tpc_test_pg_exec(pg, "DROP TABLE %s", table));
+    ck_assert(tpc_test_pg_exec(pg, "CREATE TABLE %s (k bytea, v text)", table));
+    err = run_mismatched_job(NULL, &restarts);
+    ck_assert_msg(restarts == 0, "a value the column cannot hold restarted the job %llu times: %s",
+                  (unsigned long long)restarts, tpc_error_message(err));
+    ck_assert_msg(strstr(tpc_error_message(err), "SQLSTATE 22021"), "%s", tpc_error_message(err));
+    tpc_error_destroy(err);
 }
 END_TEST
 
@@ -390,6 +448,7 @@ static Suite *suite(void)
     tcase_add_checked_fixture(tc, setup, teardown);
     tcase_add_test(tc, test_copy_every_type);
     tcase_add_test(tc, test_value_of_wrong_type_is_named);
+    tcase_add_test(tc, test_schema_mismatch_ends_job_without_restarts);
     tcase_add_test(tc, test_insert_mode_in_batches);
     tcase_add_test(tc, test_upsert_latest_wins);
     tcase_add_test(tc, test_configuration_errors);

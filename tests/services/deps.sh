@@ -4,6 +4,9 @@
 #   deps.sh build   what building the library and its tests needs
 #   deps.sh all     also what the integration tests' servers need, clang-format and spin
 #   deps.sh model   what `make model` needs (spin, a C compiler)
+#   deps.sh plot    gnuplot, which only draws the soak test's series: installed when possible, a
+#                   note when not, never a failure
+#   deps.sh fuzz    what building the library and the libFuzzer harnesses (clang) needs
 #
 # Installs what is missing with apt-get when run as root; otherwise prints the apt-get line to run and
 # fails. Runs on every `make`, so the common case (nothing missing) is one dpkg-query call.
@@ -11,14 +14,28 @@ set -euo pipefail
 
 BUILD_PACKAGES=(librdkafka-dev libpq-dev libssl-dev check pkg-config gcc make)
 SERVER_PACKAGES=(postgresql openjdk-17-jre-headless maven openssl clang-format)
+FUZZ_PACKAGES=(clang libclang-rt-14-dev)
 MODEL_PACKAGES=(spin gcc)
 
 case "${1:-}" in
 build) wanted=("${BUILD_PACKAGES[@]}") ;;
 all) wanted=("${BUILD_PACKAGES[@]}" "${SERVER_PACKAGES[@]}" "${MODEL_PACKAGES[@]}") ;;
 model) wanted=("${MODEL_PACKAGES[@]}") ;;
+fuzz) wanted=("${BUILD_PACKAGES[@]}" "${FUZZ_PACKAGES[@]}") ;;
+plot)
+    command -v gnuplot >/dev/null && exit 0
+    if [ "$(id -u)" -ne 0 ]; then
+        echo "deps.sh: no gnuplot, so no plot of the soak series (apt-get install gnuplot-nox)" >&2
+        exit 0
+    fi
+    echo "deps.sh: installing gnuplot-nox (optional: only for the soak test's plot)" >&2
+    { DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends gnuplot-nox ||
+        { apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends gnuplot-nox; }; } >&2 ||
+        echo "deps.sh: could not install gnuplot-nox: no plot of the soak series" >&2
+    exit 0
+    ;;
 *)
-    echo "usage: deps.sh build|all|model" >&2
+    echo "usage: deps.sh build|all|model|plot|fuzz" >&2
     exit 2
     ;;
 esac

@@ -2,7 +2,8 @@
  * Building and configuring a job: unknown keys and bad values are refused with a message that
  * names the key and what it accepts; invalid graphs (forward edges between different
  * parallelisms, cycles, duplicate names, unconnected operators) are refused before anything runs;
- * errors carry names and descriptions from one table.
+ * errors carry names and descriptions from one table; a NULL job is refused by every function
+ * that takes one.
  */
 #include "tpc_runtime.h"
 #include "tpc_test_ops.h"
@@ -38,6 +39,39 @@ START_TEST(test_configuration_errors)
     ck_assert_ptr_null(tpc_job_set(job, "checkpoint.interval.ms", "0"));
     ck_assert_ptr_null(tpc_job_set(job, "checkpoint.max-concurrent", "2"));
     ck_assert_ptr_null(tpc_job_set(job, "restore.mode", "fresh"));
+    tpc_job_destroy(job);
+}
+END_TEST
+
+/* Every function that takes a job refuses a NULL one instead of crashing. */
+START_TEST(test_null_job_refused)
+{
+    tpc_job_stats_t st;
+    ck_assert_int_eq(tpc_job_get_stats(NULL, &st), TPC_ERR_INVALID_ARG);
+    ck_assert_int_eq(tpc_job_cancel(NULL), TPC_ERR_INVALID_ARG);
+    ck_assert_int_eq(tpc_job_set_logger(NULL, NULL, NULL, TPC_LOG_INFO), TPC_ERR_INVALID_ARG);
+    ck_assert_int_eq(tpc_job_set_checkpoint_callback(NULL, NULL, NULL), TPC_ERR_INVALID_ARG);
+    char *path = NULL;
+    tpc_error_t *err = tpc_job_stop_with_savepoint(NULL, true, &path);
+    ck_assert_int_eq(tpc_error_code(err), TPC_ERR_INVALID_ARG);
+    ck_assert_ptr_null(path);
+    tpc_error_destroy(err);
+    err = tpc_job_stop_with_savepoint(NULL, false, NULL);
+    ck_assert_int_eq(tpc_error_code(err), TPC_ERR_INVALID_ARG);
+    tpc_error_destroy(err);
+    err = tpc_job_set(NULL, "batch.size", "1");
+    ck_assert_int_eq(tpc_error_code(err), TPC_ERR_INVALID_ARG);
+    tpc_error_destroy(err);
+    err = tpc_job_run(NULL, NULL);
+    ck_assert_int_eq(tpc_error_code(err), TPC_ERR_INVALID_ARG);
+    tpc_error_destroy(err);
+
+    tpc_job_t *job = tpc_job_new("null-args");
+    ck_assert_int_eq(tpc_job_get_stats(job, NULL), TPC_ERR_INVALID_ARG);
+    ck_assert_int_eq(tpc_job_get_stats(job, &st), TPC_OK);
+    ck_assert_int_eq(tpc_job_set_logger(job, NULL, NULL, TPC_LOG_WARN), TPC_OK);
+    ck_assert_int_eq(tpc_job_set_checkpoint_callback(job, NULL, NULL), TPC_OK);
+    ck_assert_int_eq(tpc_job_cancel(job), TPC_OK);
     tpc_job_destroy(job);
 }
 END_TEST
@@ -167,6 +201,7 @@ int main(void)
     Suite *s = suite_create("job_config");
     TCase *tc = tcase_create("core");
     tcase_add_test(tc, test_configuration_errors);
+    tcase_add_test(tc, test_null_job_refused);
     tcase_add_test(tc, test_graph_errors);
     tcase_add_test(tc, test_error_table);
     tcase_add_test(tc, test_savepoint_needs_checkpoints);

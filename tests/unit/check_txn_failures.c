@@ -270,6 +270,38 @@ START_TEST(test_warns_before_timeout)
 }
 END_TEST
 
+/* A transaction committed after more than warn-ratio of its timeout, on notify or during
+ * recovery, is reported: it came close to being lost. */
+START_TEST(test_warns_when_committed_late)
+{
+    TPC_TEST_OK(tpc_txn_sink_set(sink, "transaction.timeout.ms", "60"));
+    TPC_TEST_OK(tpc_txn_sink_set(sink, "transaction.timeout.warn-ratio", "0.5"));
+    start();
+    TPC_TEST_OK(tpc_test_txn_sub_write(&sub, 0, 10));
+    TPC_TEST_OK(tpc_test_txn_sub_snapshot(&sub, 1, NULL));
+    TPC_TEST_OK(tpc__txn_task_complete(sub.task, 1)); /* at once: no warning */
+    ck_assert_msg(!strstr(sub.log, "was committed"), "%s", sub.log);
+    TPC_TEST_OK(tpc_test_txn_sub_write(&sub, 10, 10));
+    TPC_TEST_OK(tpc_test_txn_sub_snapshot(&sub, 2, NULL));
+    struct timespec ts = {0, 40 * 1000000L};
+    nanosleep(&ts, NULL);
+    TPC_TEST_OK(tpc__txn_task_complete(sub.task, 2));
+    ck_assert_msg(strstr(sub.log, "warn: transaction \"rec-2\" of checkpoint 2 was committed ") &&
+                      strstr(sub.log, "more than 50% of transaction.timeout.ms 60"),
+                  "%s", sub.log);
+    tpc_test_txn_sub_close(&sub);
+
+    tpc_test_txn_state_t state = {.count = 0};
+    pending_state(&state);
+    nanosleep(&ts, NULL);
+    TPC_TEST_OK(tpc_test_txn_sub_open(&sub, sink, 0, 1, 1));
+    TPC_TEST_OK(tpc__txn_task_initialize(sub.task, state.entries, state.count));
+    ck_assert_msg(strstr(sub.log, "was committed during recovery "), "%s", sub.log);
+    tpc_test_txn_sub_close(&sub);
+    tpc_test_txn_state_free(&state);
+}
+END_TEST
+
 START_TEST(test_configuration_errors)
 {
     tpc_error_t *err = tpc_txn_sink_set(sink, "guarantee", "twice");
@@ -330,6 +362,7 @@ int main(void)
     tcase_add_test(tc, test_recovery_commit_failure);
     tcase_add_test(tc, test_recovery_abort_and_lingering_failures);
     tcase_add_test(tc, test_expired_on_recovery_fails_by_default);
+    tcase_add_test(tc, test_warns_when_committed_late);
     tcase_add_test(tc, test_expired_on_recovery_can_be_logged);
     tcase_add_test(tc, test_warns_before_timeout);
     tcase_add_test(tc, test_configuration_errors);
