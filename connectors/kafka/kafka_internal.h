@@ -3,8 +3,9 @@
  * transactional producers, and the transaction handle. Split over kafka_sink.c (configuration and
  * the ops table), kafka_producer.c (one librdkafka producer and its callbacks), kafka_open.c (the
  * checks at open), kafka_txn.c (writing, pre-committing and committing a transaction),
- * kafka_pool.c (which transactional id may carry the next transaction) and kafka_recover.c
- * (recovery commits and lingering transactions). The source is apart: its configuration in
+ * kafka_pool.c (which transactional id may carry the next transaction), kafka_recover.c
+ * (recovery commits and lingering transactions) and kafka_serve.c (the thread that polls the
+ * producers the subtask leaves alone). The source is apart: its configuration in
  * kafka_source.c, its checkpoint entries in kafka_source_state.c, a subtask's reading in
  * kafka_source_task.c.
  */

@@ -4,7 +4,8 @@
  * flushes and waits for every delivery report (one failure fails the checkpoint) and stores the
  * producer id and epoch with the handle; commit on notify uses the live producer, recovery uses
  * EndTxn (kafka_recover.c). With the weaker guarantees one plain producer (idempotent for
- * at-least-once) writes everything and pre_commit is its flush. Also the handle's bytes.
+ * at-least-once) writes everything and pre_commit is its flush. Also the handle's bytes. Every
+ * call that uses a producer holds the subtask's lock, which kafka_serve.c's thread takes to poll.
  */
 #include "kafka_internal.h"
 
