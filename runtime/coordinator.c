@@ -195,12 +195,15 @@ static void complete_checkpoint(coord_t *c, pending_t *p)
     for (int v = 0; v < job->nvertices; v++)
         free(ck.vertices[v].subtasks);
     free(ck.vertices);
+    if (!err)
+        err = tpc__restore_note_complete(job, p->id);
     if (err) {
         /* The state is not durable: nothing may be committed on it. Fail the attempt. */
         if (!c->failure)
             c->failure = tpc_error_prefix(err, "could not write checkpoint %" PRIu64, p->id);
         else
             tpc_error_destroy(err);
+        free(path);
         unlink_pending(c, p);
         free_pending(c, p);
         return;

@@ -14,7 +14,7 @@
 #include <time.h>
 
 tpc_error_t *tpc__restore_plan(tpc__attempt_t *a);
-tpc_error_t *tpc__restore_load(tpc_job_t *job, tpc__checkpoint_t *out);
+tpc_error_t *tpc__restore_load(tpc__attempt_t *a);
 
 tpc_job_t *tpc_job_new(const char *name)
 {
@@ -55,6 +55,7 @@ void tpc_job_destroy(tpc_job_t *job)
     free(job->vertices);
     free(job->edges);
     free(job->conf.dir);
+    tpc__record_free(&job->record);
     free(job->stop.path);
     tpc_error_destroy(job->stop.err);
     pthread_cond_destroy(&job->ctl_cv);
@@ -133,6 +134,15 @@ tpc_error_t *tpc_job_set(tpc_job_t *job, const char *key, const char *value)
             c->restore = TPC__RESTORE_REQUIRED;
         else
             return bad_value(key, value, "auto, fresh or required");
+        return NULL;
+    }
+    if (strcmp(key, "restore.fallback") == 0) {
+        if (strcmp(value, "refuse") == 0)
+            c->fallback_at_least_once = false;
+        else if (strcmp(value, "at-least-once") == 0)
+            c->fallback_at_least_once = true;
+        else
+            return bad_value(key, value, "refuse or at-least-once");
         return NULL;
     }
     return tpc_error_hint(tpc_error_new(TPC_ERR_CONFIG, 0, "unknown configuration key \"%s\"", key),
@@ -316,6 +326,8 @@ static void attempt_destroy(tpc__attempt_t *a)
         free(ev);
     }
     tpc__checkpoint_free(&a->restored);
+    free(a->restored_parallelism);
+    free(a->highest_parallelism);
     free(a->channels);
     free(a->tasks);
     pthread_cond_destroy(&a->cv);
@@ -376,7 +388,7 @@ static tpc__end_t run_attempt(tpc_job_t *job, int number, tpc_error_t **err)
     *err = NULL;
     tpc__attempt_t *a = attempt_new(job, number);
     if (job->conf.dir)
-        *err = tpc__restore_load(job, &a->restored);
+        *err = tpc__restore_load(a);
     if (!*err && a->restored.id)
         *err = tpc__restore_plan(a);
     if (*err) {
@@ -384,6 +396,7 @@ static tpc__end_t run_attempt(tpc_job_t *job, int number, tpc_error_t **err)
         return TPC__END_FAILED;
     }
     a->restored_id = a->restored.id;
+    a->first_checkpoint_id = job->next_checkpoint_id;
     pthread_mutex_lock(&job->ctl_mu);
     job->attempt = a;
     pthread_mutex_unlock(&job->ctl_mu);
@@ -479,6 +492,7 @@ tpc_error_t *tpc_job_run(tpc_job_t *job, tpc_job_result_t *result)
     }
     job->running = true;
     job->dir_listed = false;
+    job->run_newest = job->run_first = 0;
     pthread_mutex_unlock(&job->ctl_mu);
     if (job->conf.dir) /* only now: a second call while running must not touch the directory */
         tpc__checkpoint_dir_clean(job->conf.dir);

@@ -442,6 +442,26 @@ uint64_t tpc_ctx_restored_checkpoint(const tpc_ctx_t *ctx)
     return ctx->task->attempt->restored_id;
 }
 
+int tpc_ctx_restored_parallelism(const tpc_ctx_t *ctx)
+{
+    const tpc__attempt_t *a = ctx->task->attempt;
+    return a->restored_parallelism ? a->restored_parallelism[ctx->task->vertex] : 0;
+}
+
+int tpc_ctx_highest_parallelism(const tpc_ctx_t *ctx)
+{
+    const tpc__attempt_t *a = ctx->task->attempt;
+    int p = tpc_ctx_parallelism(ctx);
+    if (a->highest_parallelism && a->highest_parallelism[ctx->task->vertex] > p)
+        p = a->highest_parallelism[ctx->task->vertex];
+    return p;
+}
+
+uint64_t tpc_ctx_first_checkpoint_id(const tpc_ctx_t *ctx)
+{
+    return ctx->task->attempt->first_checkpoint_id;
+}
+
 bool tpc_ctx_checkpointing(const tpc_ctx_t *ctx)
 {
     const tpc__conf_t *conf = &ctx->task->attempt->job->conf;

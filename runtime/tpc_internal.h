@@ -183,6 +183,34 @@ void tpc__checkpoint_files_free(tpc__checkpoint_file_t *files, size_t n);
 /* Keep the newest @p retained checkpoints (savepoints are never deleted). */
 void tpc__checkpoint_retain(const char *dir, int retained);
 
+void tpc__sha256(const uint8_t *p, size_t len, uint8_t out[32]);
+/* A u32-length string as a new NUL-terminated copy, NULL when the reader ran out. */
+char *tpc__rd_string(tpc__rd_t *r);
+/* Replace @p path in @p dir durably: temporary file, fsync, rename over, fsync the directory. */
+tpc_error_t *tpc__file_replace(const char *dir, const char *path, const uint8_t *p, size_t n);
+
+/* ---- the completion record (record.c) ----------------------------------------------------- */
+
+/* What checkpoint.dir remembers besides the checkpoint files: the newest checkpoint that was
+ * complete, written before any sink is told so (and may commit), and the highest parallelism each
+ * vertex has run with in this directory. */
+typedef struct {
+    char *job_name;
+    uint64_t newest; /* 0: none completed yet */
+    int nvertices;
+    char **names;
+    int *highest;
+} tpc__record_t;
+
+/* Read "<dir>/completed". A missing file gives *found = false and no error; a damaged one is
+ * TPC_ERR_CORRUPT. */
+tpc_error_t *tpc__record_read(const char *dir, tpc__record_t *out, bool *found);
+tpc_error_t *tpc__record_write(const char *dir, const tpc__record_t *rec);
+void tpc__record_free(tpc__record_t *rec);
+/* Raise the highest parallelism of @p name to at least @p parallelism; true when it changed. */
+bool tpc__record_note_parallelism(tpc__record_t *rec, const char *name, int parallelism);
+int tpc__record_highest(const tpc__record_t *rec, const char *name);
+
 /* Test hook: when set, called before each checkpoint write; an error makes the write fail. */
 extern tpc_error_t *(*tpc__checkpoint_write_fault)(uint64_t id);
 

@@ -150,6 +150,15 @@ TPC_API int tpc_ctx_parallelism(const tpc_ctx_t *ctx);
 TPC_API int tpc_ctx_attempt(const tpc_ctx_t *ctx);
 /** @returns the id of the checkpoint this attempt restored from, 0 when it started fresh. */
 TPC_API uint64_t tpc_ctx_restored_checkpoint(const tpc_ctx_t *ctx);
+/** @returns the parallelism this vertex had in the restored checkpoint, 0 when it started fresh
+ * or the checkpoint has no state for it. */
+TPC_API int tpc_ctx_restored_parallelism(const tpc_ctx_t *ctx);
+/** @returns the highest parallelism this vertex has run with in checkpoint.dir (at least the
+ * current one): subtasks up to it may have left work behind that this run has to clean up. */
+TPC_API int tpc_ctx_highest_parallelism(const tpc_ctx_t *ctx);
+/** @returns the lowest id a checkpoint of this attempt can have: above every checkpoint id the
+ * directory has seen, also those of runs that were started over. */
+TPC_API uint64_t tpc_ctx_first_checkpoint_id(const tpc_ctx_t *ctx);
 /**
  * @returns true when this job takes checkpoints that survive the process (checkpoint.dir is set)
  * and keeps taking them after tasks finish (checkpoint.after-finish is true), so every subtask gets
@@ -297,7 +306,14 @@ TPC_API void tpc_job_destroy(tpc_job_t *job);
  * | restart.delay.ms             | 100     | pause before a restart                               |
  * | restore.mode                 | auto    | auto: resume from the latest valid checkpoint if the |
  * |                              |         | dir has one; fresh: ignore checkpoints; required:    |
- * |                              |         | fail when there is none                              |
+ * |                              |         | fail when there is none. fresh starts over once per  |
+ * |                              |         | run: after a failure the run resumes from its own    |
+ * |                              |         | checkpoints                                          |
+ * | restore.fallback             | refuse  | the newest completed checkpoint is damaged or gone:  |
+ * |                              |         | refuse: fail with TPC_ERR_CORRUPT / TPC_ERR_NOT_FOUND|
+ * |                              |         | at-least-once: restore the newest valid older one (or|
+ * |                              |         | none) with a loud warning; sinks write again what    |
+ * |                              |         | the lost checkpoints covered                         |
  * | channel.capacity             | 16      | batches buffered per channel (backpressure bound)    |
  * | batch.size                   | 256     | records per batch                                    |
  *

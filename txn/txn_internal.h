@@ -59,8 +59,11 @@ struct tpc_txn_sink_s {
 
 /* ---- state entries ----------------------------------------------------------------------- */
 
-/* One LIST state entry per transaction handle, in a versioned envelope around the connector's
- * own bytes: magic "TPCX", version, kind, checkpoint id, start time, handle length, handle. */
+/* One state entry per transaction handle, in a versioned envelope around the connector's own
+ * bytes: magic "TPCX", version, kind, origin (the writing subtask + 1, u16; 0 in entries of older
+ * versions), checkpoint id, start time, handle length, handle. Entries are UNION state, so that
+ * after a parallelism change every subtask sees them all and takes those it owns
+ * (tpc_txn_owns()); older versions wrote LIST state. */
 #define TPC__TXN_ENTRY_VERSION 1
 #define TPC__TXN_ENTRY_HEADER  28
 
@@ -70,6 +73,7 @@ typedef struct {
     tpc__txn_kind_t kind;
     uint64_t checkpoint_id; /* pending: pre-committed in; current: lowest it could be */
     int64_t start_ms;       /* wall clock at begin, milliseconds since the epoch */
+    int origin;             /* the subtask that wrote it, -1 when unknown (older versions) */
     const void *handle;     /* decode: points into the entry */
     size_t handle_len;
 } tpc__txn_entry_t;
@@ -89,6 +93,9 @@ typedef struct {
     int parallelism;
     int attempt;
     uint64_t restored_checkpoint;
+    int restored_parallelism;  /* of the sink in the restored checkpoint, 0 for none */
+    int highest_parallelism;   /* the sink has run with in checkpoint.dir, >= parallelism */
+    uint64_t first_checkpoint; /* lowest id a checkpoint of this attempt can have */
     int64_t checkpoint_interval_ms;
     void (*log)(void *opaque, tpc_log_level_t level, const char *message);
     bool (*is_canceled)(void *opaque);

@@ -3,8 +3,9 @@
  * transactional producers, and the transaction handle. Split over kafka_sink.c (configuration and
  * the ops table), kafka_producer.c (one librdkafka producer and its callbacks), kafka_open.c (the
  * checks at open), kafka_txn.c (writing, pre-committing and committing a transaction),
- * kafka_pool.c (which transactional id may carry the next transaction) and kafka_recover.c
- * (recovery commits and lingering transactions). The source is apart: its configuration in
+ * kafka_pool.c (which transactional id may carry the next transaction), kafka_recover.c
+ * (recovery commits and lingering transactions) and kafka_serve.c (the thread that polls the
+ * producers the subtask leaves alone). The source is apart: its configuration in
  * kafka_source.c, its checkpoint entries in kafka_source_state.c, a subtask's reading in
  * kafka_source_task.c.
  */
@@ -79,6 +80,14 @@ typedef struct {
     tpc__kafka_producer_t plain; /* at-least-once and none */
     tpc__kafka_slot_t slots[TPC__KAFKA_POOL_MAX];
     uint64_t latest_begin; /* highest checkpoint id given to begin */
+    /* Ids of subtasks that no longer exist, owned by this one (tpc_txn_owns()), whose restored
+     * transaction it committed or aborted: initialised (fenced) once a checkpoint >= release_after
+     * is complete, like held slots. */
+    struct tpc__kafka_orphan {
+        char id[TPC__KAFKA_ID_MAX];
+        uint64_t release_after;
+    } * orphans;
+    int norphans;
     /* kafka_serve.c: a thread polls every producer once a second. The lock is held by it while it
      * polls, and by every call of the subtask that uses a producer. */
     pthread_mutex_t lock;
@@ -128,6 +137,9 @@ tpc_error_t *tpc__kafka_pool_acquire(tpc__kafka_sub_t *c, int *slot);
 /* Checkpoint @ckpt is known complete: free the slots held until it. */
 void tpc__kafka_pool_complete(tpc__kafka_sub_t *c, uint64_t ckpt);
 /* The slot's transaction was committed: hold it until a checkpoint that cannot list it. */
+/* Initialise a producer with transactional id @id and close it: fences whoever held it and aborts
+ * its open transaction. */
+tpc_error_t *tpc__kafka_fence(tpc__kafka_sub_t *c, const char *id);
 void tpc__kafka_pool_hold(tpc__kafka_sub_t *c, int slot, uint64_t release_after);
 
 /* kafka_serve.c */

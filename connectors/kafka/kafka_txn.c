@@ -4,7 +4,8 @@
  * flushes and waits for every delivery report (one failure fails the checkpoint) and stores the
  * producer id and epoch with the handle; commit on notify uses the live producer, recovery uses
  * EndTxn (kafka_recover.c). With the weaker guarantees one plain producer (idempotent for
- * at-least-once) writes everything and pre_commit is its flush. Also the handle's bytes.
+ * at-least-once) writes everything and pre_commit is its flush. Also the handle's bytes. Every
+ * call that uses a producer holds the subtask's lock, which kafka_serve.c's thread takes to poll.
  */
 #include "kafka_internal.h"
 
@@ -64,6 +65,7 @@ void tpc__kafka_close(void *conn)
     for (int n = 0; n < c->conf->pool_size; n++)
         tpc__kafka_producer_stop(&c->slots[n].prod, false);
     tpc__kafka_producer_stop(&c->plain, false);
+    free(c->orphans);
     free(c);
 }
 
