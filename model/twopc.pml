@@ -3,21 +3,21 @@
  *
  * One job: NSPLIT splits of LEN segments read by a source vertex chained (forward edge) to an
  * exactly-once Kafka sink vertex, both at parallelism P; source subtask i and sink subtask i are
- * one model task i. The model is one process whose loop picks any enabled step; each step is one
- * function of the code, done atomically (docs/model.md maps every step to its function):
+ * one model task i. Processes (one per task, the coordinator, the faults) take turns; each step is
+ * one function of the code, done atomically (docs/model.md maps every step to its function):
  *
  *   coordinator   trigger (periodic, and the final one once every task finished), abort of a
  *                 checkpoint, write of the checkpoint file, completion record + notifications
  *   task i        emit a segment into the current transaction (Kafka id taken at the first record),
- *                 finish, handle one mailbox message (trigger -> snapshot, notify -> commit,
- *                 aborted), close after the final notification
+ *                 finish, handle its mailbox (trigger -> snapshot, notify -> commit, aborted),
+ *                 close after the final notification
  *   start         restore (pick the checkpoint, spread its state), per task: recovery commits one
  *                 by one, then the initialisation of its ids, then begin
- *   faults        crash of the process (kill -9) at any step, restart at another parallelism;
- *                 the newest checkpoint file damaged (operator fault)
+ *   faults        crash of the process (kill -9) at any step, the newest checkpoint file damaged
+ *                 while the job is down (operator fault), restart at another parallelism
  *
  * The Kafka broker keeps, per transactional id, the producer epoch, the ongoing transaction and
- * the last ended one; InitProducerId bumps the epoch and aborts what is ongoing; EndTxn(commit)
+ * whether the last ended one committed; InitProducerId bumps the epoch and aborts what is ongoing; EndTxn(commit)
  * with an epoch commits whatever is ongoing on the id under that epoch (transaction version 1, as
  * librdkafka 2.0.2 uses it: the epoch does not change between transactions of one producer),
  * answers "done" for an id whose last transaction was committed, and is data loss otherwise.
@@ -25,17 +25,16 @@
  * Bounds (override with -D): see the #defines below. Ghost variables (segc, tlisted, loss_reported)
  * only observe; they never steer a step.
  *
- * Variants, each a -D flag (`make model` checks that every one fails):
- *   MUTANT_INIT_EARLY        restored handles spread round robin (restore.c before the ownership
- *                            rule): a subtask initialises an id whose transaction another subtask
- *                            restored, before or after that subtask's recovery commit
+ * Mutants, each a -D flag (`make model` checks that every one yields a counterexample):
+ *   MUTANT_INIT_EARLY        restored handles spread round robin as list state (before the
+ *                            ownership rule of tpc_txn_owns()): a subtask initialises an id whose
+ *                            transaction another subtask restored, before or after that subtask's
+ *                            recovery commit
  *   MUTANT_OLDER             restore skips a damaged newest checkpoint for an older one
  *   MUTANT_SNAPSHOT_COMMIT   commit at snapshot instead of on notify
  *   MUTANT_BEGIN_AFTER_FINISH  snapshot begins a transaction after finish()
- *   MUTANT_NO_RECORD_ON_RESTORE     a restore of a checkpoint newer than the record leaves the record
- *                            behind (restore.c must move it up before any task opens)
- * and one proposed change, RELEASE_ON_NOTIFY: held ids come back on every completed checkpoint,
- * not only when the subtask commits a transaction (kafka_pool.c).
+ *   MUTANT_NO_RECORD_ON_RESTORE  a restore of a checkpoint newer than the completion record leaves
+ *                            the record behind (restore.c moves it up before any task opens)
  */
 
 /* ---- bounds ---------------------------------------------------------------------------- */
@@ -46,7 +45,7 @@
 #define PB 1            /* the other parallelism a restart may choose */
 #endif
 #ifndef PMAX
-#define PMAX 2          /* max(PA, PB) */
+#define PMAX 2          /* max(PA, PB), and the highest parallelism the ids can belong to */
 #endif
 #define NSPLIT 2        /* source splits */
 #ifndef LEN
@@ -263,12 +262,7 @@ inline commit_pending(ii, ck)
         pend[ii * NPEND + 2] = 0
     :: else -> break
     od;
-#ifdef RELEASE_ON_NOTIFY
-    /* proposed: a completed checkpoint releases held ids even without a commit here */
-    pool_complete(ii, ck)
-#else
     skip
-#endif
 }
 
 /* snapshot(): pre-commit the current transaction for checkpoint cc and keep it pending; begin a
@@ -665,7 +659,7 @@ inline check_end()
         od
     :: ended == E_REFUSED ->
         assert(damages > 0)   /* refusals only after an operator fault */
-    :: ended == E_GAVEUP -> skip
+    :: ended == E_GAVEUP -> assert(false)   /* within these bounds the id pool never runs out */
     fi;
     if
     :: crashes == 0 && damages == 0 -> assert(ended == E_FINISHED)
