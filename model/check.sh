@@ -23,10 +23,12 @@ declare -A CONF=(
     [reuse]="-DPA=2 -DPB=2 -DLEN=2 -DMAXCRASH=0 -DMAXABORT=1 -DMAXDAMAGE=0 -DPERMAX=3"
     [twocrash]="-DPA=1 -DPB=1 -DLEN=1 -DMAXCRASH=2 -DMAXABORT=0 -DMAXDAMAGE=1 -DPERMAX=2"
 )
-MAIN=(crash rescale reuse twocrash)
+# the same with the PostgreSQL sink in place of the Kafka one
+for c in crash rescale twocrash; do CONF[pg-$c]="-DSINK_PG ${CONF[$c]}"; done
+MAIN=(crash rescale reuse twocrash pg-crash pg-rescale pg-twocrash)
 # mutant:configuration; a mutant's search stops at its first counterexample.
 MUTANTS=(INIT_EARLY:rescale OLDER:crash SNAPSHOT_COMMIT:crash BEGIN_AFTER_FINISH:crash
-    NO_RECORD_ON_RESTORE:twocrash)
+    NO_RECORD_ON_RESTORE:twocrash OLDER:pg-crash PG_CLEAN_ALL:pg-rescale)
 
 MEMLIM=${MODEL_MEMLIM:-4000} # MB
 fail=0
@@ -50,7 +52,7 @@ field() { sed -n "s/$2/\\1/p" "$out/$1/pan.out" | head -1; }
 
 report() {
     local name=$1 verdict=$2
-    printf '%-34s %-7s states %10s  transitions %10s  depth %4s  %6ss\n' "$name" "$verdict" \
+    printf '%-40s %-7s states %10s  transitions %10s  depth %4s  %6ss\n' "$name" "$verdict" \
         "$(field "$name" '^ *\([0-9e.+]*\) states, stored.*')" \
         "$(field "$name" '^ *\([0-9e.+]*\) transitions.*')" \
         "$(field "$name" '.*depth reached \([0-9]*\).*')" \
@@ -76,7 +78,7 @@ done
 for m in "${MUTANTS[@]}"; do
     mutant=${m%%:*} c=${m#*:}
     name="mutant $mutant ($c)"
-    dir="mutant-$mutant"
+    dir="mutant-$mutant-$c"
     build "$dir" "${CONF[$c]} -DMUTANT_$mutant" "-DCOLLAPSE" || {
         fail=1
         continue
