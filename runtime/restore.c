@@ -114,11 +114,11 @@ static tpc_error_t *pick(tpc_job_t *job, tpc__checkpoint_file_t *files, size_t n
 /* Note the parallelism of every vertex in the record (written before any task opens, so a later
  * run at a lower parallelism knows which subtasks to clean up after) and hand the attempt its
  * view of it. */
-static tpc_error_t *note_parallelism(tpc__attempt_t *a)
+static tpc_error_t *note_parallelism(tpc__attempt_t *a, bool changed)
 {
     tpc_job_t *job = a->job;
     tpc__record_t *rec = &job->record;
-    bool changed = !job->record_found;
+    changed |= !job->record_found;
     if (!rec->job_name)
         rec->job_name = tpc__xstrdup(job->name);
     a->restored_parallelism = tpc__xcalloc((size_t)job->nvertices, sizeof(int));
@@ -184,18 +184,24 @@ tpc_error_t *tpc__restore_load(tpc__attempt_t *a)
     uint64_t lowest = 0;
     if (job->conf.restore == TPC__RESTORE_FRESH) {
         if (!job->run_newest) {
-            /* Start over, once per run: its later attempts resume from its own checkpoints. */
+            /* Start over, once per run: its later attempts resume from its own checkpoints, and
+             * no later run goes back to the checkpoints before it (the record says where the new
+             * state begins, before any sink aborts what they hold). */
             job->run_first = job->next_checkpoint_id;
+            job->record.first = job->run_first;
             tpc__checkpoint_files_free(files, n);
             tpc__logf(&job->log, TPC_LOG_INFO,
                       "job \"%s\" starts over without state (restore.mode=fresh); its "
                       "checkpoints begin at %" PRIu64,
                       job->name, job->run_first);
-            return note_parallelism(a);
+            return note_parallelism(a, true);
         }
         lowest = job->run_first;
         bound = job->run_newest;
     }
+    /* Checkpoints from before the last start over are not this job's state any more. */
+    if (job->record_found && job->record.first > lowest)
+        lowest = job->record.first;
     size_t i = n;
     err = pick(job, files, n, bound, lowest, out, &i);
     if (!err && i < n && strcmp(out->job_name, job->name) != 0) {
@@ -212,8 +218,10 @@ tpc_error_t *tpc__restore_load(tpc__attempt_t *a)
         tpc__logf(&job->log, TPC_LOG_INFO, "restoring job \"%s\" from \"%s\"", job->name,
                   files[i].path);
     }
+    if (!err)
+        a->restored_behind = (i < n && files[i].id < bound) || (i == n && bound >= lowest && bound);
     tpc__checkpoint_files_free(files, n);
-    return err ? err : note_parallelism(a);
+    return err ? err : note_parallelism(a, false);
 }
 
 tpc_error_t *tpc__restore_note_complete(tpc_job_t *job, uint64_t id)

@@ -457,6 +457,11 @@ int tpc_ctx_highest_parallelism(const tpc_ctx_t *ctx)
     return p;
 }
 
+bool tpc_ctx_restored_behind(const tpc_ctx_t *ctx)
+{
+    return ctx->task->attempt->restored_behind;
+}
+
 uint64_t tpc_ctx_first_checkpoint_id(const tpc_ctx_t *ctx)
 {
     return ctx->task->attempt->first_checkpoint_id;

@@ -192,11 +192,12 @@ tpc_error_t *tpc__file_replace(const char *dir, const char *path, const uint8_t 
 /* ---- the completion record (record.c) ----------------------------------------------------- */
 
 /* What checkpoint.dir remembers besides the checkpoint files: the newest checkpoint that was
- * complete, written before any sink is told so (and may commit), and the highest parallelism each
- * vertex has run with in this directory. */
+ * complete, written before any sink is told so (and may commit), the first checkpoint id after the
+ * job last started over there, and the highest parallelism each vertex has run with. */
 typedef struct {
     char *job_name;
     uint64_t newest; /* 0: none completed yet */
+    uint64_t first; /* the job last started over here: checkpoints below this id are not restored */
     int nvertices;
     char **names;
     int *highest;

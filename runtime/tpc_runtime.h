@@ -156,6 +156,10 @@ TPC_API int tpc_ctx_restored_parallelism(const tpc_ctx_t *ctx);
 /** @returns the highest parallelism this vertex has run with in checkpoint.dir (at least the
  * current one): subtasks up to it may have left work behind that this run has to clean up. */
 TPC_API int tpc_ctx_highest_parallelism(const tpc_ctx_t *ctx);
+/** @returns true when this attempt restored an older checkpoint than the newest completed one (or
+ * none), because that one was damaged or missing and restore.fallback is at-least-once: what the
+ * lost checkpoints covered is written again, and their transactions may be committed already. */
+TPC_API bool tpc_ctx_restored_behind(const tpc_ctx_t *ctx);
 /** @returns the lowest id a checkpoint of this attempt can have: above every checkpoint id the
  * directory has seen, also those of runs that were started over. */
 TPC_API uint64_t tpc_ctx_first_checkpoint_id(const tpc_ctx_t *ctx);

@@ -200,6 +200,7 @@ struct tpc__attempt {
     int nchannels;
     uint64_t restored_id;
     uint64_t first_checkpoint_id; /* lowest id a checkpoint of this attempt can have */
+    bool restored_behind;         /* restore.fallback=at-least-once took an older checkpoint */
     int *restored_parallelism;    /* per vertex, 0 when the restored checkpoint lacks it */
     int *highest_parallelism;     /* per vertex, in this checkpoint.dir, at least the current */
     tpc__checkpoint_t restored;   /* kept alive until tasks initialised */

@@ -96,6 +96,7 @@ typedef struct {
     int restored_parallelism;  /* of the sink in the restored checkpoint, 0 for none */
     int highest_parallelism;   /* the sink has run with in checkpoint.dir, >= parallelism */
     uint64_t first_checkpoint; /* lowest id a checkpoint of this attempt can have */
+    bool restored_behind;      /* restore.fallback=at-least-once restored an older checkpoint */
     int64_t checkpoint_interval_ms;
     void (*log)(void *opaque, tpc_log_level_t level, const char *message);
     bool (*is_canceled)(void *opaque);

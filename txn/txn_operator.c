@@ -50,6 +50,7 @@ static tpc_error_t *op_open(tpc_ctx_t *ctx, void *arg, void **self)
         .restored_parallelism = tpc_ctx_restored_parallelism(ctx),
         .highest_parallelism = tpc_ctx_highest_parallelism(ctx),
         .first_checkpoint = tpc_ctx_first_checkpoint_id(ctx),
+        .restored_behind = tpc_ctx_restored_behind(ctx),
         .checkpoint_interval_ms = tpc_ctx_checkpoint_interval_ms(ctx),
         .log = log_to_ctx,
         .is_canceled = ctx_canceled,
