@@ -37,6 +37,8 @@
  *                            the record behind (restore.c moves it up before any task opens)
  *   MUTANT_PG_CLEAN_ALL      (with SINK_PG) every subtask rolls back every prepared transaction
  *                            it did not restore itself, not only those of the subtasks it owns
+ *   MUTANT_STRICT_NEWER      a design alternative, not the code: refuse to restore whenever a
+ *                            checkpoint file newer than the completion record exists
  *
  * SINK_PG replaces the Kafka sink by the PostgreSQL one (connectors/postgres): BEGIN at the first
  * record, PREPARE TRANSACTION '<gid>' with a marker row at pre-commit, COMMIT PREPARED on notify
@@ -492,6 +494,13 @@ inline pick()
     :: gy == 0 -> gy = gx
     :: else
     fi;
+#ifdef MUTANT_STRICT_NEWER
+    /* a design alternative: refuse whenever a file newer than the record exists */
+    if
+    :: lrec != 0 && gx > lrec -> gy = gx + 1
+    :: else
+    fi;
+#endif
     /* newest valid file at or above the bound; a damaged file above it was never announced */
     gz = gx;
     do
