@@ -307,9 +307,44 @@ static void add_slices(tpc__slice_t **arr, size_t *n, const tpc__buf_t *b, uint3
     }
 }
 
+/* Keyed entries of every old subtask whose key group the new subtask owns. */
+static tpc_error_t *add_keyed(tpc_state_reader_t *r, const tpc__vertex_snapshot_t *vs, int maxp,
+                              int parallelism, int subtask)
+{
+    for (int s = 0; s < vs->parallelism; s++) {
+        const tpc__subtask_snapshot_t *ss = &vs->subtasks[s];
+        tpc__rd_t rd = {ss->state.keyed.data, ss->state.keyed.len, 0, false};
+        for (uint32_t e = 0; e < ss->state.nkeyed; e++) {
+            size_t len;
+            const uint8_t *p = tpc__rd_bytes(&rd, &len);
+            int group;
+            if (!tpc__keyed_entry_group(p, len, &group) || group >= maxp)
+                return tpc_error_new(TPC_ERR_CORRUPT, TPC_ERROR_FATAL,
+                                     "keyed state of vertex \"%s\" names a key group outside "
+                                     "0 .. %d",
+                                     vs->name, maxp - 1);
+            if (tpc_key_group_subtask(group, maxp, parallelism) != subtask)
+                continue;
+            r->keyed = tpc__xrealloc(r->keyed, (r->nkeyed + 1) * sizeof(*r->keyed));
+            r->keyed[r->nkeyed++] = (tpc__slice_t){p, len};
+        }
+    }
+    return NULL;
+}
+
 tpc_error_t *tpc__restore_plan(tpc__attempt_t *a)
 {
     const tpc__checkpoint_t *c = &a->restored;
+    int maxp = a->job->conf.max_parallelism;
+    if (c->max_parallelism && (int)c->max_parallelism != maxp)
+        return tpc_error_hint(
+            tpc_error_new(TPC_ERR_CONFIG, TPC_ERROR_FATAL,
+                          "checkpoint %" PRIu64 " was taken with max-parallelism %u, job \"%s\" "
+                          "has %d: its keyed state is split into %u key groups",
+                          c->id, c->max_parallelism, a->job->name, maxp, c->max_parallelism),
+            "set \"max-parallelism\" back to %u; it cannot change for a job's checkpoints (start "
+            "over with \"restore.mode\"=fresh to change it)",
+            c->max_parallelism);
     tpc_error_t *err = check_graph(a->job, c);
     if (err)
         return err;
@@ -349,6 +384,9 @@ tpc_error_t *tpc__restore_plan(tpc__attempt_t *a)
         for (int s = 0; s < vs->parallelism; s++)
             add_slices(&r->uni, &r->nunion, &vs->subtasks[s].state.uni,
                        vs->subtasks[s].state.nunion);
+        err = add_keyed(r, vs, maxp, vx->parallelism, t->subtask);
+        if (err)
+            return err;
     }
     return NULL;
 }

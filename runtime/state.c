@@ -16,7 +16,8 @@ void tpc__state_writer_free(tpc_state_writer_t *w)
 {
     tpc__buf_free(&w->list);
     tpc__buf_free(&w->uni);
-    w->nlist = w->nunion = 0;
+    tpc__buf_free(&w->keyed);
+    w->nlist = w->nunion = w->nkeyed = 0;
 }
 
 tpc_error_t *tpc_state_add(tpc_state_writer_t *w, tpc_state_kind_t kind, const void *bytes,
@@ -59,6 +60,7 @@ void tpc__state_reader_free(tpc_state_reader_t *r)
         return;
     free(r->list);
     free(r->uni);
-    r->list = r->uni = NULL;
-    r->nlist = r->nunion = 0;
+    free(r->keyed);
+    r->list = r->uni = r->keyed = NULL;
+    r->nlist = r->nunion = r->nkeyed = 0;
 }

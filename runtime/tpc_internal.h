@@ -112,9 +112,10 @@ void tpc__channel_wake_all(tpc__channel_t *ch);
 
 /* Entries written by one subtask for one checkpoint. */
 struct tpc_state_writer_s {
-    tpc__buf_t list; /* u32 len + bytes, repeated */
-    tpc__buf_t uni;  /* same for union entries */
-    uint32_t nlist, nunion;
+    tpc__buf_t list;  /* u32 len + bytes, repeated */
+    tpc__buf_t uni;   /* same for union entries */
+    tpc__buf_t keyed; /* keyed state entries (keyed.c), same framing */
+    uint32_t nlist, nunion, nkeyed;
 };
 
 typedef struct {
@@ -123,8 +124,8 @@ typedef struct {
 } tpc__slice_t;
 
 struct tpc_state_reader_s {
-    tpc__slice_t *list, *uni;
-    size_t nlist, nunion;
+    tpc__slice_t *list, *uni, *keyed;
+    size_t nlist, nunion, nkeyed;
 };
 
 void tpc__state_writer_init(tpc_state_writer_t *w);
@@ -150,6 +151,7 @@ typedef struct {
     uint64_t id;
     uint64_t timestamp_ms;
     bool savepoint;
+    uint32_t max_parallelism; /* key groups; 0 in files of format 1 */
     char *job_name;
     int nvertices;
     tpc__vertex_snapshot_t *vertices;
