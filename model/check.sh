@@ -36,14 +36,14 @@ MUTANTS=(INIT_EARLY:rescale OLDER:crash SNAPSHOT_COMMIT:crash BEGIN_AFTER_FINISH
 MEMLIM=${MODEL_MEMLIM:-4000} # MB
 fail=0
 
-# build NAME FLAGS PANFLAGS: compile a verifier for the model with FLAGS into $out/NAME
+# build NAME FLAGS PANFLAGS [OPT]: compile a verifier for the model with FLAGS into $out/NAME
 build() {
     local dir="$out/$1"
     rm -rf "$dir"
     mkdir -p "$dir"
     cp model/twopc.pml "$dir/"
     (cd "$dir" && spin -a $2 twopc.pml >spin.log 2>&1 &&
-        cc -O2 -w -DSAFETY $3 -DVECTORSZ=2048 -DMEMLIM=$MEMLIM -o pan pan.c) || {
+        cc ${4:--O2} -w -DSAFETY $3 -DVECTORSZ=2048 -DMEMLIM=$MEMLIM -o pan pan.c) || {
         echo "model: could not build $1" >&2
         cat "$dir/spin.log" >&2
         return 1
@@ -89,7 +89,7 @@ for m in "${MUTANTS[@]}"; do
     mutant=${m%%:*} c=${m#*:}
     name="mutant $mutant ($c)"
     dir="mutant-$mutant-$c"
-    build "$dir" "${CONF[$c]} -DMUTANT_$mutant" "-DCOLLAPSE" || {
+    build "$dir" "${CONF[$c]} -DMUTANT_$mutant" "-DCOLLAPSE" -O1 || {
         fail=1
         continue
     }
