@@ -2,9 +2,9 @@
  * Key groups and keyed state. A job has a fixed number of key groups, its max-parallelism (stored
  * in every checkpoint, never changed for a job's state). A key's group is the FNV-1a hash of its
  * bytes modulo the number of groups; a vertex at parallelism P gives subtask s the contiguous range
- * of groups g with g * P / max-parallelism == s. A hash edge sends a record to the subtask that owns
- * its key's group, so an operator behind it sees every record of the keys of its groups, and only
- * those, at any parallelism.
+ * of groups g with g * P / max-parallelism == s. A hash edge sends a record to the subtask that
+ * owns its key's group, so an operator behind it sees every record of the keys of its groups, and
+ * only those, at any parallelism.
  *
  * Keyed state is a per-subtask table from (state name, key) to value bytes, read and written on the
  * subtask's thread. At a checkpoint it is written next to the operator's own state, one entry per
@@ -296,8 +296,7 @@ tpc_error_t *tpc__keyed_load(tpc__task_t *t, const tpc__slice_t *entries, size_t
         const uint8_t *value = tpc__rd_bytes(&r, &vl);
         if (r.bad || r.off != r.len || nl == 0 || memchr(name, 0, nl))
             return tpc_error_new(TPC_ERR_CORRUPT, TPC_ERROR_FATAL,
-                                 "malformed keyed state entry %zu of %zu bytes", i,
-                                 entries[i].len);
+                                 "malformed keyed state entry %zu of %zu bytes", i, entries[i].len);
         char *s = tpc__xmalloc(nl + 1);
         memcpy(s, name, nl);
         s[nl] = 0;
