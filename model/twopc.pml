@@ -876,7 +876,11 @@ inline emit(ii)
     if
     :: ended == E_NO && ts[ii] == T_RUN ->
         tseg[cur[ii]] = tseg[cur[ii]] | (1 << (gj * LEN + soff[gj]));
+#ifdef SINK_PG
+        printf("MSC: task %d writes segment %d into txn %d (gid %d:%d:%d)\n", ii, gj * LEN + soff[gj], cur[ii], tgs[cur[ii]], tgp[cur[ii]], tgb[cur[ii]]);
+#else
         printf("MSC: task %d writes segment %d into txn %d (id %d epoch %d)\n", ii, gj * LEN + soff[gj], cur[ii], tkid[cur[ii]] - 1, tep[cur[ii]]);
+#endif
         soff[gj]++
     :: else   /* the failure restarted the job */
     fi
