@@ -97,7 +97,9 @@ for m in "${MUTANTS[@]}"; do
     what=$(sed -n 's/^pan:1: \(.*\) (at depth.*/\1/p' "$out/$dir/pan.out" | head -1)
     if [ -n "$what" ]; then
         report "$dir" caught
-        echo "    counterexample: $what"
+        echo "    counterexample: $what; its last steps:"
+        (cd "$out/$dir" && spin -t ${CONF[$c]} -DMUTANT_$mutant twopc.pml 2>/dev/null |
+            sed -n 's/^ *MSC: /      /p' | tail -6)
     else
         report "$dir" MISSED
         echo "model: mutant $mutant gave no counterexample: the model has lost that rule" >&2

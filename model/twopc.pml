@@ -876,7 +876,11 @@ inline emit(ii)
     if
     :: ended == E_NO && ts[ii] == T_RUN ->
         tseg[cur[ii]] = tseg[cur[ii]] | (1 << (gj * LEN + soff[gj]));
+#ifdef SINK_PG
+        printf("MSC: task %d writes segment %d into txn %d (gid %d:%d:%d)\n", ii, gj * LEN + soff[gj], cur[ii], tgs[cur[ii]], tgp[cur[ii]], tgb[cur[ii]]);
+#else
         printf("MSC: task %d writes segment %d into txn %d (id %d epoch %d)\n", ii, gj * LEN + soff[gj], cur[ii], tkid[cur[ii]] - 1, tep[cur[ii]]);
+#endif
         soff[gj]++
     :: else   /* the failure restarted the job */
     fi
@@ -961,6 +965,30 @@ inline write_ck(q)
     announce = gc
 }
 
+/* complete_checkpoint(): union_state_conflict() aborts a checkpoint of a vertex with union state
+ * that is partly closed while another of its subtasks still runs. The sink's handles are union
+ * state, and a running sink subtask always stores its current handle. */
+inline write_or_abort(q)
+{
+    gn = 0;
+    gm = 0;
+    gz = 0;
+    do
+    :: gz < P ->
+        if
+        :: fclosed[PF(cpid[q], gz)] -> gn = 1
+        :: !fclosed[PF(cpid[q], gz)] && !ffin[PF(cpid[q], gz)] -> gm = 1
+        :: else
+        fi;
+        gz++
+    :: else -> break
+    od;
+    if
+    :: gn && gm -> abort_ck(q)
+    :: else -> write_ck(q)
+    fi
+}
+
 #define ALLWAIT ((ts[0] == T_WAIT || ts[0] == T_DONE || 0 >= P) && (PMAX < 2 || ts[1] == T_WAIT || ts[1] == T_DONE || 1 >= P) && (PMAX < 3 || ts[PMAX - 1] == T_WAIT || ts[PMAX - 1] == T_DONE || PMAX - 1 >= P))
 #define ALLDONE ((ts[0] == T_DONE || 0 >= P) && (PMAX < 2 || ts[1] == T_DONE || 1 >= P) && (PMAX < 3 || ts[PMAX - 1] == T_DONE || PMAX - 1 >= P))
 
@@ -1037,8 +1065,8 @@ end_coord:
         aborts++; abort_ck(0) }
     :: d_step { ended == E_NO && announce == 0 && cpid[1] != 0 && aborts < MAXABORT ->
         aborts++; abort_ck(1) }
-    :: d_step { ended == E_NO && announce == 0 && cpid[0] != 0 && cpwait[0] == 0 -> write_ck(0) }
-    :: d_step { ended == E_NO && announce == 0 && cpid[1] != 0 && cpwait[1] == 0 -> write_ck(1) }
+    :: d_step { ended == E_NO && announce == 0 && cpid[0] != 0 && cpwait[0] == 0 -> write_or_abort(0) }
+    :: d_step { ended == E_NO && announce == 0 && cpid[1] != 0 && cpwait[1] == 0 -> write_or_abort(1) }
     :: d_step { ended == E_NO && announce != 0 ->
 #ifndef MUTANT_OLDER
         lrec = announce;   /* the completion record, before any sink may commit */
