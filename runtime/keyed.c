@@ -139,6 +139,11 @@ static void put(tpc__keyed_t *k, int name, int group, const void *key, size_t kl
         *slot = e;
         k->count++;
     }
+    if (e->value && e->value_len == vlen) { /* the common case: a new value of the same size */
+        if (vlen)
+            memmove(e->value, value, vlen);
+        return;
+    }
     uint8_t *v = tpc__xmalloc(vlen ? vlen : 1);
     if (vlen)
         memcpy(v, value, vlen);
