@@ -8,9 +8,9 @@
  *   keyed state: a keyed sum (16-byte values) behind a hash edge at parallelism 1 over 1 M distinct
  *   keys (keyed_rec_per_s, and keyed_ratio against throughput_p1_off), then 2 M records over those
  *   1 M keys with a checkpoint every 500 ms: the longest checkpoint (keyed_ckpt_ms_1m), the longest
- *   pause between two batches of the keyed operator (keyed_stall_ms_1m), and resident memory per
- * key (keyed_bytes_per_key). BENCH_SCALE (default 1) scales the record counts of the throughput
- * runs.
+ *   pause between two batches of the keyed operator (keyed_stall_ms_1m), and heap memory in use
+ * per key once all 1 M keys hold state (keyed_bytes_per_key). BENCH_SCALE (default 1) scales the
+ * record counts of the throughput runs.
  */
 #include "tpc_runtime.h"
 #include "tpc_test_env.h"
