@@ -384,6 +384,10 @@ tpc_error_t *tpc__restore_plan(tpc__attempt_t *a)
         for (int s = 0; s < vs->parallelism; s++)
             add_slices(&r->uni, &r->nunion, &vs->subtasks[s].state.uni,
                        vs->subtasks[s].state.nunion);
+        for (int s = 0; s < vs->parallelism; s++)
+            if (s % vx->parallelism == t->subtask)
+                add_slices(&r->owned, &r->nowned, &vs->subtasks[s].state.owned,
+                           vs->subtasks[s].state.nowned);
         err = add_keyed(r, vs, maxp, vx->parallelism, t->subtask);
         if (err)
             return err;

@@ -25,7 +25,7 @@
 #define DIGEST_LEN     32
 #define VERTEX_MIN     8  /* name length u32 + parallelism u32 */
 #define SUBTASK_MIN    17 /* flags u8, then count u32 + length u32 for list and for union state */
-#define SUBTASK_MIN_V2 25 /* and for keyed state */
+#define SUBTASK_MIN_V2 33 /* and for owned and keyed state */
 
 tpc_error_t *(*tpc__checkpoint_write_fault)(uint64_t id);
 
@@ -88,6 +88,8 @@ static void encode(const tpc__checkpoint_t *c, tpc__buf_t *b)
             tpc__buf_put_bytes(b, ss->state.list.data, ss->state.list.len);
             tpc__buf_put_u32(b, ss->state.nunion);
             tpc__buf_put_bytes(b, ss->state.uni.data, ss->state.uni.len);
+            tpc__buf_put_u32(b, ss->state.nowned);
+            tpc__buf_put_bytes(b, ss->state.owned.data, ss->state.owned.len);
             tpc__buf_put_u32(b, ss->state.nkeyed);
             tpc__buf_put_bytes(b, ss->state.keyed.data, ss->state.keyed.len);
         }
@@ -178,6 +180,11 @@ tpc_error_t *tpc__checkpoint_decode(const uint8_t *p, size_t len, tpc__checkpoin
             tpc__buf_put(&ss->state.uni, e, n);
             if (version < 2)
                 continue;
+            ss->state.nowned = tpc__rd_u32(&r);
+            e = tpc__rd_bytes(&r, &n);
+            if (r.bad || !entries_valid(e, n, ss->state.nowned))
+                goto bad;
+            tpc__buf_put(&ss->state.owned, e, n);
             ss->state.nkeyed = tpc__rd_u32(&r);
             e = tpc__rd_bytes(&r, &n);
             if (r.bad || !entries_valid(e, n, ss->state.nkeyed))

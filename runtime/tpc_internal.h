@@ -114,8 +114,9 @@ void tpc__channel_wake_all(tpc__channel_t *ch);
 struct tpc_state_writer_s {
     tpc__buf_t list;  /* u32 len + bytes, repeated */
     tpc__buf_t uni;   /* same for union entries */
+    tpc__buf_t owned; /* owned state entries, same framing */
     tpc__buf_t keyed; /* keyed state entries (keyed.c), same framing */
-    uint32_t nlist, nunion, nkeyed;
+    uint32_t nlist, nunion, nowned, nkeyed;
 };
 
 typedef struct {
@@ -124,8 +125,8 @@ typedef struct {
 } tpc__slice_t;
 
 struct tpc_state_reader_s {
-    tpc__slice_t *list, *uni, *keyed;
-    size_t nlist, nunion, nkeyed;
+    tpc__slice_t *list, *uni, *owned, *keyed;
+    size_t nlist, nunion, nowned, nkeyed;
 };
 
 void tpc__state_writer_init(tpc_state_writer_t *w);

@@ -193,15 +193,20 @@ TPC_API void tpc_log(tpc_ctx_t *ctx, tpc_log_level_t level, const char *fmt, ...
 
 /* ------------------------------------------------------------------------------------------ */
 /** @name Operator state
- * Operators write state in snapshot_state and read it back in initialize_state. Two kinds:
+ * Operators write state in snapshot_state and read it back in initialize_state. Three kinds:
  * - list state: entries are spread over the new subtasks on restore (each subtask gets its own
  *   entries back when the parallelism is unchanged, round robin otherwise);
- * - union state: every subtask gets every subtask's entries.
+ * - union state: every subtask gets every subtask's entries;
+ * - owned state: entries that belong to the subtask index that wrote them: subtask i of a run at
+ *   parallelism P gets back the entries of every old subtask s with s % P == i (its own when the
+ *   parallelism is unchanged). A subtask that closed is done with its entries, so unlike union
+ *   state a partly finished vertex checkpoints normally. The two-phase-commit sinks keep their
+ *   transactions so (tpc_txn_owns()).
  * A vertex whose subtasks wrote union state and that is only partly finished makes checkpoints
  * decline until it is fully finished (see docs/architecture.md).
  * @{ */
 
-typedef enum { TPC_STATE_LIST = 0, TPC_STATE_UNION = 1 } tpc_state_kind_t;
+typedef enum { TPC_STATE_LIST = 0, TPC_STATE_UNION = 1, TPC_STATE_OWNED = 2 } tpc_state_kind_t;
 
 typedef struct tpc_state_writer_s tpc_state_writer_t;
 /** @brief Add one entry (bytes are copied). Only inside snapshot_state. */
