@@ -273,12 +273,16 @@ void tpc__keyed_snapshot(const tpc__keyed_t *k, tpc_state_writer_t *w)
     tpc__buf_free(&one);
 }
 
-bool tpc__keyed_entry_group(const uint8_t *p, size_t len, int *group)
+bool tpc__keyed_parse(const uint8_t *p, size_t len, tpc__keyed_entry_t *e)
 {
     tpc__rd_t r = {p, len, 0, false};
-    uint32_t g = tpc__rd_u32(&r);
-    *group = (int)g;
-    return !r.bad && g <= INT32_MAX;
+    uint32_t group = tpc__rd_u32(&r);
+    e->name = tpc__rd_bytes(&r, &e->name_len);
+    e->key = tpc__rd_bytes(&r, &e->key_len);
+    e->value = tpc__rd_bytes(&r, &e->value_len);
+    e->group = (int)(group & 0x7fffffff);
+    return !r.bad && r.off == r.len && group <= INT32_MAX && e->name_len > 0 &&
+           !memchr(e->name, 0, e->name_len);
 }
 
 tpc_error_t *tpc__keyed_load(tpc__task_t *t, const tpc__slice_t *entries, size_t n)
@@ -288,21 +292,16 @@ tpc_error_t *tpc__keyed_load(tpc__task_t *t, const tpc__slice_t *entries, size_t
     if (!t->keyed)
         t->keyed = tpc__xcalloc(1, sizeof *t->keyed);
     for (size_t i = 0; i < n; i++) {
-        tpc__rd_t r = {entries[i].p, entries[i].len, 0, false};
-        uint32_t group = tpc__rd_u32(&r);
-        size_t nl, kl, vl;
-        const uint8_t *name = tpc__rd_bytes(&r, &nl);
-        const uint8_t *key = tpc__rd_bytes(&r, &kl);
-        const uint8_t *value = tpc__rd_bytes(&r, &vl);
-        if (r.bad || r.off != r.len || nl == 0 || memchr(name, 0, nl))
+        tpc__keyed_entry_t e;
+        if (!tpc__keyed_parse(entries[i].p, entries[i].len, &e))
             return tpc_error_new(TPC_ERR_CORRUPT, TPC_ERROR_FATAL,
                                  "malformed keyed state entry %zu of %zu bytes", i, entries[i].len);
-        char *s = tpc__xmalloc(nl + 1);
-        memcpy(s, name, nl);
-        s[nl] = 0;
+        char *s = tpc__xmalloc(e.name_len + 1);
+        memcpy(s, e.name, e.name_len);
+        s[e.name_len] = 0;
         int idx = name_index(t->keyed, s, true);
         free(s);
-        put(t->keyed, idx, (int)group, key, kl, value, vl);
+        put(t->keyed, idx, e.group, e.key, e.key_len, e.value, e.value_len);
     }
     return NULL;
 }

@@ -49,6 +49,8 @@ void tpc__record_free(tpc__record_t *rec)
     *rec = (tpc__record_t){0};
 }
 
+static tpc_error_t *damaged(const char *path, const char *why);
+
 static tpc_error_t *damaged(const char *path, const char *why)
 {
     return tpc_error_hint(
@@ -61,8 +63,9 @@ static tpc_error_t *damaged(const char *path, const char *why)
         "record and it is written again");
 }
 
-static tpc_error_t *decode(const char *path, const uint8_t *p, size_t len, tpc__record_t *out)
+tpc_error_t *tpc__record_decode(const char *path, const uint8_t *p, size_t len, tpc__record_t *out)
 {
+    *out = (tpc__record_t){0};
     if (len < 8 + DIGEST || memcmp(p, RECORD_MAGIC, 8) != 0)
         return damaged(path, "bad header or too short");
     uint8_t digest[DIGEST];
@@ -130,7 +133,7 @@ tpc_error_t *tpc__record_read(const char *dir, tpc__record_t *out, bool *found)
         off += (size_t)n;
     }
     close(fd);
-    err = off == len ? decode(path, p, len, out) : damaged(path, "short read");
+    err = off == len ? tpc__record_decode(path, p, len, out) : damaged(path, "short read");
     *found = !err;
     free(p);
     free(path);

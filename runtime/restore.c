@@ -317,13 +317,13 @@ static tpc_error_t *add_keyed(tpc_state_reader_t *r, const tpc__vertex_snapshot_
         for (uint32_t e = 0; e < ss->state.nkeyed; e++) {
             size_t len;
             const uint8_t *p = tpc__rd_bytes(&rd, &len);
-            int group;
-            if (!tpc__keyed_entry_group(p, len, &group) || group >= maxp)
+            tpc__keyed_entry_t ke;
+            if (!tpc__keyed_parse(p, len, &ke) || ke.group >= maxp)
                 return tpc_error_new(TPC_ERR_CORRUPT, TPC_ERROR_FATAL,
-                                     "keyed state of vertex \"%s\" names a key group outside "
-                                     "0 .. %d",
+                                     "keyed state of vertex \"%s\" holds a malformed entry or a "
+                                     "key group outside 0 .. %d",
                                      vs->name, maxp - 1);
-            if (tpc_key_group_subtask(group, maxp, parallelism) != subtask)
+            if (tpc_key_group_subtask(ke.group, maxp, parallelism) != subtask)
                 continue;
             r->keyed = tpc__xrealloc(r->keyed, (r->nkeyed + 1) * sizeof(*r->keyed));
             r->keyed[r->nkeyed++] = (tpc__slice_t){p, len};

@@ -191,6 +191,16 @@ char *tpc__rd_string(tpc__rd_t *r);
 /* Replace @p path in @p dir durably: temporary file, fsync, rename over, fsync the directory. */
 tpc_error_t *tpc__file_replace(const char *dir, const char *path, const uint8_t *p, size_t n);
 
+/* ---- keyed state entries in a checkpoint (keyed.c) ----------------------------------------- */
+
+typedef struct {
+    int group;
+    const uint8_t *name, *key, *value; /* point into the entry */
+    size_t name_len, key_len, value_len;
+} tpc__keyed_entry_t;
+/* Parse one keyed entry: u32 key group, then name, key and value as `bytes`. */
+bool tpc__keyed_parse(const uint8_t *p, size_t len, tpc__keyed_entry_t *e);
+
 /* ---- the completion record (record.c) ----------------------------------------------------- */
 
 /* What checkpoint.dir remembers besides the checkpoint files: the newest checkpoint that was
@@ -209,6 +219,8 @@ typedef struct {
  * TPC_ERR_CORRUPT. */
 tpc_error_t *tpc__record_read(const char *dir, tpc__record_t *out, bool *found);
 tpc_error_t *tpc__record_write(const char *dir, const tpc__record_t *rec);
+/* Parse the bytes of a record file (digest included); @path only names it in errors. */
+tpc_error_t *tpc__record_decode(const char *path, const uint8_t *p, size_t len, tpc__record_t *out);
 void tpc__record_free(tpc__record_t *rec);
 /* Raise the highest parallelism of @p name to at least @p parallelism; true when it changed. */
 bool tpc__record_note_parallelism(tpc__record_t *rec, const char *name, int parallelism);

@@ -237,7 +237,6 @@ void tpc__attempt_cancel(tpc__attempt_t *a);
 uint64_t tpc__key_hash(const void *key, size_t len);
 void tpc__keyed_free(tpc__keyed_t *k);
 void tpc__keyed_snapshot(const tpc__keyed_t *k, tpc_state_writer_t *w);
-bool tpc__keyed_entry_group(const uint8_t *p, size_t len, int *group);
 tpc_error_t *tpc__keyed_load(tpc__task_t *t, const tpc__slice_t *entries, size_t n);
 
 /* restore.c: checkpoint @id is durable; record it as the newest completed before any sink hears

@@ -171,6 +171,8 @@ static void scenario_init(scenario_t *sc, const char *tag)
 
 static void scenario_clean(scenario_t *sc)
 {
+    /* A refused run leaves the killed run's prepared transactions, which hold locks on the table. */
+    tpc_test_pg_rollback_prefix(sc->pg, sc->gprefix);
     tpc_test_pg_exec(sc->pg, "DROP TABLE %s", sc->table);
     tpc_test_pg_exec(sc->pg, "DROP TABLE IF EXISTS %s", sc->marker);
     PQfinish(sc->pg);
