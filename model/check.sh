@@ -29,6 +29,7 @@ CONF[rescale3]="-DPA=2 -DPB=3 -DPMAX=3 -DLEN=1 -DMAXCRASH=1 -DMAXABORT=0 -DMAXDA
 # the same with the PostgreSQL sink in place of the Kafka one
 for c in crash rescale twocrash; do CONF[pg-$c]="-DSINK_PG ${CONF[$c]}"; done
 MAIN=(crash rescale reuse twocrash pg-crash pg-rescale pg-twocrash)
+LIVE=(crash pg-crash)
 # mutant:configuration; a mutant's search stops at its first counterexample.
 MUTANTS=(INIT_EARLY:rescale OLDER:crash SNAPSHOT_COMMIT:crash BEGIN_AFTER_FINISH:crash
     NO_RECORD_ON_RESTORE:twocrash OLDER:pg-crash PG_CLEAN_ALL:pg-rescale STRICT_NEWER:crash)
@@ -43,7 +44,7 @@ build() {
     mkdir -p "$dir"
     cp model/twopc.pml "$dir/"
     (cd "$dir" && spin -a $2 twopc.pml >spin.log 2>&1 &&
-        cc ${4:--O2} -w -DSAFETY $3 -DVECTORSZ=2048 -DMEMLIM=$MEMLIM -o pan pan.c) || {
+        cc ${4:--O2} -w $3 -DVECTORSZ=2048 -DMEMLIM=$MEMLIM -o pan pan.c) || {
         echo "model: could not build $1" >&2
         cat "$dir/spin.log" >&2
         return 1
@@ -68,8 +69,8 @@ if [ -n "${MODEL_LARGE:-}" ]; then
 fi
 
 for c in "${MAIN[@]}"; do
-    search="-DCOLLAPSE" width=24
-    [ "$c" = rescale3 ] && search="-DBITSTATE" width=31
+    search="-DSAFETY -DCOLLAPSE" width=24
+    [ "$c" = rescale3 ] && search="-DSAFETY -DBITSTATE" width=31
     build "$c" "${CONF[$c]}" "$search" || {
         fail=1
         continue
@@ -85,11 +86,28 @@ for c in "${MAIN[@]}"; do
     fi
 done
 
+# Liveness: every run ends (ltl ends, acceptance cycles under weak fairness).
+for c in "${LIVE[@]}"; do
+    dir="ends-$c"
+    build "$dir" "${CONF[$c]} -DLTL_ENDS" "-DCOLLAPSE -DNOREDUCE -DNFAIR=4" || {
+        fail=1
+        continue
+    }
+    (cd "$out/$dir" && ./pan -a -f -m100000 -w24 >pan.out 2>&1) || true
+    if grep -q "errors: 0" "$out/$dir/pan.out" && ! grep -q "reached -DMEMLIM\|Search not completed" "$out/$dir/pan.out"; then
+        report "$dir" pass
+    else
+        report "$dir" FAIL
+        grep -E "^pan:|error" "$out/$dir/pan.out" >&2 || true
+        fail=1
+    fi
+done
+
 for m in "${MUTANTS[@]}"; do
     mutant=${m%%:*} c=${m#*:}
     name="mutant $mutant ($c)"
     dir="mutant-$mutant-$c"
-    build "$dir" "${CONF[$c]} -DMUTANT_$mutant" "-DCOLLAPSE" -O1 || {
+    build "$dir" "${CONF[$c]} -DMUTANT_$mutant" "-DSAFETY -DCOLLAPSE" -O1 || {
         fail=1
         continue
     }

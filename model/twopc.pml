@@ -1132,3 +1132,9 @@ init
         run watch()
     }
 }
+
+#ifdef LTL_ENDS
+/* Every run ends: no cycle of steps goes on for ever without the job ending (checked with
+ * `pan -a -f`, acceptance cycles under weak fairness). */
+ltl ends { <> (ended != E_NO) }
+#endif
