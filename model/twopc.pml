@@ -966,27 +966,12 @@ inline write_ck(q)
 }
 
 /* complete_checkpoint(): union_state_conflict() aborts a checkpoint of a vertex with union state
- * that is partly closed while another of its subtasks still runs. The sink's handles are union
- * state, and a running sink subtask always stores its current handle. */
+ * that is partly closed while another of its subtasks still runs. The sink's handles are owned
+ * state, to which the rule does not apply (a closed sink subtask has nothing pending), so the
+ * checkpoint is written. */
 inline write_or_abort(q)
 {
-    gn = 0;
-    gm = 0;
-    gz = 0;
-    do
-    :: gz < P ->
-        if
-        :: fclosed[PF(cpid[q], gz)] -> gn = 1
-        :: !fclosed[PF(cpid[q], gz)] && !ffin[PF(cpid[q], gz)] -> gm = 1
-        :: else
-        fi;
-        gz++
-    :: else -> break
-    od;
-    if
-    :: gn && gm -> abort_ck(q)
-    :: else -> write_ck(q)
-    fi
+    write_ck(q)
 }
 
 #define ALLWAIT ((ts[0] == T_WAIT || ts[0] == T_DONE || 0 >= P) && (PMAX < 2 || ts[1] == T_WAIT || ts[1] == T_DONE || 1 >= P) && (PMAX < 3 || ts[PMAX - 1] == T_WAIT || ts[PMAX - 1] == T_DONE || PMAX - 1 >= P))
