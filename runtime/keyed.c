@@ -176,20 +176,32 @@ static tpc_error_t *check_key(tpc_ctx_t *ctx, const char *state, const void *key
     return NULL;
 }
 
-tpc_error_t *tpc_keyed_get(tpc_ctx_t *ctx, const char *state, const void *key, size_t key_len,
-                           const void **value, size_t *value_len)
+/* The slot of (@state, @key) in the subtask's table, or NULL when the state has no entries; the
+ * key must be the subtask's. */
+static tpc_error_t *lookup(tpc_ctx_t *ctx, const char *state, const void *key, size_t key_len,
+                           entry_t ***slot)
 {
-    *value = NULL;
-    *value_len = 0;
+    *slot = NULL;
     int group;
     tpc_error_t *err = check_key(ctx, state, key, key_len, &group);
     if (err)
         return err;
     tpc__keyed_t *k = ctx->task->keyed;
     int name = k ? name_index(k, state, false) : -1;
-    if (name < 0)
-        return NULL;
-    entry_t **e = find(k, name, entry_hash(name, key, key_len), key, key_len);
+    if (name >= 0)
+        *slot = find(k, name, entry_hash(name, key, key_len), key, key_len);
+    return NULL;
+}
+
+tpc_error_t *tpc_keyed_get(tpc_ctx_t *ctx, const char *state, const void *key, size_t key_len,
+                           const void **value, size_t *value_len)
+{
+    *value = NULL;
+    *value_len = 0;
+    entry_t **e;
+    tpc_error_t *err = lookup(ctx, state, key, key_len, &e);
+    if (err)
+        return err;
     if (e && *e) {
         *value = (*e)->value;
         *value_len = (*e)->value_len;
@@ -217,21 +229,16 @@ tpc_error_t *tpc_keyed_put(tpc_ctx_t *ctx, const char *state, const void *key, s
 
 tpc_error_t *tpc_keyed_delete(tpc_ctx_t *ctx, const char *state, const void *key, size_t key_len)
 {
-    int group;
-    tpc_error_t *err = check_key(ctx, state, key, key_len, &group);
+    entry_t **slot;
+    tpc_error_t *err = lookup(ctx, state, key, key_len, &slot);
     if (err)
         return err;
-    tpc__keyed_t *k = ctx->task->keyed;
-    int name = k ? name_index(k, state, false) : -1;
-    if (name < 0)
-        return NULL;
-    entry_t **slot = find(k, name, entry_hash(name, key, key_len), key, key_len);
     if (slot && *slot) {
         entry_t *e = *slot;
         *slot = e->next;
         free(e->value);
         free(e);
-        k->count--;
+        ctx->task->keyed->count--;
     }
     return NULL;
 }

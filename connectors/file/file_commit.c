@@ -112,20 +112,29 @@ tpc_error_t *tpc__file_commit(void *conn, void *txn)
     return c->durable && t->nparts ? tpc__file_fsync_dir(c) : NULL;
 }
 
+/* The sink's folder for listing, through its descriptor (the folder may have been renamed). */
+static tpc_error_t *open_folder(const tpc__file_conn_t *c, DIR **out)
+{
+    int fd = openat(c->dirfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    *out = fd >= 0 ? fdopendir(fd) : NULL;
+    if (*out)
+        return NULL;
+    int e = errno;
+    if (fd >= 0)
+        close(fd);
+    return tpc__file_errno(e, "list folder", c->conf->dir);
+}
+
 typedef bool (*dead_fn)(const tpc__file_conn_t *c, const void *arg, int subtask, uint64_t begin,
                         uint64_t token);
 
 /* Delete every in-progress file of this sink for which @dead says so. */
 static tpc_error_t *sweep(tpc__file_conn_t *c, dead_fn dead, const void *arg, size_t *deleted)
 {
-    int fd = openat(c->dirfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
-    if (!d) {
-        int e = errno;
-        if (fd >= 0)
-            close(fd);
-        return tpc__file_errno(e, "list folder", c->conf->dir);
-    }
+    DIR *d;
+    tpc_error_t *open_err = open_folder(c, &d);
+    if (open_err)
+        return open_err;
     tpc_error_t *err = NULL;
     struct dirent *de;
     *deleted = 0;
@@ -179,14 +188,10 @@ static tpc_error_t *check_fresh_start(tpc__file_conn_t *c)
 {
     const tpc_txn_subtask_t *st = c->st;
     uint64_t first = st->first_checkpoint ? st->first_checkpoint : 1;
-    int fd = openat(c->dirfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
-    if (!d) {
-        int e = errno;
-        if (fd >= 0)
-            close(fd);
-        return tpc__file_errno(e, "list folder", c->conf->dir);
-    }
+    DIR *d;
+    tpc_error_t *open_err = open_folder(c, &d);
+    if (open_err)
+        return open_err;
     tpc_error_t *err = NULL;
     struct dirent *de;
     while (!err && (de = readdir(d)) != NULL) {
