@@ -74,9 +74,10 @@ static int name_index(tpc__keyed_t *k, const char *name, bool add)
     return k->nnames++;
 }
 
-static uint64_t entry_hash(int name, const void *key, size_t len)
+/* The table's hash of (state, key), from the key's hash that routing computed already. */
+static uint64_t entry_hash(int name, uint64_t key_hash)
 {
-    return tpc__key_hash(key, len) ^ ((uint64_t)(name + 1) * 0x9e3779b97f4a7c15ull);
+    return key_hash ^ ((uint64_t)(name + 1) * 0x9e3779b97f4a7c15ull);
 }
 
 static entry_t **find(tpc__keyed_t *k, int name, uint64_t h, const void *key, size_t len)
@@ -123,12 +124,12 @@ void tpc__keyed_free(tpc__keyed_t *k)
     free(k);
 }
 
-static void put(tpc__keyed_t *k, int name, int group, const void *key, size_t klen,
-                const void *value, size_t vlen)
+static void put(tpc__keyed_t *k, int name, int group, uint64_t key_hash, const void *key,
+                size_t klen, const void *value, size_t vlen)
 {
     if (k->count + 1 > k->nbuckets * 3 / 4)
         grow(k);
-    uint64_t h = entry_hash(name, key, klen);
+    uint64_t h = entry_hash(name, key_hash);
     entry_t **slot = find(k, name, h, key, klen);
     entry_t *e = *slot;
     if (!e) {
@@ -155,7 +156,7 @@ static void put(tpc__keyed_t *k, int name, int group, const void *key, size_t kl
 /* ---- the operator's API --------------------------------------------------------------------- */
 
 static tpc_error_t *check_key(tpc_ctx_t *ctx, const char *state, const void *key, size_t len,
-                              int *group)
+                              int *group, uint64_t *key_hash)
 {
     if (!ctx || !state || !*state || (len && !key))
         return tpc_error_new(TPC_ERR_INVALID_ARG, TPC_ERROR_FATAL,
@@ -163,7 +164,8 @@ static tpc_error_t *check_key(tpc_ctx_t *ctx, const char *state, const void *key
     const tpc__task_t *t = ctx->task;
     const tpc_job_t *job = t->attempt->job;
     int maxp = job->conf.max_parallelism;
-    *group = tpc_key_group(key, len, maxp);
+    *key_hash = tpc__key_hash(key, len);
+    *group = (int)(*key_hash % (uint64_t)maxp);
     int owner = tpc_key_group_subtask(*group, maxp, job->vertices[t->vertex].parallelism);
     if (owner != t->subtask)
         return tpc_error_hint(
@@ -183,13 +185,14 @@ static tpc_error_t *lookup(tpc_ctx_t *ctx, const char *state, const void *key, s
 {
     *slot = NULL;
     int group;
-    tpc_error_t *err = check_key(ctx, state, key, key_len, &group);
+    uint64_t kh;
+    tpc_error_t *err = check_key(ctx, state, key, key_len, &group, &kh);
     if (err)
         return err;
     tpc__keyed_t *k = ctx->task->keyed;
     int name = k ? name_index(k, state, false) : -1;
     if (name >= 0)
-        *slot = find(k, name, entry_hash(name, key, key_len), key, key_len);
+        *slot = find(k, name, entry_hash(name, kh), key, key_len);
     return NULL;
 }
 
@@ -213,7 +216,8 @@ tpc_error_t *tpc_keyed_put(tpc_ctx_t *ctx, const char *state, const void *key, s
                            const void *value, size_t value_len)
 {
     int group;
-    tpc_error_t *err = check_key(ctx, state, key, key_len, &group);
+    uint64_t kh;
+    tpc_error_t *err = check_key(ctx, state, key, key_len, &group, &kh);
     if (err)
         return err;
     if (value_len && !value)
@@ -223,7 +227,7 @@ tpc_error_t *tpc_keyed_put(tpc_ctx_t *ctx, const char *state, const void *key, s
     tpc__task_t *t = ctx->task;
     if (!t->keyed)
         t->keyed = tpc__xcalloc(1, sizeof *t->keyed);
-    put(t->keyed, name_index(t->keyed, state, true), group, key, key_len, value, value_len);
+    put(t->keyed, name_index(t->keyed, state, true), group, kh, key, key_len, value, value_len);
     return NULL;
 }
 
@@ -313,7 +317,8 @@ tpc_error_t *tpc__keyed_load(tpc__task_t *t, const tpc__slice_t *entries, size_t
         s[e.name_len] = 0;
         int idx = name_index(t->keyed, s, true);
         free(s);
-        put(t->keyed, idx, e.group, e.key, e.key_len, e.value, e.value_len);
+        put(t->keyed, idx, e.group, tpc__key_hash(e.key, e.key_len), e.key, e.key_len, e.value,
+            e.value_len);
     }
     return NULL;
 }
