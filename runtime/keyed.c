@@ -50,8 +50,8 @@ typedef struct entry {
     uint64_t hash;
     int name; /* index in names */
     int group;
-    size_t key_len, value_len;
-    uint8_t *value; /* malloc'd separately: a put replaces it */
+    size_t key_len, value_len, value_cap;
+    uint8_t *value; /* inside the entry, after the key: one allocation per entry */
     uint8_t key[];
 } entry_t;
 
@@ -114,7 +114,6 @@ void tpc__keyed_free(tpc__keyed_t *k)
     for (size_t i = 0; i < k->nbuckets; i++)
         for (entry_t *e = k->buckets[i], *nx; e; e = nx) {
             nx = e->next;
-            free(e->value);
             free(e);
         }
     for (int i = 0; i < k->nnames; i++)
@@ -132,25 +131,29 @@ static void put(tpc__keyed_t *k, int name, int group, uint64_t key_hash, const v
     uint64_t h = entry_hash(name, key_hash);
     entry_t **slot = find(k, name, h, key, klen);
     entry_t *e = *slot;
-    if (!e) {
-        e = tpc__xmalloc(sizeof *e + klen);
-        *e = (entry_t){.hash = h, .name = name, .group = group, .key_len = klen};
-        if (klen)
-            memcpy(e->key, key, klen);
-        *slot = e;
-        k->count++;
-    }
-    if (e->value && e->value_len == vlen) { /* the common case: a new value of the same size */
+    if (e && vlen <= e->value_cap) { /* the common case: the value fits where the old one was */
         if (vlen)
             memmove(e->value, value, vlen);
+        e->value_len = vlen;
         return;
     }
-    uint8_t *v = tpc__xmalloc(vlen ? vlen : 1);
+    size_t cap = vlen < 16 ? 16 : vlen;
+    entry_t *n = tpc__xmalloc(sizeof *n + klen + cap);
+    if (e) {
+        *n = *e;
+    } else {
+        *n = (entry_t){.hash = h, .name = name, .group = group, .key_len = klen};
+        k->count++;
+    }
+    if (klen)
+        memcpy(n->key, key, klen);
+    n->value = n->key + klen;
+    n->value_cap = cap;
+    n->value_len = vlen;
     if (vlen)
-        memcpy(v, value, vlen);
-    free(e->value);
-    e->value = v;
-    e->value_len = vlen;
+        memcpy(n->value, value, vlen);
+    *slot = n; /* the link that held the old entry, or the end of its chain */
+    free(e);
 }
 
 /* ---- the operator's API --------------------------------------------------------------------- */
@@ -240,7 +243,6 @@ tpc_error_t *tpc_keyed_delete(tpc_ctx_t *ctx, const char *state, const void *key
     if (slot && *slot) {
         entry_t *e = *slot;
         *slot = e->next;
-        free(e->value);
         free(e);
         ctx->task->keyed->count--;
     }
