@@ -173,6 +173,17 @@ static tpc_error_t *recover_one(tpc__txn_task_t *t, restored_t *r)
     uint64_t ckpt = r->entry.checkpoint_id;
     if (r->entry.kind == TPC__TXN_CURRENT) {
         tpc_error_t *err = tpc__txn_call(t, TPC__TXN_OP_RECOVER_ABORT, r->txn, name);
+        if (err && t->env.restored_behind && !tpc_error_is_retriable(err)) {
+            /* Behind the newest completed checkpoint (restore.fallback=at-least-once), the
+             * current transaction may have been pre-committed and committed since. */
+            tpc__txn_logf(&t->env, TPC_LOG_ERROR,
+                          "AT-LEAST-ONCE: transaction \"%s\" restored as current could not be "
+                          "aborted (%s); restored behind the newest completed checkpoint, it was "
+                          "most likely committed; going on",
+                          name, tpc_error_message(err));
+            tpc_error_destroy(err);
+            err = NULL;
+        }
         if (err)
             return tpc_error_prefix(err,
                                     "could not abort transaction \"%s\" restored from "

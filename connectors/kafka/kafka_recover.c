@@ -19,6 +19,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 /* The wire client of a subtask, with the sink's librdkafka properties, so that recovery commits
  * use the same TLS and SASL settings as its producers. */
@@ -36,6 +37,15 @@ static tpc_error_t *end_txn(const tpc__kafka_wire_conf_t *wire, const char *id, 
     tpc__kafka_end_result_t result;
     int code = 0;
     tpc_error_t *err = tpc__kafka_end_txn(wire, id, pid, epoch, commit, timeout_ms, &result, &code);
+    /* An abort that meets a state which allows none may meet the coordinator in the middle of
+     * ending the transaction itself (its timeout): ask again for a few seconds before taking the
+     * answer as "committed". */
+    for (int tries = 0; !err && !commit && result == TPC__KAFKA_END_BAD_STATE && tries < 10;
+         tries++) {
+        struct timespec pause = {0, 500 * 1000 * 1000};
+        nanosleep(&pause, NULL);
+        err = tpc__kafka_end_txn(wire, id, pid, epoch, commit, timeout_ms, &result, &code);
+    }
     if (err)
         return err;
     if (result == TPC__KAFKA_END_DONE)
