@@ -3,21 +3,21 @@
  *
  * One job: NSPLIT splits of LEN segments read by a source vertex chained (forward edge) to an
  * exactly-once Kafka sink vertex, both at parallelism P; source subtask i and sink subtask i are
- * one model task i. The model is one process whose loop picks any enabled step; each step is one
- * function of the code, done atomically (docs/model.md maps every step to its function):
+ * one model task i. Processes (one per task, the coordinator, the faults) take turns; each step is
+ * one function of the code, done atomically (docs/model.md maps every step to its function):
  *
  *   coordinator   trigger (periodic, and the final one once every task finished), abort of a
  *                 checkpoint, write of the checkpoint file, completion record + notifications
  *   task i        emit a segment into the current transaction (Kafka id taken at the first record),
- *                 finish, handle one mailbox message (trigger -> snapshot, notify -> commit,
- *                 aborted), close after the final notification
+ *                 finish, handle its mailbox (trigger -> snapshot, notify -> commit, aborted),
+ *                 close after the final notification
  *   start         restore (pick the checkpoint, spread its state), per task: recovery commits one
  *                 by one, then the initialisation of its ids, then begin
- *   faults        crash of the process (kill -9) at any step, restart at another parallelism;
- *                 the newest checkpoint file damaged (operator fault)
+ *   faults        crash of the process (kill -9) at any step, the newest checkpoint file damaged
+ *                 while the job is down (operator fault), restart at another parallelism
  *
  * The Kafka broker keeps, per transactional id, the producer epoch, the ongoing transaction and
- * the last ended one; InitProducerId bumps the epoch and aborts what is ongoing; EndTxn(commit)
+ * whether the last ended one committed; InitProducerId bumps the epoch and aborts what is ongoing; EndTxn(commit)
  * with an epoch commits whatever is ongoing on the id under that epoch (transaction version 1, as
  * librdkafka 2.0.2 uses it: the epoch does not change between transactions of one producer),
  * answers "done" for an id whose last transaction was committed, and is data loss otherwise.
@@ -25,17 +25,26 @@
  * Bounds (override with -D): see the #defines below. Ghost variables (segc, tlisted, loss_reported)
  * only observe; they never steer a step.
  *
- * Variants, each a -D flag (`make model` checks that every one fails):
- *   MUTANT_INIT_EARLY        restored handles spread round robin (restore.c before the ownership
- *                            rule): a subtask initialises an id whose transaction another subtask
- *                            restored, before or after that subtask's recovery commit
+ * Mutants, each a -D flag (`make model` checks that every one yields a counterexample):
+ *   MUTANT_INIT_EARLY        restored handles spread round robin as list state (before the
+ *                            ownership rule of tpc_txn_owns()): a subtask initialises an id whose
+ *                            transaction another subtask restored, before or after that subtask's
+ *                            recovery commit
  *   MUTANT_OLDER             restore skips a damaged newest checkpoint for an older one
  *   MUTANT_SNAPSHOT_COMMIT   commit at snapshot instead of on notify
  *   MUTANT_BEGIN_AFTER_FINISH  snapshot begins a transaction after finish()
- *   MUTANT_NO_RECORD_ON_RESTORE     a restore of a checkpoint newer than the record leaves the record
- *                            behind (restore.c must move it up before any task opens)
- * and one proposed change, RELEASE_ON_NOTIFY: held ids come back on every completed checkpoint,
- * not only when the subtask commits a transaction (kafka_pool.c).
+ *   MUTANT_NO_RECORD_ON_RESTORE  a restore of a checkpoint newer than the completion record leaves
+ *                            the record behind (restore.c moves it up before any task opens)
+ *   MUTANT_PG_CLEAN_ALL      (with SINK_PG) every subtask rolls back every prepared transaction
+ *                            it did not restore itself, not only those of the subtasks it owns
+ *   MUTANT_STRICT_NEWER      a design alternative, not the code: refuse to restore whenever a
+ *                            checkpoint file newer than the completion record exists
+ *
+ * SINK_PG replaces the Kafka sink by the PostgreSQL one (connectors/postgres): BEGIN at the first
+ * record, PREPARE TRANSACTION '<gid>' with a marker row at pre-commit, COMMIT PREPARED on notify
+ * and in recovery (42704: the marker row tells committed from lost), a crash rolls back what was
+ * not prepared, and the restore rolls back prepared transactions of owned subtasks that it did not
+ * restore.
  */
 
 /* ---- bounds ---------------------------------------------------------------------------- */
@@ -46,7 +55,7 @@
 #define PB 1            /* the other parallelism a restart may choose */
 #endif
 #ifndef PMAX
-#define PMAX 2          /* max(PA, PB) */
+#define PMAX 2          /* max(PA, PB), and the highest parallelism the ids can belong to */
 #endif
 #define NSPLIT 2        /* source splits */
 #ifndef LEN
@@ -112,6 +121,11 @@ byte tep[NTX];      /* producer epoch stored in its handle */
 byte tck[NTX];      /* checkpoint it was pre-committed for, 0 = not */
 byte tseg[NTX];     /* segments written into it (bit mask) */
 byte ntx = 1;
+#ifdef SINK_PG
+#define X_PREPARED 4
+byte tgs[NTX], tgp[NTX], tgb[NTX];   /* gid "<prefix>:<s>:<p>:<b>" of a PostgreSQL transaction */
+short pknown[PMAX];                  /* transactions this subtask restored (bit mask) */
+#endif
 
 bool fpres[MAXCK];              /* checkpoint file chk-<gc> exists */
 bool fvalid[MAXCK];             /* and reads back (checksum) */
@@ -171,7 +185,11 @@ hidden byte gi, gj, gk, gn, gc, gt, gx, gy, gz, gm, gw;
 inline broker_commit(tt)
 {
     printf("MSC: broker commits txn %d (id %d, segments %d)\n", tt, tkid[tt] - 1, tseg[tt]);
+#ifdef SINK_PG
+    assert(tst[tt] == X_PREPARED);
+#else
     assert(tst[tt] == X_OPEN);
+#endif
     /* a completed checkpoint (one whose file was written) lists it: nothing else is ever
      * committed, and nothing whose checkpoint did not complete */
     assert(tlisted[tt]);
@@ -186,9 +204,28 @@ inline broker_commit(tt)
         gx++
     :: else -> break
     od;
+#ifndef SINK_PG
     kopen[tkid[tt] - 1] = 0;
     klastc[tkid[tt] - 1] = true
+#else
+    skip
+#endif
 }
+
+#ifdef SINK_PG
+/* COMMIT PREPARED '<gid>' (tpc__pg_commit); 42704 -> resolve_missing(): pg_prepared_xacts, then
+ * the marker row, which the transaction wrote itself: present = committed before, absent = lost. */
+inline pg_commit(tt)
+{
+    if
+    :: tst[tt] == X_PREPARED -> broker_commit(tt)
+    :: tst[tt] == X_COMMITTED -> skip   /* marker row present */
+    :: else -> loss_reported = true     /* no marker row: TPC_ERR_DATA_LOSS */
+    fi;
+    assert(!loss_reported);
+    assert(tst[tt] == X_COMMITTED)
+}
+#endif
 
 /* InitProducerId: a new epoch; what is ongoing on the id is aborted. */
 inline init_producer(kk)
@@ -251,6 +288,9 @@ inline commit_pending(ii, ck)
     do
     :: pend[ii * NPEND] != 0 && tck[pend[ii * NPEND]] <= ck ->
         gt = pend[ii * NPEND];
+#ifdef SINK_PG
+        pg_commit(gt);
+#else
         gk = tkid[gt] - 1;
         assert(kpep[gk] == kep[gk]);   /* the live producer is not fenced */
         assert(kopen[gk] == gt);
@@ -258,17 +298,13 @@ inline commit_pending(ii, ck)
         pool_complete(ii, tck[gt]);
         kslot[gk] = K_HELD;
         krel[gk] = latest_begin[ii];
+#endif
         pend[ii * NPEND] = pend[ii * NPEND + 1];
         pend[ii * NPEND + 1] = pend[ii * NPEND + 2];
         pend[ii * NPEND + 2] = 0
     :: else -> break
     od;
-#ifdef RELEASE_ON_NOTIFY
-    /* proposed: a completed checkpoint releases held ids even without a commit here */
-    pool_complete(ii, ck)
-#else
     skip
-#endif
 }
 
 /* snapshot(): pre-commit the current transaction for checkpoint cc and keep it pending; begin a
@@ -284,6 +320,19 @@ inline snapshot(ii, cc)
     :: cur_has[ii] && cur[ii] != 0 ->
         gt = cur[ii];
         tck[gt] = cc;   /* pre_commit: flushed; producer id and epoch go into the handle */
+#ifdef SINK_PG
+        /* marker row, then PREPARE TRANSACTION '<gid>': the gid must be free, and no committed
+         * marker row may carry it (its primary key), or the subtask fails for ever */
+        gz = 1;
+        do
+        :: gz < ntx ->
+            assert(gz == gt || tgs[gz] != tgs[gt] || tgp[gz] != tgp[gt] || tgb[gz] != tgb[gt] ||
+                   tst[gz] == X_ABORTED);
+            gz++
+        :: else -> break
+        od;
+        tst[gt] = X_PREPARED;
+#endif
 #ifdef MUTANT_SNAPSHOT_COMMIT
         broker_commit(gt);
         kslot[tkid[gt] - 1] = K_FREE;
@@ -445,6 +494,13 @@ inline pick()
     :: gy == 0 -> gy = gx
     :: else
     fi;
+#ifdef MUTANT_STRICT_NEWER
+    /* a design alternative: refuse whenever a file newer than the record exists */
+    if
+    :: lrec != 0 && gx > lrec -> gy = gx + 1
+    :: else
+    fi;
+#endif
     /* newest valid file at or above the bound; a damaged file above it was never announced */
     gz = gx;
     do
@@ -458,6 +514,14 @@ inline pick()
 
 inline reset_process()
 {
+#ifdef SINK_PG
+    /* the data connections die with the process: what was not prepared is rolled back */
+    gz = 1;
+    do
+    :: gz < ntx -> if :: tst[gz] == X_OPEN -> tst[gz] = X_ABORTED :: else fi; gz++
+    :: else -> break
+    od;
+#endif
     gz = 0;
     do
     :: gz < PMAX ->
@@ -469,6 +533,9 @@ inline reset_process()
         pend[gz * NPEND] = 0; pend[gz * NPEND + 1] = 0; pend[gz * NPEND + 2] = 0;
         lastck[gz] = 0; flr[gz] = 0; lastnot[gz] = 0; faf[gz] = 0; latest_begin[gz] = 0;
         fnot[gz] = false; fin[gz] = false; known[gz] = 0;
+#ifdef SINK_PG
+        pknown[gz] = 0;
+#endif
         gz++
     :: else -> break
     od;
@@ -506,7 +573,11 @@ inline enqueue(ii, tt)
     :: else -> break
     od;
     rq[gz] = tt;
+#ifdef SINK_PG
+    pknown[ii] = pknown[ii] | (1 << tt)
+#else
     known[ii] = known[ii] | (1 << (tkid[tt] - 1))
+#endif
 }
 
 /* Spread checkpoint R over the P subtasks of this run and start them. */
@@ -615,8 +686,35 @@ inline restore()
 
 /* tpc__kafka_abort_lingering(): hold the ids of restored handles, initialise the other ids this
  * subtask owns (its pool, and the ids of subtasks that no longer run). */
+#ifdef SINK_PG
+/* tpc__pg_abort_lingering(): roll back every prepared transaction of a subtask this one owns
+ * that the restored handles do not list (tpc_txn_owns(): s mod P). */
 inline init_ids(ii)
 {
+    gy = 1;
+    do
+    :: gy < ntx ->
+        if
+        #ifdef MUTANT_PG_CLEAN_ALL
+        :: tst[gy] == X_PREPARED && !(pknown[ii] & (1 << gy)) ->
+#else
+        :: tst[gy] == X_PREPARED && tgs[gy] % P == ii && !(pknown[ii] & (1 << gy)) ->
+#endif
+            printf("MSC: task %d rolls back prepared txn %d\n", ii, gy);
+            tst[gy] = X_ABORTED
+        :: else
+        fi;
+        gy++
+    :: else -> break
+    od;
+    pknown[ii] = 0
+}
+inline init_ids_kafka(ii)
+{
+#else
+inline init_ids(ii)
+{
+#endif
     gy = 0;
     do
     :: gy < NIDS ->
@@ -659,13 +757,16 @@ inline check_end()
         do
         :: gz < ntx ->
             assert(tst[gz] != X_OPEN);                 /* nothing lingers */
+#ifdef SINK_PG
+            assert(tst[gz] != X_PREPARED);             /* no prepared transaction is left */
+#endif
             assert(!tlisted[gz] || tst[gz] == X_COMMITTED);
             gz++
         :: else -> break
         od
     :: ended == E_REFUSED ->
         assert(damages > 0)   /* refusals only after an operator fault */
-    :: ended == E_GAVEUP -> skip
+    :: ended == E_GAVEUP -> assert(false)   /* within these bounds the id pool never runs out */
     fi;
     if
     :: crashes == 0 && damages == 0 -> assert(ended == E_FINISHED)
@@ -724,6 +825,19 @@ inline emit(ii)
     gj = (sown[0] == ii && soff[0] < LEN -> 0 : 1);
     assert(cur_has[ii]);   /* records never arrive without an open transaction */
     if
+#ifdef SINK_PG
+    :: cur[ii] == 0 ->
+        /* BEGIN on the data connection at the first record; the gid names subtask, parallelism
+         * and the checkpoint the transaction was begun for (tpc__pg_begin) */
+        gt = ntx;
+        ntx++;
+        assert(ntx < NTX);
+        tgs[gt] = ii;
+        tgp[gt] = P;
+        tgb[gt] = latest_begin[ii];
+        tst[gt] = X_OPEN;
+        cur[ii] = gt
+#else
     :: cur[ii] == 0 ->
         gk = NIDS;
         gn = 0;
@@ -756,12 +870,17 @@ inline emit(ii)
             kopen[gk] = gt;
             cur[ii] = gt
         fi
+#endif
     :: else
     fi;
     if
     :: ended == E_NO && ts[ii] == T_RUN ->
         tseg[cur[ii]] = tseg[cur[ii]] | (1 << (gj * LEN + soff[gj]));
+#ifdef SINK_PG
+        printf("MSC: task %d writes segment %d into txn %d (gid %d:%d:%d)\n", ii, gj * LEN + soff[gj], cur[ii], tgs[cur[ii]], tgp[cur[ii]], tgb[cur[ii]]);
+#else
         printf("MSC: task %d writes segment %d into txn %d (id %d epoch %d)\n", ii, gj * LEN + soff[gj], cur[ii], tkid[cur[ii]] - 1, tep[cur[ii]]);
+#endif
         soff[gj]++
     :: else   /* the failure restarted the job */
     fi
@@ -773,6 +892,18 @@ bool loss_reported;   /* a recovery commit answered "data loss" */
 inline recover_one(ii)
 {
     gt = rq[ii * NPEND * PMAX];
+#ifdef SINK_PG
+    gz = 0;
+    do
+    :: gz < NPEND * PMAX - 1 -> rq[ii * NPEND * PMAX + gz] = rq[ii * NPEND * PMAX + gz + 1]; gz++
+    :: else -> rq[ii * NPEND * PMAX + gz] = 0; break
+    od;
+    printf("MSC: task %d recovery commit of txn %d\n", ii, gt);
+    pg_commit(gt)
+}
+inline recover_one_kafka(ii)
+{
+#endif
     printf("MSC: task %d recovery commit of txn %d (id %d epoch %d; broker epoch %d)\n", ii, gt, tkid[gt] - 1, tep[gt], kep[tkid[gt] - 1]);
     gz = 0;
     do
@@ -832,6 +963,15 @@ inline write_ck(q)
     :: else
     fi;
     announce = gc
+}
+
+/* complete_checkpoint(): union_state_conflict() aborts a checkpoint of a vertex with union state
+ * that is partly closed while another of its subtasks still runs. The sink's handles are owned
+ * state, to which the rule does not apply (a closed sink subtask has nothing pending), so the
+ * checkpoint is written. */
+inline write_or_abort(q)
+{
+    write_ck(q)
 }
 
 #define ALLWAIT ((ts[0] == T_WAIT || ts[0] == T_DONE || 0 >= P) && (PMAX < 2 || ts[1] == T_WAIT || ts[1] == T_DONE || 1 >= P) && (PMAX < 3 || ts[PMAX - 1] == T_WAIT || ts[PMAX - 1] == T_DONE || PMAX - 1 >= P))
@@ -910,8 +1050,8 @@ end_coord:
         aborts++; abort_ck(0) }
     :: d_step { ended == E_NO && announce == 0 && cpid[1] != 0 && aborts < MAXABORT ->
         aborts++; abort_ck(1) }
-    :: d_step { ended == E_NO && announce == 0 && cpid[0] != 0 && cpwait[0] == 0 -> write_ck(0) }
-    :: d_step { ended == E_NO && announce == 0 && cpid[1] != 0 && cpwait[1] == 0 -> write_ck(1) }
+    :: d_step { ended == E_NO && announce == 0 && cpid[0] != 0 && cpwait[0] == 0 -> write_or_abort(0) }
+    :: d_step { ended == E_NO && announce == 0 && cpid[1] != 0 && cpwait[1] == 0 -> write_or_abort(1) }
     :: d_step { ended == E_NO && announce != 0 ->
 #ifndef MUTANT_OLDER
         lrec = announce;   /* the completion record, before any sink may commit */
@@ -977,3 +1117,9 @@ init
         run watch()
     }
 }
+
+#ifdef LTL_ENDS
+/* Every run ends: no cycle of steps goes on for ever without the job ending (checked with
+ * `pan -a -f`, acceptance cycles under weak fairness). */
+ltl ends { <> (ended != E_NO) }
+#endif

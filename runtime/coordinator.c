@@ -176,6 +176,7 @@ static void complete_checkpoint(coord_t *c, pending_t *p)
     tpc__checkpoint_t ck = {.id = p->id,
                             .timestamp_ms = (uint64_t)time(NULL) * 1000u,
                             .savepoint = p->savepoint,
+                            .max_parallelism = (uint32_t)job->conf.max_parallelism,
                             .job_name = job->name,
                             .nvertices = job->nvertices};
     ck.vertices = tpc__xcalloc((size_t)job->nvertices, sizeof(*ck.vertices));

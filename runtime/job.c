@@ -27,6 +27,7 @@ tpc_job_t *tpc_job_new(const char *name)
                               .min_pause_ms = 0,
                               .restart_delay_ms = 100,
                               .retained = 3,
+                              .max_parallelism = 128,
                               .max_concurrent = 1,
                               .tolerable_failures = 3,
                               .restart_attempts = 3,
@@ -108,6 +109,7 @@ tpc_error_t *tpc_job_set(tpc_job_t *job, const char *key, const char *value)
     INT_KEY("restart.delay.ms", 0, INT64_MAX / 1000, restart_delay_ms)
     INT_KEY("channel.capacity", 2, 1 << 20, channel_capacity)
     INT_KEY("batch.size", 1, 1 << 20, batch_size)
+    INT_KEY("max-parallelism", 1, 32768, max_parallelism)
 #undef INT_KEY
     if (strcmp(key, "checkpoint.dir") == 0) {
         if (!*value)
@@ -313,6 +315,7 @@ static void attempt_destroy(tpc__attempt_t *a)
         free(t->preds);
         free(t->mbox);
         tpc__state_reader_free(&t->restored);
+        tpc__keyed_free(t->keyed);
         pthread_cond_destroy(&t->cv);
         pthread_mutex_destroy(&t->mu);
     }
@@ -463,6 +466,15 @@ tpc_error_t *tpc_job_run(tpc_job_t *job, tpc_job_result_t *result)
         return tpc_error_new(TPC_ERR_INVALID_ARG, 0, "no job");
     if (job->nvertices == 0)
         return tpc_error_new(TPC_ERR_INVALID_ARG, 0, "job \"%s\" has no vertices", job->name);
+    for (int v = 0; v < job->nvertices; v++)
+        if (job->vertices[v].parallelism > job->conf.max_parallelism)
+            return tpc_error_hint(
+                tpc_error_new(TPC_ERR_CONFIG, TPC_ERROR_FATAL,
+                              "vertex \"%s\" has parallelism %d, above max-parallelism %d",
+                              job->vertices[v].name, job->vertices[v].parallelism,
+                              job->conf.max_parallelism),
+                "lower the parallelism; max-parallelism (the number of key groups) cannot change "
+                "for a job's checkpoints");
     for (int v = 0; v < job->nvertices; v++) {
         bool has_input = false;
         for (int e = 0; e < job->nedges; e++)

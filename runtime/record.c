@@ -8,9 +8,13 @@
  * visible, and refuses (restore.c). The parallelisms tell the sinks which subtasks may have left
  * transactions behind after the job was scaled down.
  *
- * Layout: magic "TPCDONE1", u32 version, job name (u32 length + bytes), u64 newest, u32 vertex
- * count, then per vertex its name and u32 highest parallelism, then a SHA-256 of all before it.
- * Integers are encoded as in the checkpoint files (docs/architecture.md).
+ * A start over (restore.mode=fresh) writes the id of its first checkpoint as the record's first
+ * id before any task opens: the checkpoints before it belong to the state the job gave up, whose
+ * transactions the new start aborts, so no later restore may go back to them.
+ *
+ * Layout: magic "TPCDONE1", u32 version, job name (u32 length + bytes), u64 newest, u64 first
+ * (version 2), u32 vertex count, then per vertex its name and u32 highest parallelism, then a
+ * SHA-256 of all before it. Integers are encoded as in the checkpoint files (docs/architecture.md).
  */
 #include "tpc_internal.h"
 
@@ -23,7 +27,7 @@
 #include <unistd.h>
 
 #define RECORD_MAGIC   "TPCDONE1"
-#define RECORD_VERSION 1u
+#define RECORD_VERSION 2u /* 1 had no first id */
 #define RECORD_NAME    "completed"
 #define DIGEST         32
 
@@ -45,6 +49,8 @@ void tpc__record_free(tpc__record_t *rec)
     *rec = (tpc__record_t){0};
 }
 
+static tpc_error_t *damaged(const char *path, const char *why);
+
 static tpc_error_t *damaged(const char *path, const char *why)
 {
     return tpc_error_hint(
@@ -57,8 +63,9 @@ static tpc_error_t *damaged(const char *path, const char *why)
         "record and it is written again");
 }
 
-static tpc_error_t *decode(const char *path, const uint8_t *p, size_t len, tpc__record_t *out)
+tpc_error_t *tpc__record_decode(const char *path, const uint8_t *p, size_t len, tpc__record_t *out)
 {
+    *out = (tpc__record_t){0};
     if (len < 8 + DIGEST || memcmp(p, RECORD_MAGIC, 8) != 0)
         return damaged(path, "bad header or too short");
     uint8_t digest[DIGEST];
@@ -66,10 +73,12 @@ static tpc_error_t *decode(const char *path, const uint8_t *p, size_t len, tpc__
     if (memcmp(digest, p + len - DIGEST, DIGEST) != 0)
         return damaged(path, "checksum mismatch");
     tpc__rd_t r = {p + 8, len - 8 - DIGEST, 0, false};
-    if (tpc__rd_u32(&r) != RECORD_VERSION)
+    uint32_t version = tpc__rd_u32(&r);
+    if (version < 1 || version > RECORD_VERSION)
         return damaged(path, "unknown version");
     out->job_name = tpc__rd_string(&r);
     out->newest = tpc__rd_u64(&r);
+    out->first = version >= 2 ? tpc__rd_u64(&r) : 0;
     uint32_t nv = tpc__rd_u32(&r);
     if (r.bad || nv > (r.len - r.off) / 8)
         goto bad;
@@ -124,7 +133,7 @@ tpc_error_t *tpc__record_read(const char *dir, tpc__record_t *out, bool *found)
         off += (size_t)n;
     }
     close(fd);
-    err = off == len ? decode(path, p, len, out) : damaged(path, "short read");
+    err = off == len ? tpc__record_decode(path, p, len, out) : damaged(path, "short read");
     *found = !err;
     free(p);
     free(path);
@@ -138,6 +147,7 @@ tpc_error_t *tpc__record_write(const char *dir, const tpc__record_t *rec)
     tpc__buf_put_u32(&b, RECORD_VERSION);
     tpc__buf_put_bytes(&b, rec->job_name, strlen(rec->job_name));
     tpc__buf_put_u64(&b, rec->newest);
+    tpc__buf_put_u64(&b, rec->first);
     tpc__buf_put_u32(&b, (uint32_t)rec->nvertices);
     for (int v = 0; v < rec->nvertices; v++) {
         tpc__buf_put_bytes(&b, rec->names[v], strlen(rec->names[v]));

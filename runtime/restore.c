@@ -114,11 +114,11 @@ static tpc_error_t *pick(tpc_job_t *job, tpc__checkpoint_file_t *files, size_t n
 /* Note the parallelism of every vertex in the record (written before any task opens, so a later
  * run at a lower parallelism knows which subtasks to clean up after) and hand the attempt its
  * view of it. */
-static tpc_error_t *note_parallelism(tpc__attempt_t *a)
+static tpc_error_t *note_parallelism(tpc__attempt_t *a, bool changed)
 {
     tpc_job_t *job = a->job;
     tpc__record_t *rec = &job->record;
-    bool changed = !job->record_found;
+    changed |= !job->record_found;
     if (!rec->job_name)
         rec->job_name = tpc__xstrdup(job->name);
     a->restored_parallelism = tpc__xcalloc((size_t)job->nvertices, sizeof(int));
@@ -184,18 +184,24 @@ tpc_error_t *tpc__restore_load(tpc__attempt_t *a)
     uint64_t lowest = 0;
     if (job->conf.restore == TPC__RESTORE_FRESH) {
         if (!job->run_newest) {
-            /* Start over, once per run: its later attempts resume from its own checkpoints. */
+            /* Start over, once per run: its later attempts resume from its own checkpoints, and
+             * no later run goes back to the checkpoints before it (the record says where the new
+             * state begins, before any sink aborts what they hold). */
             job->run_first = job->next_checkpoint_id;
+            job->record.first = job->run_first;
             tpc__checkpoint_files_free(files, n);
             tpc__logf(&job->log, TPC_LOG_INFO,
                       "job \"%s\" starts over without state (restore.mode=fresh); its "
                       "checkpoints begin at %" PRIu64,
                       job->name, job->run_first);
-            return note_parallelism(a);
+            return note_parallelism(a, true);
         }
         lowest = job->run_first;
         bound = job->run_newest;
     }
+    /* Checkpoints from before the last start over are not this job's state any more. */
+    if (job->record_found && job->record.first > lowest)
+        lowest = job->record.first;
     size_t i = n;
     err = pick(job, files, n, bound, lowest, out, &i);
     if (!err && i < n && strcmp(out->job_name, job->name) != 0) {
@@ -212,8 +218,10 @@ tpc_error_t *tpc__restore_load(tpc__attempt_t *a)
         tpc__logf(&job->log, TPC_LOG_INFO, "restoring job \"%s\" from \"%s\"", job->name,
                   files[i].path);
     }
+    if (!err)
+        a->restored_behind = (i < n && files[i].id < bound) || (i == n && bound >= lowest && bound);
     tpc__checkpoint_files_free(files, n);
-    return err ? err : note_parallelism(a);
+    return err ? err : note_parallelism(a, false);
 }
 
 tpc_error_t *tpc__restore_note_complete(tpc_job_t *job, uint64_t id)
@@ -299,9 +307,44 @@ static void add_slices(tpc__slice_t **arr, size_t *n, const tpc__buf_t *b, uint3
     }
 }
 
+/* Keyed entries of every old subtask whose key group the new subtask owns. */
+static tpc_error_t *add_keyed(tpc_state_reader_t *r, const tpc__vertex_snapshot_t *vs, int maxp,
+                              int parallelism, int subtask)
+{
+    for (int s = 0; s < vs->parallelism; s++) {
+        const tpc__subtask_snapshot_t *ss = &vs->subtasks[s];
+        tpc__rd_t rd = {ss->state.keyed.data, ss->state.keyed.len, 0, false};
+        for (uint32_t e = 0; e < ss->state.nkeyed; e++) {
+            size_t len;
+            const uint8_t *p = tpc__rd_bytes(&rd, &len);
+            tpc__keyed_entry_t ke;
+            if (!tpc__keyed_parse(p, len, &ke) || ke.group >= maxp)
+                return tpc_error_new(TPC_ERR_CORRUPT, TPC_ERROR_FATAL,
+                                     "keyed state of vertex \"%s\" holds a malformed entry or a "
+                                     "key group outside 0 .. %d",
+                                     vs->name, maxp - 1);
+            if (tpc_key_group_subtask(ke.group, maxp, parallelism) != subtask)
+                continue;
+            r->keyed = tpc__xrealloc(r->keyed, (r->nkeyed + 1) * sizeof(*r->keyed));
+            r->keyed[r->nkeyed++] = (tpc__slice_t){p, len};
+        }
+    }
+    return NULL;
+}
+
 tpc_error_t *tpc__restore_plan(tpc__attempt_t *a)
 {
     const tpc__checkpoint_t *c = &a->restored;
+    int maxp = a->job->conf.max_parallelism;
+    if (c->max_parallelism && (int)c->max_parallelism != maxp)
+        return tpc_error_hint(
+            tpc_error_new(TPC_ERR_CONFIG, TPC_ERROR_FATAL,
+                          "checkpoint %" PRIu64 " was taken with max-parallelism %u, job \"%s\" "
+                          "has %d: its keyed state is split into %u key groups",
+                          c->id, c->max_parallelism, a->job->name, maxp, c->max_parallelism),
+            "set \"max-parallelism\" back to %u; it cannot change for a job's checkpoints (start "
+            "over with \"restore.mode\"=fresh to change it)",
+            c->max_parallelism);
     tpc_error_t *err = check_graph(a->job, c);
     if (err)
         return err;
@@ -341,6 +384,13 @@ tpc_error_t *tpc__restore_plan(tpc__attempt_t *a)
         for (int s = 0; s < vs->parallelism; s++)
             add_slices(&r->uni, &r->nunion, &vs->subtasks[s].state.uni,
                        vs->subtasks[s].state.nunion);
+        for (int s = 0; s < vs->parallelism; s++)
+            if (s % vx->parallelism == t->subtask)
+                add_slices(&r->owned, &r->nowned, &vs->subtasks[s].state.owned,
+                           vs->subtasks[s].state.nowned);
+        err = add_keyed(r, vs, maxp, vx->parallelism, t->subtask);
+        if (err)
+            return err;
     }
     return NULL;
 }

@@ -50,6 +50,7 @@ static tpc_error_t *op_open(tpc_ctx_t *ctx, void *arg, void **self)
         .restored_parallelism = tpc_ctx_restored_parallelism(ctx),
         .highest_parallelism = tpc_ctx_highest_parallelism(ctx),
         .first_checkpoint = tpc_ctx_first_checkpoint_id(ctx),
+        .restored_behind = tpc_ctx_restored_behind(ctx),
         .checkpoint_interval_ms = tpc_ctx_checkpoint_interval_ms(ctx),
         .log = log_to_ctx,
         .is_canceled = ctx_canceled,
@@ -69,11 +70,14 @@ static tpc_error_t *op_initialize_state(void *self, tpc_ctx_t *ctx,
 {
     (void)ctx;
     sink_op_t *s = self;
-    /* Handles are union state (every subtask sees every handle and the task takes those it
-     * owns); list state holds those of checkpoints written by older versions. */
+    /* Handles are owned state: the runtime hands this subtask those of the old subtasks it owns
+     * (tpc_txn_owns()), and the task checks their origin again. List state holds those of
+     * checkpoints written by older versions, union state those of a short-lived development
+     * format. */
     size_t nlist = restored ? tpc_state_count(restored, TPC_STATE_LIST) : 0;
     size_t nunion = restored ? tpc_state_count(restored, TPC_STATE_UNION) : 0;
-    size_t count = nlist + nunion;
+    size_t nowned = restored ? tpc_state_count(restored, TPC_STATE_OWNED) : 0;
+    size_t count = nlist + nunion + nowned;
     tpc__txn_bytes_t *entries = NULL;
     if (count) {
         entries = calloc(count, sizeof *entries);
@@ -84,6 +88,9 @@ static tpc_error_t *op_initialize_state(void *self, tpc_ctx_t *ctx,
         for (size_t i = 0; i < nunion; i++)
             tpc_state_get(restored, TPC_STATE_UNION, i, &entries[nlist + i].bytes,
                           &entries[nlist + i].len);
+        for (size_t i = 0; i < nowned; i++)
+            tpc_state_get(restored, TPC_STATE_OWNED, i, &entries[nlist + nunion + i].bytes,
+                          &entries[nlist + nunion + i].len);
     }
     tpc_error_t *err = tpc__txn_task_initialize(s->task, entries, count);
     free(entries);
@@ -109,7 +116,7 @@ static tpc_error_t *op_process(void *self, tpc_ctx_t *ctx, const tpc_batch_t *ba
 
 static tpc_error_t *add_entry(void *w, const void *bytes, size_t len)
 {
-    return tpc_state_add(w, TPC_STATE_UNION, bytes, len);
+    return tpc_state_add(w, TPC_STATE_OWNED, bytes, len);
 }
 
 static tpc_error_t *op_snapshot_state(void *self, tpc_ctx_t *ctx, uint64_t checkpoint_id,

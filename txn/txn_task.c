@@ -187,6 +187,18 @@ static tpc_error_t *recover_one(tpc__txn_task_t *t, restored_t *r)
         atomic_fetch_add(&t->stats->recovered_commits, 1);
         return NULL;
     }
+    if (t->env.restored_behind) {
+        /* An older checkpoint than the newest completed one, as restore.fallback=at-least-once
+         * allows: its pending transactions were most likely committed on the way to the lost
+         * checkpoint, and their ids or gids may have been used again since. */
+        tpc__txn_logf(&t->env, TPC_LOG_ERROR,
+                      "AT-LEAST-ONCE: transaction \"%s\" of checkpoint %" PRIu64
+                      " could not be committed again (%s); restored behind the newest completed "
+                      "checkpoint, it was most likely committed before; going on",
+                      name, ckpt, tpc_error_message(err));
+        tpc_error_destroy(err);
+        return NULL;
+    }
     int64_t age = tpc__txn_wall_ms() - r->entry.start_ms;
     bool expired = t->conf->timeout_ms && age > (int64_t)t->conf->timeout_ms;
     if (expired && t->conf->expired_log) {

@@ -171,6 +171,9 @@ static void scenario_init(scenario_t *sc, const char *tag)
 
 static void scenario_clean(scenario_t *sc)
 {
+    /* A refused run leaves the killed run's prepared transactions, which hold locks on the table.
+     */
+    tpc_test_pg_rollback_prefix(sc->pg, sc->gprefix);
     tpc_test_pg_exec(sc->pg, "DROP TABLE %s", sc->table);
     tpc_test_pg_exec(sc->pg, "DROP TABLE IF EXISTS %s", sc->marker);
     PQfinish(sc->pg);
@@ -343,15 +346,23 @@ START_TEST(test_rescale_4_to_2_after)
 END_TEST
 
 /* restore.mode=fresh next to what an earlier run committed: every sink takes the new run, which
- * writes everything once more. A kill -9 after its first checkpoint does not start it over again:
- * the next run resumes from that checkpoint. */
+ * writes everything once more. Killed before its first checkpoint, the next run (auto) starts over
+ * again rather than go back to the earlier run's checkpoints; killed after it, the next run resumes
+ * from that checkpoint. */
 START_TEST(test_start_over_with_restore_mode_fresh)
 {
     scenario_t sc;
     scenario_init(&sc, "startover");
     expect_end(&sc, spawn(&sc, sc.kc.ckpt, 2, "100", "auto", "0"), "ok", "first run");
     expect_outputs(&sc, 1, "first run");
-    expect_end(&sc, spawn(&sc, sc.kc.ckpt, 2, "100", "fresh", "first"), "killed", "started over");
+    /* Killed before its first checkpoint: the next run (auto) must not go back to the earlier
+     * run's checkpoints, whose transactions the start over has aborted; it starts over again. */
+    pid_t pid = spawn(&sc, sc.kc.ckpt, 2, "15000", "fresh", "0");
+    for (int i = 0; i < 100 && !kc_log_has(&sc.kc, "starts over"); i++)
+        usleep(50 * 1000);
+    usleep(500 * 1000);
+    tpc_test_kill(pid);
+    expect_end(&sc, spawn(&sc, sc.kc.ckpt, 2, "100", "auto", "first"), "killed", "started over");
     expect_end(&sc, spawn(&sc, sc.kc.ckpt, 2, "100", "auto", "0"), "ok", "started over");
     expect_outputs(&sc, 2, "started over with restore.mode=fresh, killed, resumed");
     scenario_clean(&sc);

@@ -408,6 +408,59 @@ START_TEST(test_fresh_mode_restart_resumes_own_checkpoint)
 }
 END_TEST
 
+static void *cancel_soon(void *arg)
+{
+    tpc__sleep_us(100 * 1000);
+    tpc_job_cancel(arg);
+    return NULL;
+}
+
+static void note_restore(void *opaque, tpc_log_level_t level, const char *msg)
+{
+    (void)level;
+    if (strstr(msg, "restoring job"))
+        atomic_fetch_add((atomic_int *)opaque, 1);
+}
+
+/* A start over that dies before its first checkpoint completed leaves the earlier checkpoints
+ * behind, but the sinks have aborted what they held: the next run in restore.mode=auto starts
+ * without state again instead of restoring them. */
+START_TEST(test_start_over_is_not_undone_by_the_next_run)
+{
+    char *dir = tpc_test_tmpdir("files-over");
+    tpc_test_seq_conf_t src = {.count_default = N, .per_poll = 20, .sleep_us = 500};
+    run_and_cancel(dir, &src);
+    tpc_test_count_t cnt;
+    tpc_test_count_init(&cnt);
+    tpc_job_t *job = count_job(dir, &src, &cnt);
+    ck_assert_ptr_null(tpc_job_set(job, "restore.mode", "fresh"));
+    ck_assert_ptr_null(tpc_job_set(job, "checkpoint.interval.ms", "600000"));
+    pthread_t th;
+    pthread_create(&th, NULL, cancel_soon, job); /* before any checkpoint of the new state */
+    ck_assert_ptr_null(tpc_job_run(job, NULL));
+    pthread_join(th, NULL);
+    tpc_job_destroy(job);
+    tpc__record_t rec;
+    bool found;
+    ck_assert_ptr_null(tpc__record_read(dir, &rec, &found));
+    ck_assert(found);
+    ck_assert_uint_gt(rec.first, rec.newest); /* nothing of the new state completed */
+    tpc__record_free(&rec);
+
+    atomic_int restores = 0;
+    tpc_test_count_init(&cnt);
+    job = count_job(dir, &src, &cnt);
+    tpc_job_set_logger(job, note_restore, &restores, TPC_LOG_INFO);
+    tpc_error_t *err = tpc_job_run(job, NULL);
+    ck_assert_msg(err == NULL, "%s", tpc_error_message(err));
+    ck_assert_int_eq(atomic_load(&restores), 0);
+    expect_counts(&cnt);
+    tpc_job_destroy(job);
+    tpc_test_rmdir(dir);
+    free(dir);
+}
+END_TEST
+
 /* The completion record belongs to one job, and a damaged one is refused with what to do. */
 START_TEST(test_completion_record_checked)
 {
@@ -625,6 +678,7 @@ int main(void)
     tcase_add_test(tc, test_checkpoint_dir_emptied_mid_run_refused);
     tcase_add_test(tc, test_fresh_mode_restart_resumes_own_checkpoint);
     tcase_add_test(tc, test_completion_record_checked);
+    tcase_add_test(tc, test_start_over_is_not_undone_by_the_next_run);
     tcase_add_test(tc, test_no_valid_checkpoint_is_an_error_unless_fresh);
     tcase_add_test(tc, test_restore_required_without_checkpoint);
     tcase_add_test(tc, test_existing_checkpoint_never_replaced);
