@@ -10,6 +10,7 @@
 #   make bench-runtime / bench-file / bench-kafka / bench-pg   benchmark programs
 #   make demo                 exactly_once_pipeline into PostgreSQL and Kafka, kill -9 once, verify
 #   make torture RUNS=n       n runs of random kill -9 and server restarts, each verified
+#   make model                Spin model of the commit protocol: checks and mutants (model/)
 #   make soak MINUTES=n       the example pipeline unbounded for n minutes, busy and idle, one kill -9:
 #                             fails when memory, fds, threads, clients, connections or checkpoints grow
 #   make fuzz FUZZ_SECONDS=n  each libFuzzer harness (tests/fuzz/) n seconds from its seed corpus
@@ -37,7 +38,7 @@ endif
 
 # The compiler flags below come from pkg-config, so the build packages must be there before this file is
 # read on: on a fresh machine, `make` installs them first (see tests/services/deps.sh).
-NO_DEPS_GOALS := clean services-down format-check format fuzz-run
+NO_DEPS_GOALS := clean services-down format-check format fuzz-run model
 ifneq ($(filter-out $(NO_DEPS_GOALS),$(or $(MAKECMDGOALS),all)),)
   ifneq ($(shell tests/services/deps.sh build >&2; echo $$?),0)
     $(error missing build dependencies, see above)
@@ -84,7 +85,7 @@ SHARED := $(BUILD)/libtwopc.so.$(VERSION)
 
 .PHONY: all lib deps deps-build test test-unit test-integration tests-build examples \
         install format format-check services-up services-down clean \
-        bench-runtime bench-file bench-kafka bench-pg demo torture soak fuzz fuzz-run
+        bench-runtime bench-file bench-kafka bench-pg demo torture soak fuzz fuzz-run model
 .DEFAULT_GOAL := all
 
 all: deps-build lib examples
@@ -184,6 +185,12 @@ fuzz:
 	@$(MAKE) --no-print-directory CC=clang SANITIZE=fuzzer-no-link,address,undefined fuzz-run
 fuzz-run: $(FUZZ_BINS)
 	@tests/fuzz/run.sh $(FUZZ_SECONDS) $(FUZZ_BINS)
+
+# The commit protocol as a Promela model, checked exhaustively by Spin within the bounds stated in
+# model/twopc.pml, and the mutants that must fail (docs/model.md).
+model:
+	@tests/services/deps.sh model
+	@model/check.sh $(BUILD)/model
 
 install: lib
 	install -d $(DESTDIR)$(PREFIX)/lib $(DESTDIR)$(PREFIX)/include/twopc $(DESTDIR)$(PREFIX)/lib/pkgconfig

@@ -32,6 +32,12 @@
  *     --input T / --topic T / --table T        other names
  *     --checkpoint-dir DIR   where checkpoints live (default NAME.checkpoints)
  *     --parallelism P        subtasks per vertex and partitions per topic (default 2, at most 8)
+ *     --source-parallelism P / --pg-parallelism P / --kafka-parallelism P
+ *                            subtasks of the source (and transform) and of each sink (default:
+ *                            --parallelism); change them between runs to rescale
+ *     --restore-mode M       auto, fresh (start over without state) or required
+ *     --restore-fallback F   refuse (default) or at-least-once: what to do when the newest
+ *                            completed checkpoint is damaged or missing
  *     --interval MS          checkpoint interval (default 500)
  *     --records N            records to write with --fill (default 100000)
  *     --first FIRST          with --fill: the number of the first record (default 0), to add
@@ -45,7 +51,9 @@
  *                            (default: tty on a terminal, lines otherwise)
  *
  * Exit status: 0 when the job finished (or was stopped with SIGINT / SIGTERM after a savepoint),
- * 3 when the library reported lost data, 1 on any other error, 2 on bad options.
+ * 3 when the library reported lost data, 4 when it refused to restore (a damaged or missing
+ * checkpoint: the line starting "refused:" says which and what to do), 1 on any other error, 2 on
+ * bad options.
  */
 #include "exactly_once_records.h"
 
@@ -67,6 +75,8 @@ typedef struct {
     const char *bootstrap, *pg, *name, *input, *topic, *table, *ckpt_dir, *progress;
     char input_buf[256], topic_buf[256], table_buf[256], ckpt_buf[512];
     int parallelism, interval_ms;
+    int source_par, pg_par, kafka_par; /* 0: parallelism */
+    const char *restore_mode, *restore_fallback;
     uint64_t records, first;
     uint32_t keys;
     bool unbounded, fill;
@@ -372,6 +382,10 @@ static tpc_error_t *build_job(const options_t *opt, tpc_job_t *job, tpc_kafka_so
         err = tpc_job_set(job, "restart.attempts", "20");
     if (!err)
         err = tpc_job_set(job, "restart.delay.ms", "500");
+    if (!err && opt->restore_mode)
+        err = tpc_job_set(job, "restore.mode", opt->restore_mode);
+    if (!err && opt->restore_fallback)
+        err = tpc_job_set(job, "restore.fallback", opt->restore_fallback);
     if (!err && opt->rate > 0) /* small buffers: a paced job's barriers wait behind fewer records */
         err = tpc_job_set(job, "channel.capacity", "2");
     if (!err && opt->rate > 0)
@@ -385,10 +399,10 @@ static tpc_error_t *build_job(const options_t *opt, tpc_job_t *job, tpc_kafka_so
     if (!err)
         err = tpc_kafka_source_set(*source, "open.timeout.ms", "60000");
     if (!err)
-        err = tpc_kafka_source_add_to_job(*source, job, "source", opt->parallelism, &src);
+        err = tpc_kafka_source_add_to_job(*source, job, "source", opt->source_par, &src);
     if (!err)
-        err = tpc_job_add_vertex(job, "transform", opt->parallelism, &transform_ops, (void *)opt,
-                                 &xf);
+        err =
+            tpc_job_add_vertex(job, "transform", opt->source_par, &transform_ops, (void *)opt, &xf);
     if (!err)
         err = tpc_job_connect(job, src, xf, TPC_EDGE_FORWARD);
 
@@ -407,7 +421,7 @@ static tpc_error_t *build_job(const options_t *opt, tpc_job_t *job, tpc_kafka_so
     if (!err)
         err = tpc_pg_sink_set_encoder(*pg_sink, encode_row, NULL);
     if (!err)
-        err = tpc_txn_sink_add_to_job(*pg_sink, job, "postgres", opt->parallelism, &to_pg);
+        err = tpc_txn_sink_add_to_job(*pg_sink, job, "postgres", opt->pg_par, &to_pg);
     if (!err)
         err = tpc_job_connect(job, xf, to_pg, TPC_EDGE_HASH);
 
@@ -426,7 +440,7 @@ static tpc_error_t *build_job(const options_t *opt, tpc_job_t *job, tpc_kafka_so
     for (size_t i = 0; !err && i < sizeof kafka_kv / sizeof kafka_kv[0]; i++)
         err = tpc_txn_sink_set(*kafka_sink, kafka_kv[i][0], kafka_kv[i][1]);
     if (!err)
-        err = tpc_txn_sink_add_to_job(*kafka_sink, job, "kafka", opt->parallelism, &to_kafka);
+        err = tpc_txn_sink_add_to_job(*kafka_sink, job, "kafka", opt->kafka_par, &to_kafka);
     if (!err)
         err = tpc_job_connect(job, xf, to_kafka, TPC_EDGE_HASH);
     return err;
@@ -434,13 +448,16 @@ static tpc_error_t *build_job(const options_t *opt, tpc_job_t *job, tpc_kafka_so
 
 static int usage(const char *msg)
 {
-    fprintf(stderr,
-            "exactly_once_pipeline: %s\n"
-            "usage: exactly_once_pipeline [--bootstrap HOST:PORT] [--pg CONNINFO] [--name NAME]\n"
-            "         [--topic T] [--table T] [--checkpoint-dir DIR] [--parallelism P]\n"
-            "         [--interval MS] [--records N | --unbounded] [--keys K] [--rate R]\n"
-            "         [--input T] [--progress tty|lines|off] [--fill [--first FIRST]]\n",
-            msg);
+    fprintf(
+        stderr,
+        "exactly_once_pipeline: %s\n"
+        "usage: exactly_once_pipeline [--bootstrap HOST:PORT] [--pg CONNINFO] [--name NAME]\n"
+        "         [--topic T] [--table T] [--checkpoint-dir DIR] [--parallelism P]\n"
+        "         [--interval MS] [--records N | --unbounded] [--keys K] [--rate R]\n"
+        "         [--input T] [--progress tty|lines|off] [--fill [--first FIRST]]\n"
+        "         [--source-parallelism P] [--pg-parallelism P] [--kafka-parallelism P]\n"
+        "         [--restore-mode auto|fresh|required] [--restore-fallback refuse|at-least-once]\n",
+        msg);
     return 2;
 }
 
@@ -462,6 +479,11 @@ static int parse_options(int argc, char **argv, options_t *opt)
                                              {"input", required_argument, 0, 'I'},
                                              {"fill", no_argument, 0, 'F'},
                                              {"first", required_argument, 0, 'f'},
+                                             {"source-parallelism", required_argument, 0, 'S'},
+                                             {"pg-parallelism", required_argument, 0, 'G'},
+                                             {"kafka-parallelism", required_argument, 0, 'K'},
+                                             {"restore-mode", required_argument, 0, 'M'},
+                                             {"restore-fallback", required_argument, 0, 'B'},
                                              {0, 0, 0, 0}};
     *opt = (options_t){.bootstrap = getenv("TWOPC_KAFKA_BOOTSTRAP"),
                        .pg = getenv("TWOPC_PG_CONNINFO"),
@@ -522,6 +544,21 @@ static int parse_options(int argc, char **argv, options_t *opt)
         case 'f':
             opt->first = strtoull(optarg, NULL, 10);
             break;
+        case 'S':
+            opt->source_par = atoi(optarg);
+            break;
+        case 'G':
+            opt->pg_par = atoi(optarg);
+            break;
+        case 'K':
+            opt->kafka_par = atoi(optarg);
+            break;
+        case 'M':
+            opt->restore_mode = optarg;
+            break;
+        case 'B':
+            opt->restore_fallback = optarg;
+            break;
         default:
             return usage("unknown option");
         }
@@ -535,6 +572,14 @@ static int parse_options(int argc, char **argv, options_t *opt)
         return usage("--parallelism must be 1 to 8, --interval at least 10");
     if (opt->keys == 0)
         return usage("--keys must be at least 1");
+    int *pars[] = {&opt->source_par, &opt->pg_par, &opt->kafka_par};
+    for (int i = 0; i < 3; i++) {
+        if (!*pars[i])
+            *pars[i] = opt->parallelism;
+        if (*pars[i] < 1 || *pars[i] > 8)
+            return usage("--source-parallelism, --pg-parallelism and --kafka-parallelism must be "
+                         "1 to 8");
+    }
     if (strcmp(opt->progress, "tty") && strcmp(opt->progress, "lines") &&
         strcmp(opt->progress, "off"))
         return usage("--progress is tty, lines or off");
@@ -581,8 +626,11 @@ int main(int argc, char **argv)
     tpc_job_set_logger(job, log_line, &p, TPC_LOG_WARN);
     fprintf(stderr, "exactly_once_pipeline: reading \"%s\"%s", opt.input,
             opt.unbounded ? " for ever" : " to its end");
-    fprintf(stderr, ", parallelism %d, checkpoint every %d ms\ntopic: %s\ntable: %s\n",
-            opt.parallelism, opt.interval_ms, opt.topic, opt.table);
+    fprintf(stderr,
+            ", parallelism %d (source %d, postgres %d, kafka %d), checkpoint every %d ms\n"
+            "topic: %s\ntable: %s\n",
+            opt.parallelism, opt.source_par, opt.pg_par, opt.kafka_par, opt.interval_ms, opt.topic,
+            opt.table);
 
     tpc_job_result_t result = TPC_JOB_FINISHED;
     if (!err) {
@@ -596,9 +644,12 @@ int main(int argc, char **argv)
     }
     if (err) {
         const char *hint = tpc_error_hint_text(err);
-        fprintf(stderr, "exactly_once_pipeline: %s: %s%s%s\n", tpc_err_name(tpc_error_code(err)),
-                tpc_error_message(err), hint ? "\nhint: " : "", hint ? hint : "");
-        rc = tpc_error_code(err) == TPC_ERR_DATA_LOSS ? 3 : 1;
+        tpc_err_t code = tpc_error_code(err);
+        bool refused = code == TPC_ERR_CORRUPT || code == TPC_ERR_NOT_FOUND;
+        fprintf(stderr, "exactly_once_pipeline: %s%s: %s%s%s\n", refused ? "refused: " : "",
+                tpc_err_name(code), tpc_error_message(err), hint ? "\nhint: " : "",
+                hint ? hint : "");
+        rc = code == TPC_ERR_DATA_LOSS ? 3 : refused ? 4 : 1;
     } else {
         fprintf(stderr, "exactly_once_pipeline: %s\n",
                 result == TPC_JOB_FINISHED ? "finished, everything committed"

@@ -7,12 +7,15 @@
  * come in the order of their numbers. It uses only librdkafka and libpq, none of twopc.
  *
  *   verify_output --records N [--topic T] [--table T] [--bootstrap HOST:PORT] [--pg CONNINFO]
- *                 [--keys K] [--name NAME]
+ *                 [--keys K] [--name NAME] [--times T]
  *
  * The names default as in exactly_once_pipeline (NAME-out, NAME_out), the servers to
  * $TWOPC_KAFKA_BOOTSTRAP and $TWOPC_PG_CONNINFO. It prints a summary table and the lines
- * `topic: <name>` and `table: <name>`. Exit status: 0 when both outputs hold every record exactly
- * once, 1 when anything is missing, repeated, wrong or out of order, 2 when it could not read.
+ * `topic: <name>` and `table: <name>`. With --times T (a job run T times from scratch on the same
+ * outputs, restore.mode=fresh) every record must appear exactly T times, and in the topic the
+ * numbers of one key may start again from the beginning T - 1 times. Exit status: 0 when both
+ * outputs hold every record exactly once, 1 when anything is missing, repeated, wrong or out of
+ * order, 2 when it could not read.
  */
 #include "exactly_once_records.h"
 
@@ -31,7 +34,8 @@ typedef struct {
     const char *what;
     uint8_t *seen; /* per record number, saturating at 255 */
     uint64_t total, duplicates, missing, unexpected, bad, out_of_order;
-    uint64_t *last; /* per key: 1 + the last record number seen (Kafka only) */
+    uint64_t *last;  /* per key: 1 + the last record number seen (Kafka only) */
+    uint8_t *passes; /* per key: times its numbers started again (Kafka only) */
     uint64_t dup_examples[EXAMPLES_SHOWN], miss_examples[EXAMPLES_SHOWN];
     int ndup_examples, nmiss_examples;
     char blocked[512]; /* Kafka: partitions whose last stable offset is below the high watermark */
@@ -42,6 +46,7 @@ typedef struct {
     char topic_buf[256], table_buf[256];
     uint64_t records;
     uint32_t keys;
+    uint32_t times;
 } options_t;
 
 static bool tally_init(tally_t *t, const char *what, const options_t *opt, bool ordered)
@@ -49,7 +54,8 @@ static bool tally_init(tally_t *t, const char *what, const options_t *opt, bool 
     *t = (tally_t){.what = what};
     t->seen = calloc(opt->records ? opt->records : 1, 1);
     t->last = ordered ? calloc(opt->keys, sizeof *t->last) : NULL;
-    return t->seen && (!ordered || t->last);
+    t->passes = ordered ? calloc(opt->keys, 1) : NULL;
+    return t->seen && (!ordered || (t->last && t->passes));
 }
 
 /* One record found in an output. */
@@ -70,7 +76,7 @@ static void tally_add(tally_t *t, const options_t *opt, const void *key, size_t 
         t->bad++;
         return;
     }
-    if (t->seen[i]) {
+    if (t->seen[i] >= opt->times) {
         if (t->ndup_examples < EXAMPLES_SHOWN)
             t->dup_examples[t->ndup_examples++] = i;
         t->duplicates++;
@@ -79,17 +85,22 @@ static void tally_add(tally_t *t, const options_t *opt, const void *key, size_t 
         t->seen[i]++;
     if (t->last) {
         uint64_t *last = &t->last[i % opt->keys];
-        if (i + 1 < *last)
-            t->out_of_order++;
-        else
+        uint8_t *passes = &t->passes[i % opt->keys];
+        if (i + 1 < *last && *passes + 1u < opt->times) {
+            (*passes)++; /* the next run from scratch */
             *last = i + 1;
+        } else if (i + 1 < *last) {
+            t->out_of_order++;
+        } else {
+            *last = i + 1;
+        }
     }
 }
 
 static void tally_finish(tally_t *t, const options_t *opt)
 {
     for (uint64_t i = 0; i < opt->records; i++) {
-        if (t->seen[i])
+        if (t->seen[i] >= opt->times)
             continue;
         if (t->nmiss_examples < EXAMPLES_SHOWN)
             t->miss_examples[t->nmiss_examples++] = i;
@@ -271,22 +282,27 @@ static int usage(const char *msg)
     fprintf(stderr,
             "verify_output: %s\n"
             "usage: verify_output --records N [--topic T] [--table T] [--name NAME]\n"
-            "         [--bootstrap HOST:PORT] [--pg CONNINFO] [--keys K]\n",
+            "         [--bootstrap HOST:PORT] [--pg CONNINFO] [--keys K] [--times T]\n",
             msg);
     return 2;
 }
 
 static int parse_options(int argc, char **argv, options_t *opt)
 {
-    static const struct option longopts[] = {
-        {"bootstrap", required_argument, 0, 'b'}, {"pg", required_argument, 0, 'g'},
-        {"name", required_argument, 0, 'n'},      {"topic", required_argument, 0, 't'},
-        {"table", required_argument, 0, 'T'},     {"records", required_argument, 0, 'r'},
-        {"keys", required_argument, 0, 'k'},      {0, 0, 0, 0}};
+    static const struct option longopts[] = {{"bootstrap", required_argument, 0, 'b'},
+                                             {"pg", required_argument, 0, 'g'},
+                                             {"name", required_argument, 0, 'n'},
+                                             {"topic", required_argument, 0, 't'},
+                                             {"table", required_argument, 0, 'T'},
+                                             {"records", required_argument, 0, 'r'},
+                                             {"keys", required_argument, 0, 'k'},
+                                             {"times", required_argument, 0, 'x'},
+                                             {0, 0, 0, 0}};
     const char *name = "twopc-demo";
     *opt = (options_t){.bootstrap = getenv("TWOPC_KAFKA_BOOTSTRAP"),
                        .pg = getenv("TWOPC_PG_CONNINFO"),
-                       .keys = EO_DEFAULT_KEYS};
+                       .keys = EO_DEFAULT_KEYS,
+                       .times = 1};
     bool have_records = false;
     int c;
     while ((c = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
@@ -312,12 +328,17 @@ static int parse_options(int argc, char **argv, options_t *opt)
         case 'k':
             opt->keys = (uint32_t)strtoul(optarg, NULL, 10);
             break;
+        case 'x':
+            opt->times = (uint32_t)strtoul(optarg, NULL, 10);
+            break;
         default:
             return usage("unknown option");
         }
     }
     if (optind != argc || !have_records || opt->keys == 0)
         return usage("give --records (and --keys, when not the default)");
+    if (opt->times < 1 || opt->times > 200)
+        return usage("--times must be 1 to 200");
     if (!opt->bootstrap || !opt->pg)
         return usage("name the servers with --bootstrap and --pg (or TWOPC_KAFKA_BOOTSTRAP and "
                      "TWOPC_PG_CONNINFO)");
@@ -374,5 +395,6 @@ int main(int argc, char **argv)
     free(pg.seen);
     free(kafka.seen);
     free(kafka.last);
+    free(kafka.passes);
     return !read ? 2 : ok ? 0 : 1;
 }

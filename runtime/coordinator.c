@@ -176,6 +176,7 @@ static void complete_checkpoint(coord_t *c, pending_t *p)
     tpc__checkpoint_t ck = {.id = p->id,
                             .timestamp_ms = (uint64_t)time(NULL) * 1000u,
                             .savepoint = p->savepoint,
+                            .max_parallelism = (uint32_t)job->conf.max_parallelism,
                             .job_name = job->name,
                             .nvertices = job->nvertices};
     ck.vertices = tpc__xcalloc((size_t)job->nvertices, sizeof(*ck.vertices));
@@ -195,12 +196,15 @@ static void complete_checkpoint(coord_t *c, pending_t *p)
     for (int v = 0; v < job->nvertices; v++)
         free(ck.vertices[v].subtasks);
     free(ck.vertices);
+    if (!err)
+        err = tpc__restore_note_complete(job, p->id);
     if (err) {
         /* The state is not durable: nothing may be committed on it. Fail the attempt. */
         if (!c->failure)
             c->failure = tpc_error_prefix(err, "could not write checkpoint %" PRIu64, p->id);
         else
             tpc_error_destroy(err);
+        free(path);
         unlink_pending(c, p);
         free_pending(c, p);
         return;

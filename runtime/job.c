@@ -14,7 +14,7 @@
 #include <time.h>
 
 tpc_error_t *tpc__restore_plan(tpc__attempt_t *a);
-tpc_error_t *tpc__restore_load(tpc_job_t *job, tpc__checkpoint_t *out);
+tpc_error_t *tpc__restore_load(tpc__attempt_t *a);
 
 tpc_job_t *tpc_job_new(const char *name)
 {
@@ -27,6 +27,7 @@ tpc_job_t *tpc_job_new(const char *name)
                               .min_pause_ms = 0,
                               .restart_delay_ms = 100,
                               .retained = 3,
+                              .max_parallelism = 128,
                               .max_concurrent = 1,
                               .tolerable_failures = 3,
                               .restart_attempts = 3,
@@ -55,6 +56,7 @@ void tpc_job_destroy(tpc_job_t *job)
     free(job->vertices);
     free(job->edges);
     free(job->conf.dir);
+    tpc__record_free(&job->record);
     free(job->stop.path);
     tpc_error_destroy(job->stop.err);
     pthread_cond_destroy(&job->ctl_cv);
@@ -107,6 +109,7 @@ tpc_error_t *tpc_job_set(tpc_job_t *job, const char *key, const char *value)
     INT_KEY("restart.delay.ms", 0, INT64_MAX / 1000, restart_delay_ms)
     INT_KEY("channel.capacity", 2, 1 << 20, channel_capacity)
     INT_KEY("batch.size", 1, 1 << 20, batch_size)
+    INT_KEY("max-parallelism", 1, 32768, max_parallelism)
 #undef INT_KEY
     if (strcmp(key, "checkpoint.dir") == 0) {
         if (!*value)
@@ -133,6 +136,15 @@ tpc_error_t *tpc_job_set(tpc_job_t *job, const char *key, const char *value)
             c->restore = TPC__RESTORE_REQUIRED;
         else
             return bad_value(key, value, "auto, fresh or required");
+        return NULL;
+    }
+    if (strcmp(key, "restore.fallback") == 0) {
+        if (strcmp(value, "refuse") == 0)
+            c->fallback_at_least_once = false;
+        else if (strcmp(value, "at-least-once") == 0)
+            c->fallback_at_least_once = true;
+        else
+            return bad_value(key, value, "refuse or at-least-once");
         return NULL;
     }
     return tpc_error_hint(tpc_error_new(TPC_ERR_CONFIG, 0, "unknown configuration key \"%s\"", key),
@@ -303,6 +315,7 @@ static void attempt_destroy(tpc__attempt_t *a)
         free(t->preds);
         free(t->mbox);
         tpc__state_reader_free(&t->restored);
+        tpc__keyed_free(t->keyed);
         pthread_cond_destroy(&t->cv);
         pthread_mutex_destroy(&t->mu);
     }
@@ -316,6 +329,8 @@ static void attempt_destroy(tpc__attempt_t *a)
         free(ev);
     }
     tpc__checkpoint_free(&a->restored);
+    free(a->restored_parallelism);
+    free(a->highest_parallelism);
     free(a->channels);
     free(a->tasks);
     pthread_cond_destroy(&a->cv);
@@ -376,7 +391,7 @@ static tpc__end_t run_attempt(tpc_job_t *job, int number, tpc_error_t **err)
     *err = NULL;
     tpc__attempt_t *a = attempt_new(job, number);
     if (job->conf.dir)
-        *err = tpc__restore_load(job, &a->restored);
+        *err = tpc__restore_load(a);
     if (!*err && a->restored.id)
         *err = tpc__restore_plan(a);
     if (*err) {
@@ -384,6 +399,7 @@ static tpc__end_t run_attempt(tpc_job_t *job, int number, tpc_error_t **err)
         return TPC__END_FAILED;
     }
     a->restored_id = a->restored.id;
+    a->first_checkpoint_id = job->next_checkpoint_id;
     pthread_mutex_lock(&job->ctl_mu);
     job->attempt = a;
     pthread_mutex_unlock(&job->ctl_mu);
@@ -450,6 +466,15 @@ tpc_error_t *tpc_job_run(tpc_job_t *job, tpc_job_result_t *result)
         return tpc_error_new(TPC_ERR_INVALID_ARG, 0, "no job");
     if (job->nvertices == 0)
         return tpc_error_new(TPC_ERR_INVALID_ARG, 0, "job \"%s\" has no vertices", job->name);
+    for (int v = 0; v < job->nvertices; v++)
+        if (job->vertices[v].parallelism > job->conf.max_parallelism)
+            return tpc_error_hint(
+                tpc_error_new(TPC_ERR_CONFIG, TPC_ERROR_FATAL,
+                              "vertex \"%s\" has parallelism %d, above max-parallelism %d",
+                              job->vertices[v].name, job->vertices[v].parallelism,
+                              job->conf.max_parallelism),
+                "lower the parallelism; max-parallelism (the number of key groups) cannot change "
+                "for a job's checkpoints");
     for (int v = 0; v < job->nvertices; v++) {
         bool has_input = false;
         for (int e = 0; e < job->nedges; e++)
@@ -479,6 +504,7 @@ tpc_error_t *tpc_job_run(tpc_job_t *job, tpc_job_result_t *result)
     }
     job->running = true;
     job->dir_listed = false;
+    job->run_newest = job->run_first = 0;
     pthread_mutex_unlock(&job->ctl_mu);
     if (job->conf.dir) /* only now: a second call while running must not touch the directory */
         tpc__checkpoint_dir_clean(job->conf.dir);

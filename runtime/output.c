@@ -10,18 +10,6 @@
 
 #define BATCH_BYTES_LIMIT (256u * 1024u)
 
-/* FNV-1a: stable across processes and runs, so hash routing is deterministic. */
-static uint64_t hash_key(const void *key, size_t len)
-{
-    const uint8_t *p = key;
-    uint64_t h = 1469598103934665603ull;
-    for (size_t i = 0; i < len; i++) {
-        h ^= p[i];
-        h *= 1099511628211ull;
-    }
-    return h;
-}
-
 static tpc_err_t push_batch(tpc__task_t *t, tpc__out_edge_t *o, int c)
 {
     tpc_batch_t *b = o->cur[c];
@@ -65,7 +53,13 @@ tpc_err_t tpc_emit(tpc_ctx_t *ctx, const tpc_record_t *rec)
             rc = append(t, o, (int)(o->rr++ % (size_t)o->n), rec);
             break;
         case TPC_EDGE_HASH:
-            rc = append(t, o, (int)(hash_key(rec->key, rec->key_len) % (uint64_t)o->n), rec);
+            /* The subtask that owns the key's group (keyed.c). */
+            rc =
+                append(t, o,
+                       tpc_key_group_subtask((int)(tpc__key_hash(rec->key, rec->key_len) %
+                                                   (uint64_t)t->attempt->job->conf.max_parallelism),
+                                             t->attempt->job->conf.max_parallelism, o->n),
+                       rec);
             break;
         case TPC_EDGE_BROADCAST:
             for (int c = 0; c < o->n && rc == TPC_OK; c++)

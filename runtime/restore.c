@@ -1,6 +1,10 @@
 /*
- * Recovery: find the latest valid checkpoint in checkpoint.dir (a corrupt or torn one is reported
- * and skipped for the one before it) and hand each subtask its part of it. Vertices are matched by
+ * Recovery: find the checkpoint to restore in checkpoint.dir and hand each subtask its part of it.
+ * The rule: a restore never goes behind the newest completed checkpoint, as the completion record
+ * (record.c) and this run remember it, because the sinks may have committed it. When that
+ * checkpoint is damaged or gone the job refuses, saying which and what the operator can do
+ * (restore.fallback=at-least-once takes an older one with a loud warning); a damaged file newer
+ * than the record was never announced to a sink and is skipped. Vertices are matched by
  * name. A vertex whose subtasks had all closed is not run again: its subtasks start closed and
  * only send end of data. List state goes back to the subtask that wrote it when the parallelism is
  * unchanged and is spread round robin otherwise; union state goes to every subtask. A graph that
@@ -13,22 +17,150 @@
 #include <stdlib.h>
 #include <string.h>
 
-static tpc_error_t *no_valid(const tpc_job_t *job, size_t n)
+/* What an operator can do when the checkpoint the sinks may have committed cannot be restored. */
+static const char refuse_hint[] =
+    "copy the checkpoint back from a backup; or set \"restore.fallback\" to \"at-least-once\" to "
+    "restore the newest older valid checkpoint (the sinks then write again what the lost ones "
+    "covered: duplicates); or set \"restore.mode\" to \"fresh\" to start over without state";
+
+static tpc_error_t *refuse(const tpc_job_t *job, tpc_err_t code, const char *fmt, uint64_t id,
+                           const char *where)
 {
-    return tpc_error_hint(
-        tpc_error_new(TPC_ERR_CORRUPT, 0,
-                      "none of the %zu checkpoints in \"%s\" is valid, refusing to start over", n,
-                      job->conf.dir),
-        "set \"restore.mode\" to \"fresh\" to start without state (sinks then may write again "
-        "what the lost checkpoints covered), or restore a backup of the directory");
+    tpc_error_t *err = tpc_error_new(code, TPC_ERROR_FATAL, fmt, id, where);
+    return tpc_error_hint(tpc_error_prefix(err, "job \"%s\" refuses to restore", job->name),
+                          refuse_hint);
 }
 
-tpc_error_t *tpc__restore_load(tpc_job_t *job, tpc__checkpoint_t *out)
+/* The newest checkpoint the sinks may have acted on: the completion record, what this run
+ * completed, and, without a record (a directory of an older version, or a record deleted by
+ * hand), the newest checkpoint file, which was complete when it was written. */
+static uint64_t newest_completed(const tpc_job_t *job, const tpc__checkpoint_file_t *files,
+                                 size_t n)
 {
+    uint64_t bound = job->record_found ? job->record.newest : 0;
+    if (job->run_newest > bound)
+        bound = job->run_newest;
+    if (!job->record_found && n && files[0].id > bound)
+        bound = files[0].id;
+    return bound;
+}
+
+static tpc_error_t *missing(const tpc_job_t *job, uint64_t bound)
+{
+    return refuse(job, TPC_ERR_NOT_FOUND,
+                  "checkpoint %" PRIu64 " completed, and the sinks may have committed it, but its "
+                  "file is missing from \"%s\"",
+                  bound, job->conf.dir);
+}
+
+/* Pick the checkpoint to restore from @files (newest first, none below @lowest); *picked stays n
+ * for none. A file newer than @bound was written but no sink was told of it (the record is written
+ * first): damaged, it is skipped safely. The checkpoint at @bound must be there and valid:
+ * anything older misses what the sinks may have committed since, and is taken only with
+ * restore.fallback=at-least-once, loudly. */
+static tpc_error_t *pick(tpc_job_t *job, tpc__checkpoint_file_t *files, size_t n, uint64_t bound,
+                         uint64_t lowest, tpc__checkpoint_t *out, size_t *picked)
+{
+    bool fallback = job->conf.fallback_at_least_once, damaged = false;
+    *picked = n;
+    for (size_t i = 0; i < n && files[i].id >= lowest; i++) {
+        if (files[i].id < bound && !damaged && !fallback)
+            return missing(job, bound);
+        tpc_error_t *err = tpc__checkpoint_read(files[i].path, out);
+        if (err && files[i].id > bound) {
+            tpc__logf(&job->log, TPC_LOG_ERROR,
+                      "skipping checkpoint %" PRIu64 ", which no sink was told of: %s", files[i].id,
+                      tpc_error_message(err));
+            tpc_error_destroy(err);
+            continue;
+        }
+        if (err && !fallback)
+            return tpc_error_hint(
+                tpc_error_prefix(tpc_error_prefix(err,
+                                                  "checkpoint %" PRIu64
+                                                  " completed, and the sinks may have committed "
+                                                  "it, but is damaged",
+                                                  files[i].id),
+                                 "job \"%s\" refuses to restore", job->name),
+                refuse_hint);
+        if (err) {
+            tpc__logf(&job->log, TPC_LOG_ERROR, "checkpoint %" PRIu64 " is damaged: %s",
+                      files[i].id, tpc_error_message(err));
+            tpc_error_destroy(err);
+            damaged = true;
+            continue;
+        }
+        if (files[i].id < bound)
+            tpc__logf(&job->log, TPC_LOG_ERROR,
+                      "AT-LEAST-ONCE: checkpoint %" PRIu64 " completed but is %s; restoring the "
+                      "older checkpoint %" PRIu64 " as restore.fallback=at-least-once asks: the "
+                      "sinks write again what the checkpoints after it covered",
+                      bound, damaged ? "damaged" : "missing", files[i].id);
+        *picked = i;
+        return NULL;
+    }
+    if (bound == 0 || bound < lowest)
+        return NULL; /* nothing completed: a fresh start loses nothing */
+    if (!fallback)
+        return missing(job, bound);
+    tpc__logf(&job->log, TPC_LOG_ERROR,
+              "AT-LEAST-ONCE: checkpoint %" PRIu64 " completed but no valid checkpoint is left in "
+              "\"%s\"; starting without state as restore.fallback=at-least-once asks: the sinks "
+              "write again everything",
+              bound, job->conf.dir);
+    return NULL;
+}
+
+/* Note the parallelism of every vertex in the record (written before any task opens, so a later
+ * run at a lower parallelism knows which subtasks to clean up after) and hand the attempt its
+ * view of it. */
+static tpc_error_t *note_parallelism(tpc__attempt_t *a, bool changed)
+{
+    tpc_job_t *job = a->job;
+    tpc__record_t *rec = &job->record;
+    changed |= !job->record_found;
+    if (!rec->job_name)
+        rec->job_name = tpc__xstrdup(job->name);
+    a->restored_parallelism = tpc__xcalloc((size_t)job->nvertices, sizeof(int));
+    a->highest_parallelism = tpc__xcalloc((size_t)job->nvertices, sizeof(int));
+    for (int v = 0; v < job->nvertices; v++) {
+        const char *name = job->vertices[v].name;
+        for (int w = 0; w < a->restored.nvertices; w++)
+            if (strcmp(a->restored.vertices[w].name, name) == 0) {
+                a->restored_parallelism[v] = a->restored.vertices[w].parallelism;
+                changed |= tpc__record_note_parallelism(rec, name, a->restored_parallelism[v]);
+            }
+        changed |= tpc__record_note_parallelism(rec, name, job->vertices[v].parallelism);
+        a->highest_parallelism[v] = tpc__record_highest(rec, name);
+    }
+    if (job->run_newest > rec->newest || (a->restored.id > rec->newest)) {
+        rec->newest = a->restored.id > job->run_newest ? a->restored.id : job->run_newest;
+        changed = true;
+    }
+    tpc_error_t *err = changed ? tpc__record_write(job->conf.dir, rec) : NULL;
+    if (!err)
+        job->record_found = true;
+    return err;
+}
+
+tpc_error_t *tpc__restore_load(tpc__attempt_t *a)
+{
+    tpc_job_t *job = a->job;
+    tpc__checkpoint_t *out = &a->restored;
     *out = (tpc__checkpoint_t){0};
+    tpc__record_free(&job->record);
+    tpc_error_t *err = tpc__record_read(job->conf.dir, &job->record, &job->record_found);
+    if (err)
+        return tpc_error_prefix(err, "job \"%s\" refuses to restore", job->name);
+    if (job->record_found && strcmp(job->record.job_name, job->name) != 0)
+        return tpc_error_hint(
+            tpc_error_new(TPC_ERR_CONFIG, TPC_ERROR_FATAL,
+                          "\"%s\" holds the checkpoints of job \"%s\", not \"%s\"", job->conf.dir,
+                          job->record.job_name, job->name),
+            "give each job its own \"checkpoint.dir\"");
     tpc__checkpoint_file_t *files;
     size_t n;
-    tpc_error_t *err = tpc__checkpoint_list(job->conf.dir, &files, &n);
+    err = tpc__checkpoint_list(job->conf.dir, &files, &n);
     if (err)
         return err;
     /* Once this run has listed the directory, every id it took is below next_checkpoint_id: a
@@ -42,40 +174,67 @@ tpc_error_t *tpc__restore_load(tpc_job_t *job, tpc__checkpoint_t *out)
         return err;
     }
     job->dir_listed = true;
-    /* New checkpoint ids go past every file seen, valid or not, so no id is ever reused. */
+    /* New checkpoint ids go past every file seen, valid or not, and past the record, so no id is
+     * ever reused, not even by a run that started over. */
     if (n && files[0].id >= job->next_checkpoint_id)
         job->next_checkpoint_id = files[0].id + 1;
+    if (job->record_found && job->record.newest >= job->next_checkpoint_id)
+        job->next_checkpoint_id = job->record.newest + 1;
+    uint64_t bound = newest_completed(job, files, n);
+    uint64_t lowest = 0;
     if (job->conf.restore == TPC__RESTORE_FRESH) {
-        tpc__checkpoint_files_free(files, n);
-        return NULL;
+        if (!job->run_newest) {
+            /* Start over, once per run: its later attempts resume from its own checkpoints, and
+             * no later run goes back to the checkpoints before it (the record says where the new
+             * state begins, before any sink aborts what they hold). */
+            job->run_first = job->next_checkpoint_id;
+            job->record.first = job->run_first;
+            tpc__checkpoint_files_free(files, n);
+            tpc__logf(&job->log, TPC_LOG_INFO,
+                      "job \"%s\" starts over without state (restore.mode=fresh); its "
+                      "checkpoints begin at %" PRIu64,
+                      job->name, job->run_first);
+            return note_parallelism(a, true);
+        }
+        lowest = job->run_first;
+        bound = job->run_newest;
     }
-    size_t i = 0;
-    for (; i < n; i++) {
-        err = tpc__checkpoint_read(files[i].path, out);
-        if (!err)
-            break;
-        tpc__logf(&job->log, TPC_LOG_ERROR, "skipping checkpoint %" PRIu64 ": %s", files[i].id,
-                  tpc_error_message(err));
-        tpc_error_destroy(err);
-        err = NULL;
-    }
-    if (i < n && strcmp(out->job_name, job->name) != 0) {
-        err = tpc_error_hint(tpc_error_new(TPC_ERR_CONFIG, 0,
+    /* Checkpoints from before the last start over are not this job's state any more. */
+    if (job->record_found && job->record.first > lowest)
+        lowest = job->record.first;
+    size_t i = n;
+    err = pick(job, files, n, bound, lowest, out, &i);
+    if (!err && i < n && strcmp(out->job_name, job->name) != 0) {
+        err = tpc_error_hint(tpc_error_new(TPC_ERR_CONFIG, TPC_ERROR_FATAL,
                                            "checkpoint \"%s\" belongs to job \"%s\", not \"%s\"",
                                            files[i].path, out->job_name, job->name),
                              "give each job its own \"checkpoint.dir\"");
         tpc__checkpoint_free(out);
-    } else if (i == n && n > 0) {
-        err = no_valid(job, n);
-    } else if (i == n && job->conf.restore == TPC__RESTORE_REQUIRED) {
-        err = tpc_error_hint(
-            tpc_error_new(TPC_ERR_NOT_FOUND, 0, "no checkpoint in \"%s\"", job->conf.dir),
-            "\"restore.mode\" is \"required\"; use \"auto\" to start fresh");
-    } else if (i < n) {
+    } else if (!err && i == n && job->conf.restore == TPC__RESTORE_REQUIRED) {
+        err = tpc_error_hint(tpc_error_new(TPC_ERR_NOT_FOUND, TPC_ERROR_FATAL,
+                                           "no checkpoint in \"%s\"", job->conf.dir),
+                             "\"restore.mode\" is \"required\"; use \"auto\" to start fresh");
+    } else if (!err && i < n) {
         tpc__logf(&job->log, TPC_LOG_INFO, "restoring job \"%s\" from \"%s\"", job->name,
                   files[i].path);
     }
+    if (!err)
+        a->restored_behind = (i < n && files[i].id < bound) || (i == n && bound >= lowest && bound);
     tpc__checkpoint_files_free(files, n);
+    return err ? err : note_parallelism(a, false);
+}
+
+tpc_error_t *tpc__restore_note_complete(tpc_job_t *job, uint64_t id)
+{
+    job->run_newest = id;
+    if (id <= job->record.newest)
+        return NULL;
+    job->record.newest = id;
+    if (!job->record.job_name)
+        job->record.job_name = tpc__xstrdup(job->name);
+    tpc_error_t *err = tpc__record_write(job->conf.dir, &job->record);
+    if (!err)
+        job->record_found = true;
     return err;
 }
 
@@ -148,9 +307,44 @@ static void add_slices(tpc__slice_t **arr, size_t *n, const tpc__buf_t *b, uint3
     }
 }
 
+/* Keyed entries of every old subtask whose key group the new subtask owns. */
+static tpc_error_t *add_keyed(tpc_state_reader_t *r, const tpc__vertex_snapshot_t *vs, int maxp,
+                              int parallelism, int subtask)
+{
+    for (int s = 0; s < vs->parallelism; s++) {
+        const tpc__subtask_snapshot_t *ss = &vs->subtasks[s];
+        tpc__rd_t rd = {ss->state.keyed.data, ss->state.keyed.len, 0, false};
+        for (uint32_t e = 0; e < ss->state.nkeyed; e++) {
+            size_t len;
+            const uint8_t *p = tpc__rd_bytes(&rd, &len);
+            tpc__keyed_entry_t ke;
+            if (!tpc__keyed_parse(p, len, &ke) || ke.group >= maxp)
+                return tpc_error_new(TPC_ERR_CORRUPT, TPC_ERROR_FATAL,
+                                     "keyed state of vertex \"%s\" holds a malformed entry or a "
+                                     "key group outside 0 .. %d",
+                                     vs->name, maxp - 1);
+            if (tpc_key_group_subtask(ke.group, maxp, parallelism) != subtask)
+                continue;
+            r->keyed = tpc__xrealloc(r->keyed, (r->nkeyed + 1) * sizeof(*r->keyed));
+            r->keyed[r->nkeyed++] = (tpc__slice_t){p, len};
+        }
+    }
+    return NULL;
+}
+
 tpc_error_t *tpc__restore_plan(tpc__attempt_t *a)
 {
     const tpc__checkpoint_t *c = &a->restored;
+    int maxp = a->job->conf.max_parallelism;
+    if (c->max_parallelism && (int)c->max_parallelism != maxp)
+        return tpc_error_hint(
+            tpc_error_new(TPC_ERR_CONFIG, TPC_ERROR_FATAL,
+                          "checkpoint %" PRIu64 " was taken with max-parallelism %u, job \"%s\" "
+                          "has %d: its keyed state is split into %u key groups",
+                          c->id, c->max_parallelism, a->job->name, maxp, c->max_parallelism),
+            "set \"max-parallelism\" back to %u; it cannot change for a job's checkpoints (start "
+            "over with \"restore.mode\"=fresh to change it)",
+            c->max_parallelism);
     tpc_error_t *err = check_graph(a->job, c);
     if (err)
         return err;
@@ -190,6 +384,13 @@ tpc_error_t *tpc__restore_plan(tpc__attempt_t *a)
         for (int s = 0; s < vs->parallelism; s++)
             add_slices(&r->uni, &r->nunion, &vs->subtasks[s].state.uni,
                        vs->subtasks[s].state.nunion);
+        for (int s = 0; s < vs->parallelism; s++)
+            if (s % vx->parallelism == t->subtask)
+                add_slices(&r->owned, &r->nowned, &vs->subtasks[s].state.owned,
+                           vs->subtasks[s].state.nowned);
+        err = add_keyed(r, vs, maxp, vx->parallelism, t->subtask);
+        if (err)
+            return err;
     }
     return NULL;
 }

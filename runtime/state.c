@@ -16,7 +16,9 @@ void tpc__state_writer_free(tpc_state_writer_t *w)
 {
     tpc__buf_free(&w->list);
     tpc__buf_free(&w->uni);
-    w->nlist = w->nunion = 0;
+    tpc__buf_free(&w->owned);
+    tpc__buf_free(&w->keyed);
+    w->nlist = w->nunion = w->nowned = w->nkeyed = 0;
 }
 
 tpc_error_t *tpc_state_add(tpc_state_writer_t *w, tpc_state_kind_t kind, const void *bytes,
@@ -32,6 +34,9 @@ tpc_error_t *tpc_state_add(tpc_state_writer_t *w, tpc_state_kind_t kind, const v
     } else if (kind == TPC_STATE_UNION) {
         tpc__buf_put_bytes(&w->uni, bytes, len);
         w->nunion++;
+    } else if (kind == TPC_STATE_OWNED) {
+        tpc__buf_put_bytes(&w->owned, bytes, len);
+        w->nowned++;
     } else {
         return tpc_error_new(TPC_ERR_INVALID_ARG, 0, "unknown state kind %d", (int)kind);
     }
@@ -42,13 +47,18 @@ size_t tpc_state_count(const tpc_state_reader_t *r, tpc_state_kind_t kind)
 {
     if (!r)
         return 0;
-    return kind == TPC_STATE_UNION ? r->nunion : r->nlist;
+    return kind == TPC_STATE_UNION   ? r->nunion
+           : kind == TPC_STATE_OWNED ? r->nowned
+           : kind == TPC_STATE_LIST  ? r->nlist
+                                     : 0;
 }
 
 void tpc_state_get(const tpc_state_reader_t *r, tpc_state_kind_t kind, size_t i, const void **bytes,
                    size_t *len)
 {
-    const tpc__slice_t *s = kind == TPC_STATE_UNION ? &r->uni[i] : &r->list[i];
+    const tpc__slice_t *s = kind == TPC_STATE_UNION   ? &r->uni[i]
+                            : kind == TPC_STATE_OWNED ? &r->owned[i]
+                                                      : &r->list[i];
     *bytes = s->p;
     *len = s->len;
 }
@@ -59,6 +69,8 @@ void tpc__state_reader_free(tpc_state_reader_t *r)
         return;
     free(r->list);
     free(r->uni);
-    r->list = r->uni = NULL;
-    r->nlist = r->nunion = 0;
+    free(r->owned);
+    free(r->keyed);
+    r->list = r->uni = r->owned = r->keyed = NULL;
+    r->nlist = r->nunion = r->nowned = r->nkeyed = 0;
 }

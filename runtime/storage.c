@@ -21,10 +21,11 @@
 #include <unistd.h>
 
 #define MAGIC          "TPCCKPT1"
-#define FORMAT_VERSION 1u
+#define FORMAT_VERSION 2u /* 1: no max-parallelism, no keyed state */
 #define DIGEST_LEN     32
 #define VERTEX_MIN     8  /* name length u32 + parallelism u32 */
 #define SUBTASK_MIN    17 /* flags u8, then count u32 + length u32 for list and for union state */
+#define SUBTASK_MIN_V2 33 /* and for owned and keyed state */
 
 tpc_error_t *(*tpc__checkpoint_write_fault)(uint64_t id);
 
@@ -60,7 +61,7 @@ bool tpc__vertex_partly_closed(const tpc__vertex_snapshot_t *v)
     return any && !tpc__vertex_fully_closed(v);
 }
 
-static void sha256(const uint8_t *p, size_t len, uint8_t out[DIGEST_LEN])
+void tpc__sha256(const uint8_t *p, size_t len, uint8_t out[32])
 {
     unsigned int n = DIGEST_LEN;
     EVP_Digest(p, len, out, &n, EVP_sha256(), NULL);
@@ -73,6 +74,7 @@ static void encode(const tpc__checkpoint_t *c, tpc__buf_t *b)
     tpc__buf_put_u64(b, c->id);
     tpc__buf_put_u64(b, c->timestamp_ms);
     tpc__buf_put_u8(b, c->savepoint);
+    tpc__buf_put_u32(b, c->max_parallelism);
     tpc__buf_put_bytes(b, c->job_name, strlen(c->job_name));
     tpc__buf_put_u32(b, (uint32_t)c->nvertices);
     for (int v = 0; v < c->nvertices; v++) {
@@ -86,10 +88,14 @@ static void encode(const tpc__checkpoint_t *c, tpc__buf_t *b)
             tpc__buf_put_bytes(b, ss->state.list.data, ss->state.list.len);
             tpc__buf_put_u32(b, ss->state.nunion);
             tpc__buf_put_bytes(b, ss->state.uni.data, ss->state.uni.len);
+            tpc__buf_put_u32(b, ss->state.nowned);
+            tpc__buf_put_bytes(b, ss->state.owned.data, ss->state.owned.len);
+            tpc__buf_put_u32(b, ss->state.nkeyed);
+            tpc__buf_put_bytes(b, ss->state.keyed.data, ss->state.keyed.len);
         }
     }
     uint8_t digest[DIGEST_LEN];
-    sha256(b->data, b->len, digest);
+    tpc__sha256(b->data, b->len, digest);
     tpc__buf_put(b, digest, DIGEST_LEN);
 }
 
@@ -108,7 +114,7 @@ static bool entries_valid(const uint8_t *p, size_t len, uint32_t n)
     return !r.bad && r.off == len;
 }
 
-static char *rd_string(tpc__rd_t *r)
+char *tpc__rd_string(tpc__rd_t *r)
 {
     size_t n;
     const uint8_t *p = tpc__rd_bytes(r, &n);
@@ -126,18 +132,19 @@ tpc_error_t *tpc__checkpoint_decode(const uint8_t *p, size_t len, tpc__checkpoin
     if (len < 8 + DIGEST_LEN || memcmp(p, MAGIC, 8) != 0)
         return tpc_error_new(TPC_ERR_CORRUPT, 0, "not a checkpoint file (bad header or too short)");
     uint8_t digest[DIGEST_LEN];
-    sha256(p, len - DIGEST_LEN, digest);
+    tpc__sha256(p, len - DIGEST_LEN, digest);
     if (memcmp(digest, p + len - DIGEST_LEN, DIGEST_LEN) != 0)
         return tpc_error_new(TPC_ERR_CORRUPT, 0, "checksum mismatch (torn or altered file)");
     tpc__rd_t r = {p + 8, len - 8 - DIGEST_LEN, 0, false};
     uint32_t version = tpc__rd_u32(&r);
-    if (version != FORMAT_VERSION)
+    if (version < 1 || version > FORMAT_VERSION)
         return tpc_error_new(TPC_ERR_CORRUPT, 0, "unsupported checkpoint format version %u",
                              version);
     out->id = tpc__rd_u64(&r);
     out->timestamp_ms = tpc__rd_u64(&r);
     out->savepoint = tpc__rd_u8(&r) != 0;
-    out->job_name = rd_string(&r);
+    out->max_parallelism = version >= 2 ? tpc__rd_u32(&r) : 0;
+    out->job_name = tpc__rd_string(&r);
     /* Counts are bounded by the bytes left before anything is allocated: a vertex takes at least
      * VERTEX_MIN bytes, a subtask SUBTASK_MIN. */
     uint32_t nv = tpc__rd_u32(&r);
@@ -147,9 +154,10 @@ tpc_error_t *tpc__checkpoint_decode(const uint8_t *p, size_t len, tpc__checkpoin
     out->nvertices = (int)nv;
     for (uint32_t v = 0; v < nv; v++) {
         tpc__vertex_snapshot_t *vs = &out->vertices[v];
-        vs->name = rd_string(&r);
+        vs->name = tpc__rd_string(&r);
         uint32_t par = tpc__rd_u32(&r);
-        if (r.bad || par == 0 || par > 100000 || par > (r.len - r.off) / SUBTASK_MIN)
+        if (r.bad || par == 0 || par > 100000 ||
+            par > (r.len - r.off) / (version >= 2 ? SUBTASK_MIN_V2 : SUBTASK_MIN))
             goto bad;
         vs->subtasks = tpc__xcalloc(par, sizeof(*vs->subtasks));
         vs->parallelism = (int)par;
@@ -170,6 +178,18 @@ tpc_error_t *tpc__checkpoint_decode(const uint8_t *p, size_t len, tpc__checkpoin
             if (r.bad || !entries_valid(e, n, ss->state.nunion))
                 goto bad;
             tpc__buf_put(&ss->state.uni, e, n);
+            if (version < 2)
+                continue;
+            ss->state.nowned = tpc__rd_u32(&r);
+            e = tpc__rd_bytes(&r, &n);
+            if (r.bad || !entries_valid(e, n, ss->state.nowned))
+                goto bad;
+            tpc__buf_put(&ss->state.owned, e, n);
+            ss->state.nkeyed = tpc__rd_u32(&r);
+            e = tpc__rd_bytes(&r, &n);
+            if (r.bad || !entries_valid(e, n, ss->state.nkeyed))
+                goto bad;
+            tpc__buf_put(&ss->state.keyed, e, n);
         }
     }
     if (r.bad || r.off != r.len)
@@ -211,6 +231,31 @@ static tpc_error_t *write_all(int fd, const uint8_t *p, size_t n, const char *pa
         n -= (size_t)w;
     }
     return NULL;
+}
+
+tpc_error_t *tpc__file_replace(const char *dir, const char *path, const uint8_t *p, size_t n)
+{
+    size_t cap = strlen(path) + 64;
+    char *tmp = tpc__xmalloc(cap);
+    snprintf(tmp, cap, "%s.%ld.tmp", path, (long)getpid());
+    tpc_error_t *err = NULL;
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd < 0) {
+        err = io_error("create", tmp);
+    } else {
+        err = write_all(fd, p, n, tmp);
+        if (!err && fsync(fd) != 0)
+            err = io_error("fsync", tmp);
+        close(fd);
+        if (!err && rename(tmp, path) != 0)
+            err = io_error("rename", tmp);
+        if (!err)
+            err = fsync_dir(dir);
+        if (err)
+            unlink(tmp);
+    }
+    free(tmp);
+    return err;
 }
 
 void tpc__checkpoint_dir_clean(const char *dir)

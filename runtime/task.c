@@ -114,6 +114,8 @@ static tpc_error_t *snapshot(tpc__task_t *t, uint64_t id)
     tpc_error_t *err = NULL;
     if (t->ops->snapshot_state)
         err = t->ops->snapshot_state(t->self, &t->ctx, id, &w);
+    if (!err)
+        tpc__keyed_snapshot(t->keyed, &w);
     if (err) {
         tpc__state_writer_free(&w);
         return tpc_error_prefix(err, "snapshot of checkpoint %llu failed", (unsigned long long)id);
@@ -351,7 +353,9 @@ static tpc_error_t *run(tpc__task_t *t)
     tpc_error_t *err = t->ops->open(&t->ctx, job->vertices[t->vertex].arg, &t->self);
     if (err)
         return tpc_error_prefix(err, "open failed");
-    if (t->ops->initialize_state)
+    if (t->has_restored)
+        err = tpc__keyed_load(t, t->restored.keyed, t->restored.nkeyed);
+    if (!err && t->ops->initialize_state)
         err = t->ops->initialize_state(t->self, &t->ctx, t->has_restored ? &t->restored : NULL);
     tpc__state_reader_free(&t->restored);
     if (err)
@@ -440,6 +444,36 @@ int tpc_ctx_attempt(const tpc_ctx_t *ctx)
 uint64_t tpc_ctx_restored_checkpoint(const tpc_ctx_t *ctx)
 {
     return ctx->task->attempt->restored_id;
+}
+
+int tpc_ctx_restored_parallelism(const tpc_ctx_t *ctx)
+{
+    const tpc__attempt_t *a = ctx->task->attempt;
+    return a->restored_parallelism ? a->restored_parallelism[ctx->task->vertex] : 0;
+}
+
+int tpc_ctx_highest_parallelism(const tpc_ctx_t *ctx)
+{
+    const tpc__attempt_t *a = ctx->task->attempt;
+    int p = tpc_ctx_parallelism(ctx);
+    if (a->highest_parallelism && a->highest_parallelism[ctx->task->vertex] > p)
+        p = a->highest_parallelism[ctx->task->vertex];
+    return p;
+}
+
+int tpc_ctx_max_parallelism(const tpc_ctx_t *ctx)
+{
+    return ctx->task->attempt->job->conf.max_parallelism;
+}
+
+bool tpc_ctx_restored_behind(const tpc_ctx_t *ctx)
+{
+    return ctx->task->attempt->restored_behind;
+}
+
+uint64_t tpc_ctx_first_checkpoint_id(const tpc_ctx_t *ctx)
+{
+    return ctx->task->attempt->first_checkpoint_id;
 }
 
 bool tpc_ctx_checkpointing(const tpc_ctx_t *ctx)

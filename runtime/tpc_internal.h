@@ -112,9 +112,11 @@ void tpc__channel_wake_all(tpc__channel_t *ch);
 
 /* Entries written by one subtask for one checkpoint. */
 struct tpc_state_writer_s {
-    tpc__buf_t list; /* u32 len + bytes, repeated */
-    tpc__buf_t uni;  /* same for union entries */
-    uint32_t nlist, nunion;
+    tpc__buf_t list;  /* u32 len + bytes, repeated */
+    tpc__buf_t uni;   /* same for union entries */
+    tpc__buf_t owned; /* owned state entries, same framing */
+    tpc__buf_t keyed; /* keyed state entries (keyed.c), same framing */
+    uint32_t nlist, nunion, nowned, nkeyed;
 };
 
 typedef struct {
@@ -123,8 +125,8 @@ typedef struct {
 } tpc__slice_t;
 
 struct tpc_state_reader_s {
-    tpc__slice_t *list, *uni;
-    size_t nlist, nunion;
+    tpc__slice_t *list, *uni, *owned, *keyed;
+    size_t nlist, nunion, nowned, nkeyed;
 };
 
 void tpc__state_writer_init(tpc_state_writer_t *w);
@@ -150,6 +152,7 @@ typedef struct {
     uint64_t id;
     uint64_t timestamp_ms;
     bool savepoint;
+    uint32_t max_parallelism; /* key groups; 0 in files of format 1 */
     char *job_name;
     int nvertices;
     tpc__vertex_snapshot_t *vertices;
@@ -182,6 +185,47 @@ tpc_error_t *tpc__checkpoint_list(const char *dir, tpc__checkpoint_file_t **file
 void tpc__checkpoint_files_free(tpc__checkpoint_file_t *files, size_t n);
 /* Keep the newest @p retained checkpoints (savepoints are never deleted). */
 void tpc__checkpoint_retain(const char *dir, int retained);
+
+void tpc__sha256(const uint8_t *p, size_t len, uint8_t out[32]);
+/* A u32-length string as a new NUL-terminated copy, NULL when the reader ran out. */
+char *tpc__rd_string(tpc__rd_t *r);
+/* Replace @p path in @p dir durably: temporary file, fsync, rename over, fsync the directory. */
+tpc_error_t *tpc__file_replace(const char *dir, const char *path, const uint8_t *p, size_t n);
+
+/* ---- keyed state entries in a checkpoint (keyed.c) ----------------------------------------- */
+
+typedef struct {
+    int group;
+    const uint8_t *name, *key, *value; /* point into the entry */
+    size_t name_len, key_len, value_len;
+} tpc__keyed_entry_t;
+/* Parse one keyed entry: u32 key group, then name, key and value as `bytes`. */
+bool tpc__keyed_parse(const uint8_t *p, size_t len, tpc__keyed_entry_t *e);
+
+/* ---- the completion record (record.c) ----------------------------------------------------- */
+
+/* What checkpoint.dir remembers besides the checkpoint files: the newest checkpoint that was
+ * complete, written before any sink is told so (and may commit), the first checkpoint id after the
+ * job last started over there, and the highest parallelism each vertex has run with. */
+typedef struct {
+    char *job_name;
+    uint64_t newest; /* 0: none completed yet */
+    uint64_t first; /* the job last started over here: checkpoints below this id are not restored */
+    int nvertices;
+    char **names;
+    int *highest;
+} tpc__record_t;
+
+/* Read "<dir>/completed". A missing file gives *found = false and no error; a damaged one is
+ * TPC_ERR_CORRUPT. */
+tpc_error_t *tpc__record_read(const char *dir, tpc__record_t *out, bool *found);
+tpc_error_t *tpc__record_write(const char *dir, const tpc__record_t *rec);
+/* Parse the bytes of a record file (digest included); @path only names it in errors. */
+tpc_error_t *tpc__record_decode(const char *path, const uint8_t *p, size_t len, tpc__record_t *out);
+void tpc__record_free(tpc__record_t *rec);
+/* Raise the highest parallelism of @p name to at least @p parallelism; true when it changed. */
+bool tpc__record_note_parallelism(tpc__record_t *rec, const char *name, int parallelism);
+int tpc__record_highest(const tpc__record_t *rec, const char *name);
 
 /* Test hook: when set, called before each checkpoint write; an error makes the write fail. */
 extern tpc_error_t *(*tpc__checkpoint_write_fault)(uint64_t id);

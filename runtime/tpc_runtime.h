@@ -150,6 +150,19 @@ TPC_API int tpc_ctx_parallelism(const tpc_ctx_t *ctx);
 TPC_API int tpc_ctx_attempt(const tpc_ctx_t *ctx);
 /** @returns the id of the checkpoint this attempt restored from, 0 when it started fresh. */
 TPC_API uint64_t tpc_ctx_restored_checkpoint(const tpc_ctx_t *ctx);
+/** @returns the parallelism this vertex had in the restored checkpoint, 0 when it started fresh
+ * or the checkpoint has no state for it. */
+TPC_API int tpc_ctx_restored_parallelism(const tpc_ctx_t *ctx);
+/** @returns the highest parallelism this vertex has run with in checkpoint.dir (at least the
+ * current one): subtasks up to it may have left work behind that this run has to clean up. */
+TPC_API int tpc_ctx_highest_parallelism(const tpc_ctx_t *ctx);
+/** @returns true when this attempt restored an older checkpoint than the newest completed one (or
+ * none), because that one was damaged or missing and restore.fallback is at-least-once: what the
+ * lost checkpoints covered is written again, and their transactions may be committed already. */
+TPC_API bool tpc_ctx_restored_behind(const tpc_ctx_t *ctx);
+/** @returns the lowest id a checkpoint of this attempt can have: above every checkpoint id the
+ * directory has seen, also those of runs that were started over. */
+TPC_API uint64_t tpc_ctx_first_checkpoint_id(const tpc_ctx_t *ctx);
 /**
  * @returns true when this job takes checkpoints that survive the process (checkpoint.dir is set)
  * and keeps taking them after tasks finish (checkpoint.after-finish is true), so every subtask gets
@@ -180,15 +193,20 @@ TPC_API void tpc_log(tpc_ctx_t *ctx, tpc_log_level_t level, const char *fmt, ...
 
 /* ------------------------------------------------------------------------------------------ */
 /** @name Operator state
- * Operators write state in snapshot_state and read it back in initialize_state. Two kinds:
+ * Operators write state in snapshot_state and read it back in initialize_state. Three kinds:
  * - list state: entries are spread over the new subtasks on restore (each subtask gets its own
  *   entries back when the parallelism is unchanged, round robin otherwise);
- * - union state: every subtask gets every subtask's entries.
+ * - union state: every subtask gets every subtask's entries;
+ * - owned state: entries that belong to the subtask index that wrote them: subtask i of a run at
+ *   parallelism P gets back the entries of every old subtask s with s % P == i (its own when the
+ *   parallelism is unchanged). A subtask that closed is done with its entries, so unlike union
+ *   state a partly finished vertex checkpoints normally. The two-phase-commit sinks keep their
+ *   transactions so (tpc_txn_owns()).
  * A vertex whose subtasks wrote union state and that is only partly finished makes checkpoints
  * decline until it is fully finished (see docs/architecture.md).
  * @{ */
 
-typedef enum { TPC_STATE_LIST = 0, TPC_STATE_UNION = 1 } tpc_state_kind_t;
+typedef enum { TPC_STATE_LIST = 0, TPC_STATE_UNION = 1, TPC_STATE_OWNED = 2 } tpc_state_kind_t;
 
 typedef struct tpc_state_writer_s tpc_state_writer_t;
 /** @brief Add one entry (bytes are copied). Only inside snapshot_state. */
@@ -201,6 +219,50 @@ TPC_API size_t tpc_state_count(const tpc_state_reader_t *r, tpc_state_kind_t kin
  * particular alignment, so copy them out (memcpy) rather than cast them to a wider type. */
 TPC_API void tpc_state_get(const tpc_state_reader_t *r, tpc_state_kind_t kind, size_t i,
                            const void **bytes, size_t *len);
+/** @} */
+
+/**
+ * @name Key groups and keyed state
+ *
+ * A job splits keys into max-parallelism *key groups* (tpc_job_set() "max-parallelism", default
+ * 128, fixed for a job's checkpoints). A key's group is the 64-bit FNV-1a hash of its bytes modulo
+ * max-parallelism; subtask s of a vertex at parallelism P owns the contiguous groups g with
+ * g * P / max-parallelism == s. A TPC_EDGE_HASH edge sends each record to the subtask that owns its
+ * key's group. The mapping is part of the format: it does not change between versions.
+ *
+ * Keyed state: named values per key, for an operator behind a hash edge, read and written on its
+ * subtask's thread (in process(), finish() or snapshot_state()) for keys of its own groups (the key
+ * of the record being processed); another key is an error. State that was never put reads as
+ * absent. It is checkpointed with the operator's state and a restore at any parallelism up to
+ * max-parallelism gives each subtask exactly the keys of its groups. Use list state for what
+ * belongs to a subtask (offsets, buffers), keyed state for what belongs to a key (totals,
+ * sessions).
+ * @{ */
+
+/** @returns the key group of @p key (0 .. max_parallelism - 1), or -1 for bad arguments. */
+TPC_API int tpc_key_group(const void *key, size_t len, int max_parallelism);
+/** @returns the subtask that owns @p group at @p parallelism, or -1 for bad arguments. */
+TPC_API int tpc_key_group_subtask(int group, int max_parallelism, int parallelism);
+/** @returns the job's max-parallelism (its number of key groups). */
+TPC_API int tpc_ctx_max_parallelism(const tpc_ctx_t *ctx);
+
+/** @brief The value of state @p state for @p key, or *value = NULL when absent. The bytes stay
+ * valid until the next put or delete of that state and key. Errors: TPC_ERR_STATE for a key of
+ * another subtask's group (no hash edge in front), TPC_ERR_INVALID_ARG. */
+TPC_API tpc_error_t *tpc_keyed_get(tpc_ctx_t *ctx, const char *state, const void *key,
+                                   size_t key_len, const void **value, size_t *value_len);
+/** @brief Set state @p state for @p key to a copy of @p value. Errors as tpc_keyed_get(). */
+TPC_API tpc_error_t *tpc_keyed_put(tpc_ctx_t *ctx, const char *state, const void *key,
+                                   size_t key_len, const void *value, size_t value_len);
+/** @brief Remove state @p state of @p key (absent is fine). Errors as tpc_keyed_get(). */
+TPC_API tpc_error_t *tpc_keyed_delete(tpc_ctx_t *ctx, const char *state, const void *key,
+                                      size_t key_len);
+typedef tpc_error_t *(*tpc_keyed_visit_fn)(void *opaque, const void *key, size_t key_len,
+                                           const void *value, size_t value_len);
+/** @brief Call @p visit for every key of state @p state in this subtask, in no order; an error
+ * from it stops the walk and is returned. Do not put or delete during the walk. */
+TPC_API tpc_error_t *tpc_keyed_foreach(tpc_ctx_t *ctx, const char *state, tpc_keyed_visit_fn visit,
+                                       void *opaque);
 /** @} */
 
 /* ------------------------------------------------------------------------------------------ */
@@ -265,7 +327,7 @@ typedef struct tpc_job_s tpc_job_t;
 typedef enum {
     TPC_EDGE_FORWARD = 0,   /**< subtask i → subtask i; parallelisms must be equal */
     TPC_EDGE_REBALANCE = 1, /**< round robin over all downstream subtasks */
-    TPC_EDGE_HASH = 2,      /**< by a hash of the key bytes */
+    TPC_EDGE_HASH = 2,      /**< to the subtask that owns the key's group (tpc_key_group()) */
     TPC_EDGE_BROADCAST = 3, /**< every record to every downstream subtask */
 } tpc_edge_t;
 
@@ -297,9 +359,18 @@ TPC_API void tpc_job_destroy(tpc_job_t *job);
  * | restart.delay.ms             | 100     | pause before a restart                               |
  * | restore.mode                 | auto    | auto: resume from the latest valid checkpoint if the |
  * |                              |         | dir has one; fresh: ignore checkpoints; required:    |
- * |                              |         | fail when there is none                              |
+ * |                              |         | fail when there is none. fresh starts over once per  |
+ * |                              |         | run: after a failure the run resumes from its own    |
+ * |                              |         | checkpoints                                          |
+ * | restore.fallback             | refuse  | the newest completed checkpoint is damaged or gone:  |
+ * |                              |         | refuse: fail with TPC_ERR_CORRUPT / TPC_ERR_NOT_FOUND|
+ * |                              |         | at-least-once: restore the newest valid older one (or|
+ * |                              |         | none) with a loud warning; sinks write again what    |
+ * |                              |         | the lost checkpoints covered                         |
  * | channel.capacity             | 16      | batches buffered per channel (backpressure bound)    |
  * | batch.size                   | 256     | records per batch                                    |
+ * | max-parallelism              | 128     | key groups (1 .. 32768): the highest parallelism any |
+ * |                              |         | vertex may have; fixed for a job's checkpoints       |
  *
  * @returns NULL, or TPC_ERR_CONFIG naming the key and the accepted values.
  */

@@ -77,6 +77,8 @@ typedef struct {
     bool got_barrier; /* during alignment */
 } tpc__input_t;
 
+typedef struct tpc__keyed tpc__keyed_t;
+
 struct tpc__task {
     tpc__attempt_t *attempt;
     int index; /* in attempt->tasks */
@@ -110,6 +112,7 @@ struct tpc__task {
     bool restored_finished;
     tpc_state_reader_t restored;
     bool has_restored;
+    tpc__keyed_t *keyed; /* keyed state, NULL until first used or restored (keyed.c) */
 
     /* Subtask-thread state. */
     tpc__task_state_t state;
@@ -156,6 +159,8 @@ typedef struct {
     bool after_finish;
     char *dir;
     enum { TPC__RESTORE_AUTO, TPC__RESTORE_FRESH, TPC__RESTORE_REQUIRED } restore;
+    int max_parallelism;         /* key groups */
+    bool fallback_at_least_once; /* restore.fallback */
     size_t channel_capacity, batch_size;
 } tpc__conf_t;
 
@@ -171,6 +176,12 @@ struct tpc_job_s {
     void *ckpt_cb_opaque;
 
     uint64_t next_checkpoint_id;
+    /* The completion record of checkpoint.dir as this run knows it (record.c), and what this run
+     * itself completed: a restore never goes behind either. run_first is the first checkpoint id
+     * of a run that started over (restore.mode=fresh); its later attempts restore nothing older. */
+    tpc__record_t record;
+    bool record_found;
+    uint64_t run_newest, run_first;
 
     /* Shared with other threads, under ctl_mu. */
     pthread_mutex_t ctl_mu;
@@ -192,7 +203,11 @@ struct tpc__attempt {
     tpc__channel_t **channels;
     int nchannels;
     uint64_t restored_id;
-    tpc__checkpoint_t restored; /* kept alive until tasks initialised */
+    uint64_t first_checkpoint_id; /* lowest id a checkpoint of this attempt can have */
+    bool restored_behind;         /* restore.fallback=at-least-once took an older checkpoint */
+    int *restored_parallelism;    /* per vertex, 0 when the restored checkpoint lacks it */
+    int *highest_parallelism;     /* per vertex, in this checkpoint.dir, at least the current */
+    tpc__checkpoint_t restored;   /* kept alive until tasks initialised */
 
     pthread_mutex_t mu;
     pthread_cond_t cv;
@@ -217,5 +232,15 @@ tpc__end_t tpc__coordinate(tpc__attempt_t *a, tpc_error_t **err);
 
 /* job.c */
 void tpc__attempt_cancel(tpc__attempt_t *a);
+
+/* keyed.c */
+uint64_t tpc__key_hash(const void *key, size_t len);
+void tpc__keyed_free(tpc__keyed_t *k);
+void tpc__keyed_snapshot(const tpc__keyed_t *k, tpc_state_writer_t *w);
+tpc_error_t *tpc__keyed_load(tpc__task_t *t, const tpc__slice_t *entries, size_t n);
+
+/* restore.c: checkpoint @id is durable; record it as the newest completed before any sink hears
+ * of it. An error fails the attempt (nothing may be committed on an unrecorded checkpoint). */
+tpc_error_t *tpc__restore_note_complete(tpc_job_t *job, uint64_t id);
 
 #endif

@@ -71,11 +71,29 @@ typedef struct tpc_txn_subtask {
     tpc_txn_guarantee_t guarantee;
     /** Id of the checkpoint this attempt restored from, 0 on a fresh start. */
     uint64_t restored_checkpoint;
+    /** Parallelism of the sink in the restored checkpoint; 0 on a fresh start. */
+    int restored_parallelism;
+    /** The highest parallelism the sink has run with in this checkpoint.dir (at least
+     * parallelism): subtasks up to it may have left transactions behind. */
+    int highest_parallelism;
+    /** The lowest id a checkpoint of this attempt can have: above every checkpoint id the
+     * directory has seen, also those of runs that were started over. */
+    uint64_t first_checkpoint;
     void *tpc__env; /**< private to the framework */
     /** The job's checkpoint.interval.ms (0: no periodic checkpoints); a transaction stays open
      * at least this long. */
     int64_t checkpoint_interval_ms;
 } tpc_txn_subtask_t;
+
+/**
+ * @brief Ownership after a parallelism change, decided here for every connector: subtask index
+ * @p index of any earlier run (0 <= index < highest_parallelism) belongs to subtask
+ * `index % parallelism` of this run. The owner, and no other subtask, recovers the transactions
+ * that subtask @p index stored in the restored checkpoint (the framework hands it exactly those)
+ * and cleans up whatever else @p index left behind: its transactional ids, gids or file names.
+ * With an unchanged parallelism every subtask owns just itself. Any thread.
+ */
+TPC_API bool tpc_txn_owns(const tpc_txn_subtask_t *st, int index);
 
 /** @brief Log through the job's logger, prefixed with sink name and subtask. Subtask thread. */
 TPC_API void tpc_txn_log(const tpc_txn_subtask_t *st, tpc_log_level_t level, const char *fmt, ...)
@@ -87,9 +105,9 @@ TPC_API bool tpc_txn_is_canceled(const tpc_txn_subtask_t *st);
 typedef struct {
     /** Id of the restored checkpoint, 0 on a fresh start (then no checkpoint knows anything). */
     uint64_t restored_checkpoint;
-    /** Handles this subtask restored (pending and current), already committed or aborted. With
-     * an unchanged parallelism these are all the handles this subtask wrote to that checkpoint;
-     * after a parallelism change, other subtasks may hold some of them (see docs/guarantees.md). */
+    /** Handles this subtask restored (pending and current), already committed or aborted: all
+     * handles that the subtasks it owns (tpc_txn_owns()) stored in that checkpoint, and no
+     * other subtask's. */
     void *const *known;
     size_t known_count;
 } tpc_txn_lingering_t;

@@ -59,8 +59,12 @@ struct tpc_txn_sink_s {
 
 /* ---- state entries ----------------------------------------------------------------------- */
 
-/* One LIST state entry per transaction handle, in a versioned envelope around the connector's
- * own bytes: magic "TPCX", version, kind, checkpoint id, start time, handle length, handle. */
+/* One state entry per transaction handle, in a versioned envelope around the connector's own
+ * bytes: magic "TPCX", version, kind, origin (the writing subtask + 1, u16; 0 in entries of older
+ * versions), checkpoint id, start time, handle length, handle. Entries are OWNED state: after a
+ * parallelism change the runtime hands old subtask s's entries to the subtask that owns s
+ * (tpc_txn_owns()), and a sink subtask that closed takes none along (it committed everything
+ * before), so a partly finished sink checkpoints normally; older versions wrote LIST state. */
 #define TPC__TXN_ENTRY_VERSION 1
 #define TPC__TXN_ENTRY_HEADER  28
 
@@ -70,6 +74,7 @@ typedef struct {
     tpc__txn_kind_t kind;
     uint64_t checkpoint_id; /* pending: pre-committed in; current: lowest it could be */
     int64_t start_ms;       /* wall clock at begin, milliseconds since the epoch */
+    int origin;             /* the subtask that wrote it, -1 when unknown (older versions) */
     const void *handle;     /* decode: points into the entry */
     size_t handle_len;
 } tpc__txn_entry_t;
@@ -89,6 +94,10 @@ typedef struct {
     int parallelism;
     int attempt;
     uint64_t restored_checkpoint;
+    int restored_parallelism;  /* of the sink in the restored checkpoint, 0 for none */
+    int highest_parallelism;   /* the sink has run with in checkpoint.dir, >= parallelism */
+    uint64_t first_checkpoint; /* lowest id a checkpoint of this attempt can have */
+    bool restored_behind;      /* restore.fallback=at-least-once restored an older checkpoint */
     int64_t checkpoint_interval_ms;
     void (*log)(void *opaque, tpc_log_level_t level, const char *message);
     bool (*is_canceled)(void *opaque);

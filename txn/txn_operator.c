@@ -47,6 +47,10 @@ static tpc_error_t *op_open(tpc_ctx_t *ctx, void *arg, void **self)
         .parallelism = tpc_ctx_parallelism(ctx),
         .attempt = tpc_ctx_attempt(ctx),
         .restored_checkpoint = tpc_ctx_restored_checkpoint(ctx),
+        .restored_parallelism = tpc_ctx_restored_parallelism(ctx),
+        .highest_parallelism = tpc_ctx_highest_parallelism(ctx),
+        .first_checkpoint = tpc_ctx_first_checkpoint_id(ctx),
+        .restored_behind = tpc_ctx_restored_behind(ctx),
         .checkpoint_interval_ms = tpc_ctx_checkpoint_interval_ms(ctx),
         .log = log_to_ctx,
         .is_canceled = ctx_canceled,
@@ -66,14 +70,27 @@ static tpc_error_t *op_initialize_state(void *self, tpc_ctx_t *ctx,
 {
     (void)ctx;
     sink_op_t *s = self;
-    size_t count = restored ? tpc_state_count(restored, TPC_STATE_LIST) : 0;
+    /* Handles are owned state: the runtime hands this subtask those of the old subtasks it owns
+     * (tpc_txn_owns()), and the task checks their origin again. List state holds those of
+     * checkpoints written by older versions, union state those of a short-lived development
+     * format. */
+    size_t nlist = restored ? tpc_state_count(restored, TPC_STATE_LIST) : 0;
+    size_t nunion = restored ? tpc_state_count(restored, TPC_STATE_UNION) : 0;
+    size_t nowned = restored ? tpc_state_count(restored, TPC_STATE_OWNED) : 0;
+    size_t count = nlist + nunion + nowned;
     tpc__txn_bytes_t *entries = NULL;
     if (count) {
         entries = calloc(count, sizeof *entries);
         if (!entries)
             return tpc_error_new(TPC_ERR_NOMEM, TPC_ERROR_FATAL, "out of memory");
-        for (size_t i = 0; i < count; i++)
+        for (size_t i = 0; i < nlist; i++)
             tpc_state_get(restored, TPC_STATE_LIST, i, &entries[i].bytes, &entries[i].len);
+        for (size_t i = 0; i < nunion; i++)
+            tpc_state_get(restored, TPC_STATE_UNION, i, &entries[nlist + i].bytes,
+                          &entries[nlist + i].len);
+        for (size_t i = 0; i < nowned; i++)
+            tpc_state_get(restored, TPC_STATE_OWNED, i, &entries[nlist + nunion + i].bytes,
+                          &entries[nlist + nunion + i].len);
     }
     tpc_error_t *err = tpc__txn_task_initialize(s->task, entries, count);
     free(entries);
@@ -97,9 +114,9 @@ static tpc_error_t *op_process(void *self, tpc_ctx_t *ctx, const tpc_batch_t *ba
     return tpc__txn_task_write(s->task, s->records, n);
 }
 
-static tpc_error_t *add_list_entry(void *w, const void *bytes, size_t len)
+static tpc_error_t *add_entry(void *w, const void *bytes, size_t len)
 {
-    return tpc_state_add(w, TPC_STATE_LIST, bytes, len);
+    return tpc_state_add(w, TPC_STATE_OWNED, bytes, len);
 }
 
 static tpc_error_t *op_snapshot_state(void *self, tpc_ctx_t *ctx, uint64_t checkpoint_id,
@@ -107,7 +124,7 @@ static tpc_error_t *op_snapshot_state(void *self, tpc_ctx_t *ctx, uint64_t check
 {
     (void)ctx;
     sink_op_t *s = self;
-    return tpc__txn_task_snapshot(s->task, checkpoint_id, add_list_entry, w);
+    return tpc__txn_task_snapshot(s->task, checkpoint_id, add_entry, w);
 }
 
 static tpc_error_t *op_notify_complete(void *self, tpc_ctx_t *ctx, uint64_t checkpoint_id)

@@ -73,7 +73,7 @@ tpc_error_t *tpc__txn_entry_begin(const tpc__txn_entry_t *e, tpc_txn_buf_t *out)
     memcpy(h, entry_magic, 4);
     h[4] = TPC__TXN_ENTRY_VERSION;
     h[5] = (unsigned char)e->kind;
-    h[6] = h[7] = 0;
+    put_be(h + 6, e->origin >= 0 && e->origin < 0xffff ? (uint64_t)e->origin + 1 : 0, 2);
     put_be(h + 8, e->checkpoint_id, 8);
     put_be(h + 16, (uint64_t)e->start_ms, 8);
     put_be(h + 24, 0, 4); /* handle length, filled in by tpc__txn_entry_seal() */
@@ -108,6 +108,7 @@ tpc_error_t *tpc__txn_entry_decode(const void *bytes, size_t len, tpc__txn_entry
                              "transaction entry says %llu handle bytes but holds %zu",
                              (unsigned long long)hlen, len - TPC__TXN_ENTRY_HEADER);
     out->kind = (tpc__txn_kind_t)p[5];
+    out->origin = (int)get_be(p + 6, 2) - 1;
     out->checkpoint_id = get_be(p + 8, 8);
     out->start_ms = (int64_t)get_be(p + 16, 8);
     out->handle = p + TPC__TXN_ENTRY_HEADER;

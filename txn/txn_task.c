@@ -103,6 +103,8 @@ tpc_error_t *tpc__txn_task_open(tpc_txn_sink_t *sink, const tpc__txn_env_t *env,
     t->conf = &sink->conf;
     t->stats = &sink->stats;
     t->env = *env;
+    if (t->env.highest_parallelism < t->env.parallelism)
+        t->env.highest_parallelism = t->env.parallelism;
     t->st = (tpc_txn_subtask_t){
         .job_name = env->job_name,
         .sink_name = env->sink_name,
@@ -111,6 +113,9 @@ tpc_error_t *tpc__txn_task_open(tpc_txn_sink_t *sink, const tpc__txn_env_t *env,
         .attempt = env->attempt,
         .guarantee = sink->conf.guarantee,
         .restored_checkpoint = env->restored_checkpoint,
+        .restored_parallelism = t->env.restored_parallelism,
+        .highest_parallelism = t->env.highest_parallelism,
+        .first_checkpoint = t->env.first_checkpoint,
         .tpc__env = &t->env,
         .checkpoint_interval_ms = env->checkpoint_interval_ms,
     };
@@ -128,6 +133,8 @@ tpc_error_t *tpc__txn_task_open(tpc_txn_sink_t *sink, const tpc__txn_env_t *env,
 static tpc_error_t *begin(tpc__txn_task_t *t)
 {
     uint64_t id = t->last_checkpoint + 1;
+    if (id < t->env.first_checkpoint)
+        id = t->env.first_checkpoint; /* ids of a run that was started over are not reused */
     void *txn = NULL;
     tpc_error_t *err = tpc__txn_begin(t->ops, t->conn, id, &txn);
     if (err)
@@ -180,6 +187,18 @@ static tpc_error_t *recover_one(tpc__txn_task_t *t, restored_t *r)
         atomic_fetch_add(&t->stats->recovered_commits, 1);
         return NULL;
     }
+    if (t->env.restored_behind) {
+        /* An older checkpoint than the newest completed one, as restore.fallback=at-least-once
+         * allows: its pending transactions were most likely committed on the way to the lost
+         * checkpoint, and their ids or gids may have been used again since. */
+        tpc__txn_logf(&t->env, TPC_LOG_ERROR,
+                      "AT-LEAST-ONCE: transaction \"%s\" of checkpoint %" PRIu64
+                      " could not be committed again (%s); restored behind the newest completed "
+                      "checkpoint, it was most likely committed before; going on",
+                      name, ckpt, tpc_error_message(err));
+        tpc_error_destroy(err);
+        return NULL;
+    }
     int64_t age = tpc__txn_wall_ms() - r->entry.start_ms;
     bool expired = t->conf->timeout_ms && age > (int64_t)t->conf->timeout_ms;
     if (expired && t->conf->expired_log) {
@@ -206,6 +225,26 @@ static tpc_error_t *recover_one(tpc__txn_task_t *t, restored_t *r)
     return err;
 }
 
+/* A checkpoint of an older version does not say which subtask wrote which handle: with another
+ * parallelism the owners of the transactional ids, gids and file names could not be told. */
+static tpc_error_t *legacy_rescale(const tpc__txn_task_t *t)
+{
+    return tpc_error_hint(
+        tpc_error_new(TPC_ERR_CONFIG, TPC_ERROR_FATAL,
+                      "sink \"%s\": checkpoint %" PRIu64 " was written by an older version of "
+                      "twopc at parallelism %d and cannot be restored at parallelism %d",
+                      t->env.sink_name, t->env.restored_checkpoint, t->env.restored_parallelism,
+                      t->env.parallelism),
+        "restore it once at parallelism %d and let a checkpoint complete, then change the "
+        "parallelism",
+        t->env.restored_parallelism);
+}
+
+bool tpc_txn_owns(const tpc_txn_subtask_t *st, int index)
+{
+    return st && st->parallelism > 0 && index >= 0 && index % st->parallelism == st->subtask;
+}
+
 static tpc_error_t *initialize(tpc__txn_task_t *t, const tpc__txn_bytes_t *entries, size_t count)
 {
     tpc_error_t *err = NULL;
@@ -216,16 +255,22 @@ static tpc_error_t *initialize(tpc__txn_task_t *t, const tpc__txn_bytes_t *entri
         err = tpc_error_new(TPC_ERR_NOMEM, TPC_ERROR_FATAL, "out of memory");
         goto out;
     }
-    for (; n < count; n++) {
-        err = tpc__txn_entry_decode(entries[n].bytes, entries[n].len, &r[n].entry);
+    for (size_t i = 0; i < count; i++) {
+        err = tpc__txn_entry_decode(entries[i].bytes, entries[i].len, &r[n].entry);
+        if (!err && r[n].entry.origin < 0 && t->env.restored_parallelism &&
+            t->env.restored_parallelism != t->env.parallelism)
+            err = legacy_rescale(t);
+        if (!err && r[n].entry.origin >= 0 && !tpc_txn_owns(&t->st, r[n].entry.origin))
+            continue; /* another subtask's to recover */
         if (!err)
             err = t->ops->deserialize(t->conn, r[n].entry.handle, r[n].entry.handle_len, &r[n].txn);
         if (err) {
-            err = tpc_error_prefix(err, "could not restore transaction %zu of sink \"%s\"", n,
+            err = tpc_error_prefix(err, "could not restore transaction %zu of sink \"%s\"", i,
                                    t->env.sink_name);
             goto out;
         }
         known[n] = r[n].txn;
+        n++;
     }
     sort_restored(r, n);
     /* Pending ones first, oldest first: their checkpoint completed, so they must become visible
@@ -302,6 +347,7 @@ static tpc_error_t *push_pending(tpc__txn_task_t *t, uint64_t checkpoint_id)
     };
     tpc__txn_entry_t e = {
         .kind = TPC__TXN_PENDING,
+        .origin = t->env.subtask,
         .checkpoint_id = checkpoint_id,
         .start_ms = p.start_ms,
     };
@@ -363,6 +409,7 @@ static tpc_error_t *write_state(tpc__txn_task_t *t, tpc__txn_state_add_fn add, v
         return NULL;
     tpc__txn_entry_t e = {
         .kind = TPC__TXN_CURRENT,
+        .origin = t->env.subtask,
         .checkpoint_id = t->current_checkpoint,
         .start_ms = t->current_start_ms,
     };

@@ -13,9 +13,10 @@
  * pre-committed in a checkpoint at least as new as the one its name carries, so after a restore
  * from checkpoint R every in-progress file naming a checkpoint above R is dead, whichever run made
  * it; at or below R, a file may be pending in R, possibly restored to another subtask after a
- * parallelism change, and is left alone. Each subtask cleans only names of subtasks congruent to
- * its own index modulo the parallelism, so no two subtasks race over a file and files of subtasks
- * that no longer exist are cleaned too.
+ * parallelism change, and is left alone. Each subtask cleans only names of subtasks it owns
+ * (tpc_txn_owns()), so no two subtasks race over a file and files of subtasks that no longer exist
+ * are cleaned too. A start without state refuses when its names could collide with files an
+ * earlier run committed (check_fresh_start()).
  */
 #include "file_internal.h"
 
@@ -167,8 +168,48 @@ static bool lingering(const tpc__file_conn_t *c, const void *arg, int subtask, u
 {
     (void)token;
     const tpc_txn_lingering_t *l = arg;
+    return tpc_txn_owns(c->st, subtask) && begin > l->restored_checkpoint;
+}
+
+/* A start without state (a run started over, or the first one) whose checkpoint ids do not go
+ * past the files that an earlier run committed here would collide with them at its first commit:
+ * refuse now, saying how to start over. Ids continue past everything a checkpoint.dir has seen,
+ * so this happens only with a new or emptied checkpoint.dir. */
+static tpc_error_t *check_fresh_start(tpc__file_conn_t *c)
+{
     const tpc_txn_subtask_t *st = c->st;
-    return subtask % st->parallelism == st->subtask && begin > l->restored_checkpoint;
+    uint64_t first = st->first_checkpoint ? st->first_checkpoint : 1;
+    int fd = openat(c->dirfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
+    if (!d) {
+        int e = errno;
+        if (fd >= 0)
+            close(fd);
+        return tpc__file_errno(e, "list folder", c->conf->dir);
+    }
+    tpc_error_t *err = NULL;
+    struct dirent *de;
+    while (!err && (de = readdir(d)) != NULL) {
+        int sub;
+        uint64_t ckpt;
+        if (!tpc__file_parse_final(de->d_name, c->conf, &sub, &ckpt) || !tpc_txn_owns(st, sub) ||
+            ckpt < first)
+            continue;
+        err = tpc_error_new(TPC_ERR_CONFIG, TPC_ERROR_FATAL,
+                            "sink \"%s\" starts without state, but \"%s\" in \"%s\" holds "
+                            "\"%s\", committed by an earlier run for checkpoint %" PRIu64
+                            ", and this run's checkpoints start at %" PRIu64
+                            ": its files would collide",
+                            st->sink_name, c->conf->prefix, c->conf->dir, de->d_name, ckpt, first);
+        err = tpc_error_hint(err,
+                             "to resume, point checkpoint.dir at the earlier run's checkpoints; "
+                             "to start over, keep that checkpoint.dir and set restore.mode=fresh "
+                             "(checkpoint ids then continue past the earlier ones), or move the "
+                             "earlier files out of \"%s\", or give the sink another prefix",
+                             c->conf->dir);
+    }
+    closedir(d);
+    return err;
 }
 
 tpc_error_t *tpc__file_abort_lingering(void *conn, const tpc_txn_lingering_t *l)
@@ -176,6 +217,8 @@ tpc_error_t *tpc__file_abort_lingering(void *conn, const tpc_txn_lingering_t *l)
     tpc__file_conn_t *c = conn;
     size_t deleted;
     tpc_error_t *err = sweep(c, lingering, l, &deleted);
+    if (!err && !l->restored_checkpoint && c->st->guarantee == TPC_TXN_EXACTLY_ONCE)
+        err = check_fresh_start(c);
     if (deleted)
         tpc_txn_log(c->st, TPC_LOG_INFO,
                     "deleted %zu in-progress files in \"%s\" that no checkpoint up to %" PRIu64

@@ -56,6 +56,9 @@ bool tpc__file_inprogress_name(char *buf, const char *prefix, const tpc__file_tx
 bool tpc__file_final_name(char *buf, const tpc__file_conf_t *conf, const tpc__file_txn_t *t,
                           uint32_t part);
 /* Parse an in-progress name of sink @prefix; false if it is not one. */
+/* Parse a final name of an exactly-once transaction, "<prefix>-<subtask>-<ckpt>-<part><suffix>". */
+bool tpc__file_parse_final(const char *name, const tpc__file_conf_t *conf, int *subtask,
+                           uint64_t *ckpt);
 bool tpc__file_parse_inprogress(const char *name, const char *prefix, int *subtask,
                                 uint64_t *begin_ckpt, uint64_t *token, uint32_t *part);
 uint64_t tpc__file_token(void);

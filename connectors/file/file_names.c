@@ -92,6 +92,24 @@ bool tpc__file_parse_inprogress(const char *name, const char *prefix, int *subta
     return true;
 }
 
+bool tpc__file_parse_final(const char *name, const tpc__file_conf_t *conf, int *subtask,
+                           uint64_t *ckpt)
+{
+    size_t len = strlen(name), slen = strlen(conf->suffix), plen = strlen(conf->prefix);
+    if (len <= slen + plen + 1 || strcmp(name + len - slen, conf->suffix) != 0)
+        return false;
+    size_t end = len - slen;
+    uint64_t part, c, sub;
+    if (!last_field(name, &end, false, &part) || !last_field(name, &end, false, &c) ||
+        !last_field(name, &end, false, &sub))
+        return false;
+    if (end != plen || memcmp(name, conf->prefix, plen) != 0 || sub > INT32_MAX)
+        return false;
+    *subtask = (int)sub;
+    *ckpt = c;
+    return true;
+}
+
 uint64_t tpc__file_token(void)
 {
     uint64_t v = 0;

@@ -80,6 +80,14 @@ typedef struct {
     tpc__kafka_producer_t plain; /* at-least-once and none */
     tpc__kafka_slot_t slots[TPC__KAFKA_POOL_MAX];
     uint64_t latest_begin; /* highest checkpoint id given to begin */
+    /* Ids of subtasks that no longer exist, owned by this one (tpc_txn_owns()), whose restored
+     * transaction it committed or aborted: initialised (fenced) once a checkpoint >= release_after
+     * is complete, like held slots. */
+    struct tpc__kafka_orphan {
+        char id[TPC__KAFKA_ID_MAX];
+        uint64_t release_after;
+    } * orphans;
+    int norphans;
     /* kafka_serve.c: a thread polls every producer once a second. The lock is held by it while it
      * polls, and by every call of the subtask that uses a producer. */
     pthread_mutex_t lock;
@@ -129,6 +137,9 @@ tpc_error_t *tpc__kafka_pool_acquire(tpc__kafka_sub_t *c, int *slot);
 /* Checkpoint @ckpt is known complete: free the slots held until it. */
 void tpc__kafka_pool_complete(tpc__kafka_sub_t *c, uint64_t ckpt);
 /* The slot's transaction was committed: hold it until a checkpoint that cannot list it. */
+/* Initialise a producer with transactional id @id and close it: fences whoever held it and aborts
+ * its open transaction. */
+tpc_error_t *tpc__kafka_fence(tpc__kafka_sub_t *c, const char *id);
 void tpc__kafka_pool_hold(tpc__kafka_sub_t *c, int slot, uint64_t release_after);
 
 /* kafka_serve.c */

@@ -60,6 +60,19 @@ tpc_error_t *tpc__kafka_pool_acquire(tpc__kafka_sub_t *c, int *slot)
 
 void tpc__kafka_pool_complete(tpc__kafka_sub_t *c, uint64_t ckpt)
 {
+    for (int i = 0; i < c->norphans;) {
+        if (c->orphans[i].release_after > ckpt) {
+            i++;
+            continue;
+        }
+        tpc_error_t *err = tpc__kafka_fence(c, c->orphans[i].id);
+        if (err) { /* tried again at the next completed checkpoint */
+            tpc_txn_log(c->st, TPC_LOG_WARN, "%s", tpc_error_message(err));
+            tpc_error_destroy(err);
+            break;
+        }
+        c->orphans[i] = c->orphans[--c->norphans];
+    }
     for (int n = 0; n < c->conf->pool_size; n++) {
         tpc__kafka_slot_t *s = &c->slots[n];
         if (s->state != TPC__KAFKA_SLOT_HELD || s->release_after > ckpt)
@@ -82,6 +95,19 @@ void tpc__kafka_pool_complete(tpc__kafka_sub_t *c, uint64_t ckpt)
             tpc_error_destroy(err);
         }
     }
+}
+
+tpc_error_t *tpc__kafka_fence(tpc__kafka_sub_t *c, const char *id)
+{
+    tpc__kafka_producer_t p;
+    tpc_error_t *err = tpc__kafka_producer_start(&p, c->conf, c->st, id, true);
+    if (err)
+        return tpc_error_prefix(err,
+                                "could not initialise transactional id \"%s\" of a subtask "
+                                "that no longer runs",
+                                id);
+    tpc__kafka_producer_stop(&p, false);
+    return NULL;
 }
 
 void tpc__kafka_pool_hold(tpc__kafka_sub_t *c, int slot, uint64_t release_after)

@@ -6,11 +6,18 @@
  * transaction a crashed run left open on it. The ids of restored transactions are held back from
  * that (initialising them would bump their epoch and make a repeated recovery commit, after a
  * second crash, look like data loss) until a checkpoint that no longer lists them is complete.
+ * After a parallelism change the framework hands each subtask the transactions of the subtasks
+ * it owns (tpc_txn_owns()): old subtask k's ids `<prefix>-k-n` are recovered, held and
+ * initialised by one subtask only, k itself while it exists, so no subtask ever initialises an id
+ * whose transaction another one restored. Ids of subtasks that no longer run are initialised by
+ * their owner at start (or, when it restored their transaction, once it is safe).
  * Also the public tpc_kafka_end_transaction().
  */
 #include "kafka_internal.h"
 
 #include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 /* The wire client of a subtask, with the sink's librdkafka properties, so that recovery commits
@@ -98,6 +105,51 @@ tpc_error_t *tpc__kafka_recover_and_abort(void *conn, void *txn)
     return end_txn(&wire, t->id, t->pid, t->epoch, false, c->conf->recovery_timeout_ms);
 }
 
+static bool restored_on(const tpc_txn_lingering_t *l, const char *id)
+{
+    for (size_t i = 0; i < l->known_count; i++)
+        if (strcmp(((const tpc__kafka_txn_t *)l->known[i])->id, id) == 0)
+            return true;
+    return false;
+}
+
+/* The ids of subtasks beyond the current parallelism that this subtask owns: a run at a higher
+ * parallelism may have left transactions open on them, which would hold back read_committed
+ * readers until their timeout. Those whose restored transaction this subtask just ended are
+ * held like its own; the others are initialised now, which aborts what they carry. */
+static tpc_error_t *orphans(tpc__kafka_sub_t *c, const tpc_txn_lingering_t *l)
+{
+    const tpc_txn_subtask_t *st = c->st;
+    int fenced = 0;
+    for (int s = st->parallelism; s < st->highest_parallelism; s++) {
+        if (!tpc_txn_owns(st, s))
+            continue;
+        for (int n = 0; n < c->conf->pool_size; n++) {
+            char id[TPC__KAFKA_ID_MAX];
+            snprintf(id, sizeof id, "%s-%d-%d", c->conf->id_prefix, s, n);
+            if (restored_on(l, id)) {
+                struct tpc__kafka_orphan *o =
+                    realloc(c->orphans, (size_t)(c->norphans + 1) * sizeof *o);
+                if (!o)
+                    return tpc_error_new(TPC_ERR_NOMEM, TPC_ERROR_FATAL, "out of memory");
+                c->orphans = o;
+                snprintf(c->orphans[c->norphans].id, sizeof c->orphans[0].id, "%s", id);
+                c->orphans[c->norphans++].release_after = l->restored_checkpoint + 1;
+                continue;
+            }
+            tpc_error_t *err = tpc__kafka_fence(c, id);
+            if (err)
+                return err;
+            fenced++;
+        }
+    }
+    if (fenced)
+        tpc_txn_log(st, TPC_LOG_INFO,
+                    "initialised %d transactional ids of subtasks %d to %d, which no longer run",
+                    fenced, st->parallelism, st->highest_parallelism - 1);
+    return NULL;
+}
+
 static tpc_error_t *abort_lingering(tpc__kafka_sub_t *c, const tpc_txn_lingering_t *lingering)
 {
     for (size_t i = 0; i < lingering->known_count; i++) {
@@ -116,7 +168,7 @@ static tpc_error_t *abort_lingering(tpc__kafka_sub_t *c, const tpc_txn_lingering
         if (err)
             return err;
     }
-    return NULL;
+    return orphans(c, lingering);
 }
 
 tpc_error_t *tpc__kafka_abort_lingering(void *conn, const tpc_txn_lingering_t *lingering)

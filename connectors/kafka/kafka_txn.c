@@ -65,6 +65,7 @@ void tpc__kafka_close(void *conn)
     for (int n = 0; n < c->conf->pool_size; n++)
         tpc__kafka_producer_stop(&c->slots[n].prod, false);
     tpc__kafka_producer_stop(&c->plain, false);
+    free(c->orphans);
     free(c);
 }
 

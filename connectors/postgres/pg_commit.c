@@ -17,13 +17,12 @@
  * lists a transaction at or below the floor.
  *
  * Cleanup at start rolls back prepared transactions of this sink's gid prefix (in this database)
- * that no checkpoint will commit. Gid "<prefix>:<s>:<p>:<b>" was begun by subtask s of p in a run
- * whose last restored checkpoint was below b; it is dead when b is above the restored checkpoint R
- * (no handle in R can name it), or when p is the current parallelism, s is this subtask, and the
- * restored handles do not list it (with an unchanged parallelism, subtask s gets back every handle
- * it stored). Other gids at or below R may be another subtask's restored pending transaction after
- * a rescale, and are left alone. Each subtask looks only at gids whose s is congruent to its own
- * index modulo the parallelism, so no two subtasks race over one.
+ * that no checkpoint will commit. Gid "<prefix>:<s>:<p>:<b>" was begun by subtask s (of p); the
+ * subtask that owns s (tpc_txn_owns()) got back every handle that s stored in the restored
+ * checkpoint R and has just committed or rolled them back, so any other prepared gid of s is dead.
+ * Then it deletes the marker rows of the subtasks it owns above R: no checkpoint that can be
+ * restored lists their transactions, and a run that started over (R = 0, possibly with a new
+ * checkpoint.dir whose ids begin at 1 again) must be free to use the same gids.
  */
 #include "pg_internal.h"
 
@@ -236,6 +235,33 @@ tpc_error_t *tpc__pg_recover_and_abort(void *conn, void *txn)
     return err;
 }
 
+/* Marker rows of the subtasks this one owns, above checkpoint @above: no restorable checkpoint
+ * can ask for them (see the top of this file). */
+static tpc_error_t *drop_markers(tpc__pg_conn_t *c, uint64_t above)
+{
+    char par[16], sub[16], ckpt[24], sql[600];
+    snprintf(par, sizeof par, "%d", c->st->parallelism);
+    snprintf(sub, sizeof sub, "%d", c->st->subtask);
+    snprintf(ckpt, sizeof ckpt, "%" PRIu64, above);
+    const char *params[] = {c->prefix, par, sub, ckpt};
+    snprintf(sql, sizeof sql,
+             "DELETE FROM %s WHERE sink = $1 AND subtask %% $2::integer = $3::integer AND "
+             "checkpoint > $4::bigint",
+             c->marker_q);
+    PGresult *res = NULL;
+    tpc_error_t *err = tpc__pg_exec(c->control, sql, 4, params, "delete stale marker rows", &res);
+    if (err)
+        return err;
+    const char *n = PQcmdTuples(res);
+    if (n && *n && strcmp(n, "0") != 0)
+        tpc_txn_log(c->st, TPC_LOG_INFO,
+                    "deleted %s marker rows of prefix \"%s\" above checkpoint %" PRIu64
+                    ", which no restorable checkpoint lists",
+                    n, c->prefix, above);
+    PQclear(res);
+    return NULL;
+}
+
 static bool known(const tpc_txn_lingering_t *l, const char *gid)
 {
     for (size_t i = 0; i < l->known_count; i++)
@@ -258,15 +284,14 @@ tpc_error_t *tpc__pg_abort_lingering(void *conn, const tpc_txn_lingering_t *l)
                            1, params, "list prepared transactions", &res);
     if (err)
         return err;
-    int rolled = 0, kept = 0;
+    int rolled = 0;
     for (int i = 0; i < PQntuples(res) && !err; i++) {
         const char *gid = PQgetvalue(res, i, 0);
         int s, p;
         uint64_t b;
-        if (!tpc__pg_parse_gid(gid, c->prefix, &s, &p, &b) || s % st->parallelism != st->subtask ||
-            known(l, gid))
+        if (!tpc__pg_parse_gid(gid, c->prefix, &s, &p, &b) || !tpc_txn_owns(st, s) || known(l, gid))
             continue;
-        if (b > l->restored_checkpoint || (p == st->parallelism && s == st->subtask)) {
+        {
             bool done;
             /* Busy: the backend of a killed run may still be finishing its PREPARE. */
             for (int tries = 0;; tries++) {
@@ -278,20 +303,15 @@ tpc_error_t *tpc__pg_abort_lingering(void *conn, const tpc_txn_lingering_t *l)
                 nanosleep(&pause, NULL);
             }
             rolled += done;
-        } else {
-            kept++;
         }
     }
     PQclear(res);
+    if (!err)
+        err = drop_markers(c, l->restored_checkpoint);
     if (rolled)
         tpc_txn_log(st, TPC_LOG_INFO,
                     "rolled back %d prepared transactions of prefix \"%s\" that no checkpoint up "
                     "to %" PRIu64 " holds",
                     rolled, c->prefix, l->restored_checkpoint);
-    if (kept)
-        tpc_txn_log(st, TPC_LOG_INFO,
-                    "left %d prepared transactions of prefix \"%s\" alone: written with another "
-                    "parallelism, they may be restored to another subtask",
-                    kept, c->prefix);
     return err;
 }

@@ -11,6 +11,18 @@
 # consumer, SQL) and compares them with the input: every record once, nothing else, per-key order in
 # Kafka. The first violation stops the torture with its seed and keeps its logs.
 #
+# Operator faults (on unless TORTURE_FAULTS=0), chosen at random after each kill: a new parallelism
+# for the source and for each sink (1 to 3 each); the newest checkpoint file damaged (truncated or one
+# byte changed); every checkpoint file removed. A damaged or removed checkpoint that the sinks may
+# have committed must be refused at once (exit status 4, a "refused: TPC_ERR_CORRUPT" or
+# "TPC_ERR_NOT_FOUND" line); the torture then does what the message says, copies the checkpoints back
+# from its backup, and goes on. If the restore may go on (no sink was told of the damaged checkpoint,
+# or none had completed), the run simply continues. And after some runs ended and verified, a start
+# over: the pipeline runs again from scratch with --restore-mode fresh on the same outputs, killed
+# too (restarted with fresh again until its first checkpoint completes, then resuming), and the
+# verifier then wants every record exactly twice. Either way the verifier accepts nothing but every
+# record exactly once (twice after a start over): a refusal never hides a duplicate or a gap.
+#
 # Every run prints its seed and its time. The seed fixes the run's plan (parallelism, checkpoint
 # interval, pace, number of kills, the delay before each kill, which server is restarted and when);
 # the moment a delay lands in the pipeline's work still depends on timing, so a seed reproduces the
@@ -25,6 +37,7 @@ source "$(dirname "${BASH_SOURCE[0]}")/e2e_lib.sh"
 
 RUNS=${1:-5}
 RECORDS=${TORTURE_RECORDS:-20000}
+FAULTS=${TORTURE_FAULTS:-1}
 [[ "$RUNS" =~ ^[0-9]+$ && "$RUNS" -ge 1 ]] || e2e_die "usage: torture.sh [RUNS]"
 [[ -n "${TWOPC_TEST_PG_CONNINFO:-}" && -n "${TWOPC_TEST_KAFKA_BOOTSTRAP:-}" ]] ||
     e2e_die "TWOPC_TEST_PG_CONNINFO and TWOPC_TEST_KAFKA_BOOTSTRAP are not set; run 'make torture'"
@@ -85,15 +98,128 @@ ended() {
     case "$E2E_STATUS" in
     0) return 0 ;;
     3) fail "the pipeline reported lost data" ;;
+    4) fail "the pipeline refused to restore although no operator fault was made" ;;
+    1)
+        # The runtime cannot spread the state of a partly finished vertex (a source subtask with
+        # no partition ends at once) over another parallelism and refuses: do what the hint says.
+        if [ "${#prev_args[@]}" -gt 0 ] &&
+            tail -n 8 "$dir/pipeline.log" | grep -q 'is partly finished in the checkpoint and its parallelism changed'; then
+            run_args=("${prev_args[@]}")
+            prev_args=()
+            rescale_refusals=$((rescale_refusals + 1)) faults="${faults}!"
+            echo "---- operator: back to the parallelism of the checkpoint" >>"$dir/pipeline.log"
+            return 1
+        fi
+        ;;
     esac
     errors=$((errors + 1))
     [ "$errors" -le 5 ] || fail "the pipeline failed $errors times without a kill"
     return 1
 }
 
+# The newest checkpoint file name in the run's folder, "" when none.
+newest_checkpoint() {
+    find "$dir/checkpoints" -maxdepth 1 -name 'chk-*' -printf '%f\n' 2>/dev/null | sort | tail -n 1
+}
+
+# An operator fault between two starts, drawn from RANDOM. A rescale changes run_args; a damaged or
+# removed checkpoint starts the pipeline and expects a refusal, then copies the folder back. Leaves
+# the pipeline running when it accepted the restore. Returns 1 when the job ended by itself.
+operator_fault() {
+    local kind newest size at byte
+    case $((RANDOM % 6)) in
+    0 | 1) kind=rescale ;;
+    2) kind=damage ;;
+    3) kind=remove ;;
+    *) return 0 ;;
+    esac
+    prev_args=()
+    if [ "$kind" = rescale ]; then
+        prev_args=("${run_args[@]}")
+        sp=$((1 + RANDOM % 3)) pp=$((1 + RANDOM % 3)) kp=$((1 + RANDOM % 3))
+        run_args=("${args[@]}" --source-parallelism "$sp" --pg-parallelism "$pp"
+            --kafka-parallelism "$kp")
+        f_rescale=$((f_rescale + 1)) faults="$faults r$sp$pp$kp"
+        echo "---- operator: parallelism source $sp, postgres $pp, kafka $kp" >>"$dir/pipeline.log"
+        return 0
+    fi
+    newest=$(newest_checkpoint)
+    [ -n "$newest" ] || return 0
+    rm -rf "$dir/backup"
+    cp -a "$dir/checkpoints" "$dir/backup"
+    if [ "$kind" = damage ]; then
+        size=$(stat -c %s "$dir/checkpoints/$newest")
+        if [ $((RANDOM % 2)) -eq 0 ]; then
+            truncate -s $((size / 2)) "$dir/checkpoints/$newest"
+        else
+            at=$((RANDOM * 32768 + RANDOM))
+            at=$((at % size))
+            byte=$(od -An -tu1 -j "$at" -N1 "$dir/checkpoints/$newest" | tr -d ' ')
+            printf "\\$(printf '%03o' $((byte ^ 90)))" |
+                dd of="$dir/checkpoints/$newest" bs=1 seek="$at" conv=notrunc status=none
+        fi
+        f_damage=$((f_damage + 1)) faults="$faults d"
+    else
+        rm -f "$dir/checkpoints"/chk-*
+        f_remove=$((f_remove + 1)) faults="$faults x"
+    fi
+    echo "---- operator: $kind $newest" >>"$dir/pipeline.log"
+    e2e_pipeline_start "${run_args[@]}" 2>>"$dir/pipeline.log"
+    if ! e2e_pipeline_wait_ms 8000; then
+        accepted=$((accepted + 1))
+        return 0 # no sink was told of that checkpoint: the restore may go on
+    fi
+    if [ "$E2E_STATUS" = 4 ]; then
+        local want=TPC_ERR_CORRUPT
+        [ "$kind" = damage ] || want=TPC_ERR_NOT_FOUND
+        tail -n 8 "$dir/pipeline.log" | grep -q "refused: $want" ||
+            fail "the pipeline refused after '$kind' without saying $want"
+        refusals=$((refusals + 1)) faults="${faults}!"
+        rm -rf "$dir/checkpoints"
+        mv "$dir/backup" "$dir/checkpoints"
+        echo "---- operator: copied the checkpoints back" >>"$dir/pipeline.log"
+        return 0
+    fi
+    ended && return 1
+    return 0
+}
+
+# Run the pipeline again from scratch on the same outputs (--restore-mode fresh), killed 0 to 2
+# times and started again with the default restore mode, as an operator would: the runs after the
+# first resume the new state (or start over again if none of its checkpoints completed), never the
+# state from before the start over.
+start_over() {
+    local old mode=fresh kills=0 planned=$((RANDOM % 3)) delay
+    old=$(newest_checkpoint)
+    f_startover=$((f_startover + 1)) faults="$faults s"
+    echo "---- operator: start over (newest checkpoint $old)" >>"$dir/pipeline.log"
+    errors=0
+    while :; do
+        e2e_pipeline_start "${run_args[@]}" --restore-mode "$mode" 2>>"$dir/pipeline.log"
+        if [ "$kills" -lt "$planned" ]; then
+            delay=$((50 + RANDOM % 2700))
+            if e2e_pipeline_wait_ms "$delay"; then
+                ended && break
+            else
+                e2e_pipeline_kill
+                kills=$((kills + 1))
+                echo "---- kill -9 after $delay ms (start over)" >>"$dir/pipeline.log"
+                mode=auto
+            fi
+        else
+            e2e_pipeline_wait_ms 180000 || fail "the started-over pipeline did not finish in 180 s"
+            ended && break
+        fi
+    done
+    "$E2E_VERIFY" --name "$name" --records "$RECORDS" --times 2 >"$dir/verify.txt" 2>&1 ||
+        fail "verify_output --times 2 found a mismatch after the start over"
+}
+
 one_run() {
     RANDOM=$seed
-    local name par interval rate kills_planned disrupt disrupt_at server delay started ms
+    local name par interval rate kills_planned disrupt disrupt_at server delay started ms sp pp kp
+    local faults=
+    prev_args=()
     name="torture-$seed-$$-$run"
     dir="$WORK/$name"
     mkdir -p "$dir"
@@ -110,13 +236,14 @@ one_run() {
     esac
     local args=(--name "$name" --checkpoint-dir "$dir/checkpoints" --parallelism "$par"
         --interval "$interval" --rate "$rate" --records "$RECORDS" --progress lines)
+    run_args=("${args[@]}")
     started=$(e2e_now_ms)
     "$E2E_PIPELINE" --fill "${args[@]}" >>"$dir/pipeline.log" 2>&1 || fail "could not fill the input"
 
     local kills=0 restarted=none
     errors=0
     while :; do
-        e2e_pipeline_start "${args[@]}" 2>>"$dir/pipeline.log"
+        [ -n "$E2E_PID" ] || e2e_pipeline_start "${run_args[@]}" 2>>"$dir/pipeline.log"
         if [ "$kills" -lt "$kills_planned" ]; then
             delay=$((50 + RANDOM % 2700))
             if [ "$kills" -eq "$disrupt_at" ] && [ "$server" != none ]; then
@@ -130,6 +257,9 @@ one_run() {
                 e2e_pipeline_kill
                 kills=$((kills + 1))
                 echo "---- kill -9 after $delay ms" >>"$dir/pipeline.log"
+                if [ "$FAULTS" = 1 ] && ! operator_fault; then
+                    break
+                fi
             fi
         else
             e2e_pipeline_wait_ms 180000 || fail "the pipeline did not finish within 180 s"
@@ -147,9 +277,12 @@ one_run() {
             "Kafka holds no duplicate: counted as a broker fault, not a violation (docs/examples.md)"
         e2e_log "broker log: $skipped"
     fi
+    if [ "$FAULTS" = 1 ] && [ $((RANDOM % 4)) -eq 0 ]; then
+        start_over
+    fi
     ms=$(($(e2e_now_ms) - started))
-    printf 'torture: run %d/%d seed %d: parallelism %d, interval %3d ms, %d kills, restart %-5s, %d errors: ok in %d.%01d s\n' \
-        "$run" "$RUNS" "$seed" "$par" "$interval" "$kills" "$restarted" "$errors" \
+    printf 'torture: run %d/%d seed %d: parallelism %d, interval %3d ms, %d kills, restart %-5s, %d errors, faults [%s]: ok in %d.%01d s\n' \
+        "$run" "$RUNS" "$seed" "$par" "$interval" "$kills" "$restarted" "$errors" "${faults# }" \
         $((ms / 1000)) $((ms % 1000 / 100))
     total_ms=$((total_ms + ms))
     rm -rf "$dir"
@@ -157,6 +290,8 @@ one_run() {
 
 total_ms=0
 broker_faults=0
+f_rescale=0 f_damage=0 f_remove=0 f_startover=0 refusals=0 accepted=0 rescale_refusals=0
+run_args=() prev_args=()
 skipped=
 for ((run = 1; run <= RUNS; run++)); do
     seed=$((FIRST_SEED + run - 1))
@@ -164,4 +299,6 @@ for ((run = 1; run <= RUNS; run++)); do
 done
 printf 'torture: %d runs, 0 violations, %d broker faults, %d.%01d s per run on average\n' "$RUNS" \
     "$broker_faults" $((total_ms / RUNS / 1000)) $((total_ms / RUNS % 1000 / 100))
+printf 'torture: operator faults: %d rescales (%d refused: partly finished source), %d damaged and %d removed newest checkpoints (%d refused and copied back, %d restores allowed to go on), %d starts over; 0 silent duplicates, 0 losses\n' \
+    "$f_rescale" "$rescale_refusals" "$f_damage" "$f_remove" "$refusals" "$accepted" "$f_startover"
 rm -rf "$WORK"

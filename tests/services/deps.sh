@@ -2,7 +2,8 @@
 # Make sure the Debian packages twopc needs are installed.
 #
 #   deps.sh build   what building the library and its tests needs
-#   deps.sh all     also what the integration tests' servers need, and clang-format
+#   deps.sh all     also what the integration tests' servers need, clang-format and spin
+#   deps.sh model   what `make model` needs (spin, a C compiler)
 #   deps.sh plot    gnuplot, which only draws the soak test's series: installed when possible, a
 #                   note when not, never a failure
 #   deps.sh fuzz    what building the library and the libFuzzer harnesses (clang) needs
@@ -14,10 +15,12 @@ set -euo pipefail
 BUILD_PACKAGES=(librdkafka-dev libpq-dev libssl-dev check pkg-config gcc make)
 SERVER_PACKAGES=(postgresql openjdk-17-jre-headless maven openssl clang-format)
 FUZZ_PACKAGES=(clang libclang-rt-14-dev)
+MODEL_PACKAGES=(spin gcc)
 
 case "${1:-}" in
 build) wanted=("${BUILD_PACKAGES[@]}") ;;
-all) wanted=("${BUILD_PACKAGES[@]}" "${SERVER_PACKAGES[@]}") ;;
+all) wanted=("${BUILD_PACKAGES[@]}" "${SERVER_PACKAGES[@]}" "${MODEL_PACKAGES[@]}") ;;
+model) wanted=("${MODEL_PACKAGES[@]}") ;;
 fuzz) wanted=("${BUILD_PACKAGES[@]}" "${FUZZ_PACKAGES[@]}") ;;
 plot)
     command -v gnuplot >/dev/null && exit 0
@@ -32,7 +35,7 @@ plot)
     exit 0
     ;;
 *)
-    echo "usage: deps.sh build|all|plot|fuzz" >&2
+    echo "usage: deps.sh build|all|model|plot|fuzz" >&2
     exit 2
     ;;
 esac

@@ -221,7 +221,64 @@ static void run_and_cancel(const char *dir, tpc_test_seq_conf_t *src)
     tpc_job_destroy(job);
 }
 
-START_TEST(test_corrupt_latest_skipped_on_restore)
+static void expect_counts(tpc_test_count_t *cnt)
+{
+    for (int s = 0; s < 2; s++) {
+        uint64_t count, sum;
+        tpc_test_count_total(cnt, s, &count, &sum);
+        ck_assert_uint_eq(count, N);
+        ck_assert_uint_eq(sum, (uint64_t)N * (N - 1) / 2);
+    }
+}
+
+/* The newest checkpoint completed and the sinks may have committed it: a damaged copy is refused,
+ * not skipped for an older one, unless the operator accepts at-least-once. */
+START_TEST(test_damaged_newest_is_refused_unless_fallback)
+{
+    char *dir = tpc_test_tmpdir("files-refuse");
+    tpc_test_seq_conf_t src = {.count_default = N, .per_poll = 20, .sleep_us = 500};
+    run_and_cancel(dir, &src);
+    tpc__checkpoint_file_t *files;
+    size_t n;
+    ck_assert_ptr_null(tpc__checkpoint_list(dir, &files, &n));
+    ck_assert_uint_eq(n, 3); /* checkpoint.retained */
+    ck_assert_uint_eq(truncate(files[0].path, 40), 0);
+    char newest[64];
+    snprintf(newest, sizeof newest, "checkpoint %llu completed", (unsigned long long)files[0].id);
+    tpc__checkpoint_files_free(files, n);
+
+    tpc_test_count_t cnt;
+    tpc_test_count_init(&cnt);
+    log_capture_t lines = {0};
+    tpc_job_t *job = count_job(dir, &src, &cnt);
+    tpc_job_set_logger(job, capture, &lines, TPC_LOG_WARN);
+    tpc_error_t *err = tpc_job_run(job, NULL);
+    ck_assert_ptr_nonnull(err);
+    ck_assert_int_eq(tpc_error_code(err), TPC_ERR_CORRUPT);
+    ck_assert_msg(strstr(tpc_error_message(err), newest), "%s", tpc_error_message(err));
+    ck_assert_ptr_nonnull(strstr(tpc_error_hint_text(err), "restore.fallback"));
+    tpc_error_destroy(err);
+    tpc_job_stats_t stats;
+    tpc_job_get_stats(job, &stats);
+    ck_assert_uint_eq(stats.restarts, 0); /* refused at once, no futile loop */
+
+    ck_assert_ptr_null(tpc_job_set(job, "restore.fallback", "at-least-once"));
+    err = tpc_job_run(job, NULL);
+    ck_assert_msg(err == NULL, "%s", tpc_error_message(err));
+    bool warned = false;
+    for (int i = 0; i < lines.n; i++)
+        warned |= strstr(lines.lines[i], "AT-LEAST-ONCE") != NULL;
+    ck_assert(warned);
+    expect_counts(&cnt);
+    tpc_job_destroy(job);
+    tpc_test_rmdir(dir);
+    free(dir);
+}
+END_TEST
+
+/* A checkpoint file newer than the completion record was never announced to a sink (the record is
+ * written first): damaged, it is skipped for the one the record names. */
+START_TEST(test_damaged_unannounced_checkpoint_skipped)
 {
     char *dir = tpc_test_tmpdir("files-skip");
     tpc_test_seq_conf_t src = {.count_default = N, .per_poll = 20, .sleep_us = 500};
@@ -229,7 +286,15 @@ START_TEST(test_corrupt_latest_skipped_on_restore)
     tpc__checkpoint_file_t *files;
     size_t n;
     ck_assert_ptr_null(tpc__checkpoint_list(dir, &files, &n));
-    ck_assert_uint_eq(n, 3); /* checkpoint.retained */
+    ck_assert_uint_eq(n, 3);
+    tpc__record_t rec;
+    bool found;
+    ck_assert_ptr_null(tpc__record_read(dir, &rec, &found));
+    ck_assert(found);
+    ck_assert_uint_eq(rec.newest, files[0].id);
+    rec.newest = files[1].id;
+    ck_assert_ptr_null(tpc__record_write(dir, &rec));
+    tpc__record_free(&rec);
     ck_assert_uint_eq(truncate(files[0].path, 40), 0);
     char skipped[64];
     snprintf(skipped, sizeof skipped, "skipping checkpoint %llu", (unsigned long long)files[0].id);
@@ -244,12 +309,199 @@ START_TEST(test_corrupt_latest_skipped_on_restore)
     ck_assert_msg(err == NULL, "%s", tpc_error_message(err));
     ck_assert_int_ge(lines.n, 1);
     ck_assert_msg(strstr(lines.lines[0], skipped), "%s", lines.lines[0]);
-    for (int s = 0; s < 2; s++) {
-        uint64_t count, sum;
-        tpc_test_count_total(&cnt, s, &count, &sum);
-        ck_assert_uint_eq(count, N);
-        ck_assert_uint_eq(sum, (uint64_t)N * (N - 1) / 2);
+    expect_counts(&cnt);
+    tpc_job_destroy(job);
+    tpc_test_rmdir(dir);
+    free(dir);
+}
+END_TEST
+
+typedef struct {
+    const char *dir;
+    uint64_t at;
+    bool whole_dir; /* the completion record too */
+} remove_at_t;
+
+/* Checkpoint callback: from checkpoint @at on, remove the checkpoint files as they complete (by
+ * hand, as an operator might), and with them the completion record when @whole_dir. */
+static void remove_on_complete(void *opaque, uint64_t id, bool completed, uint64_t us,
+                               const char *why)
+{
+    (void)us, (void)why;
+    remove_at_t *r = opaque;
+    if (!completed || id < r->at)
+        return;
+    tpc__checkpoint_file_t *files;
+    size_t n;
+    ck_assert_ptr_null(tpc__checkpoint_list(r->dir, &files, &n));
+    for (size_t i = 0; i < n; i++)
+        unlink(files[i].path);
+    tpc__checkpoint_files_free(files, n);
+    if (r->whole_dir) {
+        char path[4200];
+        snprintf(path, sizeof path, "%s/completed", r->dir);
+        unlink(path);
     }
+}
+
+/* Checkpoint files removed while the job runs, then a failure: the run does not restore "nothing"
+ * and start from zero; it refuses at once, whether or not the completion record went too. */
+static void removed_mid_run(bool whole_dir)
+{
+    char *dir = tpc_test_tmpdir("files-removed");
+    tpc_test_seq_conf_t src = {
+        .count_default = N, .per_poll = 20, .sleep_us = 500, .fail_at = N / 2};
+    tpc_test_count_t cnt;
+    tpc_test_count_init(&cnt);
+    tpc_job_t *job = count_job(dir, &src, &cnt);
+    remove_at_t rm = {.dir = dir, .at = 3, .whole_dir = whole_dir};
+    tpc_job_set_checkpoint_callback(job, remove_on_complete, &rm);
+    tpc_error_t *err = tpc_job_run(job, NULL);
+    ck_assert_ptr_nonnull(err);
+    ck_assert_int_eq(tpc_error_code(err), TPC_ERR_NOT_FOUND);
+    ck_assert_msg(strstr(tpc_error_message(err), "is missing"), "%s", tpc_error_message(err));
+    ck_assert_ptr_nonnull(strstr(tpc_error_hint_text(err), "restore.fallback"));
+    tpc_error_destroy(err);
+    tpc_job_stats_t stats;
+    tpc_job_get_stats(job, &stats);
+    ck_assert_uint_eq(stats.restarts, 1); /* the failure, then the refusal: no loop */
+    tpc_job_destroy(job);
+    tpc_test_rmdir(dir);
+    free(dir);
+}
+
+START_TEST(test_checkpoints_removed_mid_run_refused)
+{
+    removed_mid_run(false);
+}
+END_TEST
+
+START_TEST(test_checkpoint_dir_emptied_mid_run_refused)
+{
+    removed_mid_run(true);
+}
+END_TEST
+
+/* restore.mode=fresh starts over once per run: after a failure the run resumes from its own
+ * checkpoints, never from zero again (that would count records twice) and never from the
+ * checkpoints of before the start over. */
+START_TEST(test_fresh_mode_restart_resumes_own_checkpoint)
+{
+    char *dir = tpc_test_tmpdir("files-fresh");
+    tpc_test_seq_conf_t src = {.count_default = N, .per_poll = 20, .sleep_us = 500};
+    run_and_cancel(dir, &src); /* checkpoints of an earlier run */
+    tpc_test_seq_conf_t again = {
+        .count_default = N, .per_poll = 20, .sleep_us = 500, .fail_at = N / 2};
+    tpc_test_count_t cnt;
+    tpc_test_count_init(&cnt);
+    tpc_job_t *job = count_job(dir, &again, &cnt);
+    ck_assert_ptr_null(tpc_job_set(job, "restore.mode", "fresh"));
+    tpc_error_t *err = tpc_job_run(job, NULL);
+    ck_assert_msg(err == NULL, "%s", tpc_error_message(err));
+    tpc_job_stats_t stats;
+    tpc_job_get_stats(job, &stats);
+    ck_assert_uint_eq(stats.restarts, 1);
+    expect_counts(&cnt);
+    tpc_job_destroy(job);
+    tpc_test_rmdir(dir);
+    free(dir);
+}
+END_TEST
+
+static void *cancel_soon(void *arg)
+{
+    tpc__sleep_us(100 * 1000);
+    tpc_job_cancel(arg);
+    return NULL;
+}
+
+static void note_restore(void *opaque, tpc_log_level_t level, const char *msg)
+{
+    (void)level;
+    if (strstr(msg, "restoring job"))
+        atomic_fetch_add((atomic_int *)opaque, 1);
+}
+
+/* A start over that dies before its first checkpoint completed leaves the earlier checkpoints
+ * behind, but the sinks have aborted what they held: the next run in restore.mode=auto starts
+ * without state again instead of restoring them. */
+START_TEST(test_start_over_is_not_undone_by_the_next_run)
+{
+    char *dir = tpc_test_tmpdir("files-over");
+    tpc_test_seq_conf_t src = {.count_default = N, .per_poll = 20, .sleep_us = 500};
+    run_and_cancel(dir, &src);
+    tpc_test_count_t cnt;
+    tpc_test_count_init(&cnt);
+    tpc_job_t *job = count_job(dir, &src, &cnt);
+    ck_assert_ptr_null(tpc_job_set(job, "restore.mode", "fresh"));
+    ck_assert_ptr_null(tpc_job_set(job, "checkpoint.interval.ms", "600000"));
+    pthread_t th;
+    pthread_create(&th, NULL, cancel_soon, job); /* before any checkpoint of the new state */
+    ck_assert_ptr_null(tpc_job_run(job, NULL));
+    pthread_join(th, NULL);
+    tpc_job_destroy(job);
+    tpc__record_t rec;
+    bool found;
+    ck_assert_ptr_null(tpc__record_read(dir, &rec, &found));
+    ck_assert(found);
+    ck_assert_uint_gt(rec.first, rec.newest); /* nothing of the new state completed */
+    tpc__record_free(&rec);
+
+    atomic_int restores = 0;
+    tpc_test_count_init(&cnt);
+    job = count_job(dir, &src, &cnt);
+    tpc_job_set_logger(job, note_restore, &restores, TPC_LOG_INFO);
+    tpc_error_t *err = tpc_job_run(job, NULL);
+    ck_assert_msg(err == NULL, "%s", tpc_error_message(err));
+    ck_assert_int_eq(atomic_load(&restores), 0);
+    expect_counts(&cnt);
+    tpc_job_destroy(job);
+    tpc_test_rmdir(dir);
+    free(dir);
+}
+END_TEST
+
+/* The completion record belongs to one job, and a damaged one is refused with what to do. */
+START_TEST(test_completion_record_checked)
+{
+    char *dir = tpc_test_tmpdir("files-record");
+    tpc_test_seq_conf_t src = {.count_default = N, .per_poll = 20, .sleep_us = 500};
+    run_and_cancel(dir, &src);
+    char path[4200];
+    snprintf(path, sizeof path, "%s/completed", dir);
+    FILE *f = fopen(path, "r+b");
+    ck_assert_ptr_nonnull(f);
+    fseek(f, 20, SEEK_SET);
+    fputc('X', f);
+    fclose(f);
+    tpc_test_count_t cnt;
+    tpc_test_count_init(&cnt);
+    tpc_job_t *job = count_job(dir, &src, &cnt);
+    tpc_error_t *err = tpc_job_run(job, NULL);
+    ck_assert_ptr_nonnull(err);
+    ck_assert_int_eq(tpc_error_code(err), TPC_ERR_CORRUPT);
+    ck_assert_msg(strstr(tpc_error_message(err), "completion record"), "%s",
+                  tpc_error_message(err));
+    ck_assert_ptr_nonnull(strstr(tpc_error_hint_text(err), "delete the record"));
+    tpc_error_destroy(err);
+    tpc_job_destroy(job);
+    /* Deleting it, as the hint allows, resumes from the newest checkpoint file. */
+    ck_assert_int_eq(unlink(path), 0);
+    job = count_job(dir, &src, &cnt);
+    err = tpc_job_run(job, NULL);
+    ck_assert_msg(err == NULL, "%s", tpc_error_message(err));
+    tpc_job_destroy(job);
+    /* Another job on the same folder is told so. */
+    job = tpc_job_new("another");
+    ck_assert_ptr_null(tpc_job_set(job, "checkpoint.dir", dir));
+    int s;
+    ck_assert_ptr_null(tpc_job_add_vertex(job, "source", 1, &tpc_test_seq_source_ops, &src, &s));
+    err = tpc_job_run(job, NULL);
+    ck_assert_ptr_nonnull(err);
+    ck_assert_int_eq(tpc_error_code(err), TPC_ERR_CONFIG);
+    ck_assert_msg(strstr(tpc_error_message(err), "holds the checkpoints of job \"files\""), "%s",
+                  tpc_error_message(err));
+    tpc_error_destroy(err);
     tpc_job_destroy(job);
     tpc_test_rmdir(dir);
     free(dir);
@@ -276,7 +528,7 @@ START_TEST(test_no_valid_checkpoint_is_an_error_unless_fresh)
     tpc_error_t *err = tpc_job_run(job, NULL);
     ck_assert_ptr_nonnull(err);
     ck_assert_int_eq(tpc_error_code(err), TPC_ERR_CORRUPT);
-    ck_assert_ptr_nonnull(strstr(tpc_error_message(err), "none of the 3 checkpoints"));
+    ck_assert_ptr_nonnull(strstr(tpc_error_message(err), "is damaged"));
     ck_assert_ptr_nonnull(strstr(tpc_error_hint_text(err), "restore.mode"));
     tpc_error_destroy(err);
     ck_assert_ptr_null(tpc_job_set(job, "restore.mode", "fresh"));
@@ -420,7 +672,13 @@ int main(void)
     tcase_add_test(tc, test_every_truncation_detected);
     tcase_add_test(tc, test_foreign_file_detected);
     tcase_add_test(tc, test_huge_entry_count_refused_at_once);
-    tcase_add_test(tc, test_corrupt_latest_skipped_on_restore);
+    tcase_add_test(tc, test_damaged_newest_is_refused_unless_fallback);
+    tcase_add_test(tc, test_damaged_unannounced_checkpoint_skipped);
+    tcase_add_test(tc, test_checkpoints_removed_mid_run_refused);
+    tcase_add_test(tc, test_checkpoint_dir_emptied_mid_run_refused);
+    tcase_add_test(tc, test_fresh_mode_restart_resumes_own_checkpoint);
+    tcase_add_test(tc, test_completion_record_checked);
+    tcase_add_test(tc, test_start_over_is_not_undone_by_the_next_run);
     tcase_add_test(tc, test_no_valid_checkpoint_is_an_error_unless_fresh);
     tcase_add_test(tc, test_restore_required_without_checkpoint);
     tcase_add_test(tc, test_existing_checkpoint_never_replaced);

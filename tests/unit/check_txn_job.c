@@ -34,6 +34,7 @@ static void on_checkpoint(void *opaque, uint64_t id, bool completed, uint64_t us
 typedef struct {
     tpc_test_seq_conf_t src;
     int src_parallelism, sink_parallelism;
+    bool forward;             /* source subtask i -> sink subtask i instead of round robin */
     const char *settings[16]; /* key, value, ..., NULL */
     tpc_job_result_t result;
     tpc_job_stats_t stats;
@@ -73,7 +74,8 @@ static tpc_error_t *run_job(run_t *run, tpc_txn_sink_t *sink)
                                           &tpc_test_seq_source_ops, &run->src, &s));
     ck_assert_ptr_null(tpc_txn_sink_add_to_job(
         sink, job, "sink", run->sink_parallelism ? run->sink_parallelism : 1, &k));
-    ck_assert_ptr_null(tpc_job_connect(job, s, k, TPC_EDGE_REBALANCE));
+    ck_assert_ptr_null(
+        tpc_job_connect(job, s, k, run->forward ? TPC_EDGE_FORWARD : TPC_EDGE_REBALANCE));
     tpc_error_t *err = tpc_job_run(job, &run->result);
     tpc_job_get_stats(job, &run->stats);
     tpc_job_destroy(job);
@@ -148,6 +150,37 @@ START_TEST(test_job_parallel_sink)
     ck_assert_msg(rec.violations == 0, "%s", rec.first_violation);
     for (int sub = 0; sub < 3; sub++)
         check_trace(&rec, sub);
+    tpc_txn_sink_destroy(sink);
+    tpc_test_txn_rec_free(&rec);
+}
+END_TEST
+
+/* FLINK-2491 with sinks: Source(2) -> exactly-once sink(2), forward, one source ends early. Its
+ * sink subtask finishes and closes; the other keeps running, and checkpoints must keep completing
+ * (and committing its transactions) while the sink vertex is partly closed, not only at the end. */
+START_TEST(test_job_partly_finished_sink_keeps_checkpointing)
+{
+    tpc_test_txn_rec_t rec;
+    tpc_test_txn_rec_init(&rec, 20000);
+    tpc_txn_sink_t *sink = tpc_test_txn_sink(&rec);
+    run_t run = {.src = {.count = {200, 20000}, .per_poll = 20, .sleep_us = 300},
+                 .src_parallelism = 2,
+                 .sink_parallelism = 2,
+                 .forward = true};
+    tpc_error_t *err = run_job(&run, sink);
+    ck_assert_msg(err == NULL, "%s", tpc_error_message(err));
+    ck_assert_int_eq(run.result, TPC_JOB_FINISHED);
+    ck_assert_uint_eq(tpc_test_txn_missing(&rec, 0, 200), 0);
+    ck_assert_uint_eq(tpc_test_txn_missing(&rec, 1, 20000), 0);
+    ck_assert_msg(rec.violations == 0, "%s", rec.first_violation);
+    ck_assert_int_ge(run.log.ncompleted, 10);
+    ck_assert_msg(run.log.naborted == 0, "%d checkpoints aborted, %d completed", run.log.naborted,
+                  run.log.ncompleted);
+    check_trace(&rec, 0);
+    check_trace(&rec, 1);
+    tpc_txn_sink_stats_t st;
+    tpc_txn_sink_get_stats(sink, &st);
+    ck_assert_uint_ge(st.commits, 10); /* committed along the way, not all at the end */
     tpc_txn_sink_destroy(sink);
     tpc_test_txn_rec_free(&rec);
 }
@@ -284,6 +317,7 @@ int main(void)
     tcase_set_timeout(tc, 60);
     tcase_add_test(tc, test_job_exactly_once);
     tcase_add_test(tc, test_job_parallel_sink);
+    tcase_add_test(tc, test_job_partly_finished_sink_keeps_checkpointing);
     tcase_add_test(tc, test_job_checkpoint_aborted_after_finish);
     tcase_add_test(tc, test_job_commit_retried_without_restart);
     tcase_add_test(tc, test_job_without_checkpoint_after_finish_is_refused);
