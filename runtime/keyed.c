@@ -32,7 +32,7 @@ int tpc_key_group(const void *key, size_t len, int max_parallelism)
 {
     if (max_parallelism < 1 || (len && !key))
         return -1;
-    return (int)(tpc__key_hash(key, len) % (uint64_t)max_parallelism);
+    return tpc__key_group_of(tpc__key_hash(key, len), max_parallelism);
 }
 
 int tpc_key_group_subtask(int group, int max_parallelism, int parallelism)
@@ -40,7 +40,7 @@ int tpc_key_group_subtask(int group, int max_parallelism, int parallelism)
     if (max_parallelism < 1 || parallelism < 1 || parallelism > max_parallelism || group < 0 ||
         group >= max_parallelism)
         return -1;
-    return (int)((int64_t)group * parallelism / max_parallelism);
+    return tpc__group_owner(group, max_parallelism, parallelism);
 }
 
 /* ---- the table ---------------------------------------------------------------------------- */
@@ -168,8 +168,8 @@ static tpc_error_t *check_key(tpc_ctx_t *ctx, const char *state, const void *key
     const tpc_job_t *job = t->attempt->job;
     int maxp = job->conf.max_parallelism;
     *key_hash = tpc__key_hash(key, len);
-    *group = (int)(*key_hash % (uint64_t)maxp);
-    int owner = tpc_key_group_subtask(*group, maxp, job->vertices[t->vertex].parallelism);
+    *group = tpc__key_group_of(*key_hash, maxp);
+    int owner = tpc__group_owner(*group, maxp, job->vertices[t->vertex].parallelism);
     if (owner != t->subtask)
         return tpc_error_hint(
             tpc_error_new(TPC_ERR_STATE, TPC_ERROR_FATAL,

@@ -52,15 +52,13 @@ tpc_err_t tpc_emit(tpc_ctx_t *ctx, const tpc_record_t *rec)
         case TPC_EDGE_REBALANCE:
             rc = append(t, o, (int)(o->rr++ % (size_t)o->n), rec);
             break;
-        case TPC_EDGE_HASH:
+        case TPC_EDGE_HASH: {
             /* The subtask that owns the key's group (keyed.c). */
-            rc =
-                append(t, o,
-                       tpc_key_group_subtask((int)(tpc__key_hash(rec->key, rec->key_len) %
-                                                   (uint64_t)t->attempt->job->conf.max_parallelism),
-                                             t->attempt->job->conf.max_parallelism, o->n),
-                       rec);
+            int maxp = t->attempt->job->conf.max_parallelism;
+            int group = tpc__key_group_of(tpc__key_hash(rec->key, rec->key_len), maxp);
+            rc = append(t, o, tpc__group_owner(group, maxp, o->n), rec);
             break;
+        }
         case TPC_EDGE_BROADCAST:
             for (int c = 0; c < o->n && rc == TPC_OK; c++)
                 rc = append(t, o, c, rec);

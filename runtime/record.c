@@ -19,12 +19,9 @@
 #include "tpc_internal.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #define RECORD_MAGIC   "TPCDONE1"
 #define RECORD_VERSION 2u /* 1 had no first id */
@@ -105,36 +102,17 @@ tpc_error_t *tpc__record_read(const char *dir, tpc__record_t *out, bool *found)
     *out = (tpc__record_t){0};
     *found = false;
     char *path = record_path(dir);
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) {
-        tpc_error_t *err = errno == ENOENT
-                               ? NULL
-                               : tpc_error_new(TPC_ERR_IO, TPC_ERROR_RETRIABLE,
-                                               "could not open \"%s\": %s", path, strerror(errno));
-        free(path);
-        return err;
+    uint8_t *p;
+    size_t len;
+    int errnum;
+    tpc_error_t *err = tpc__file_read(path, &p, &len, &errnum);
+    if (err && errnum == ENOENT) {
+        tpc_error_destroy(err);
+        err = NULL; /* no record: a new folder, or one of an older version */
+    } else if (!err) {
+        err = tpc__record_decode(path, p, len, out);
+        *found = !err;
     }
-    struct stat st;
-    tpc_error_t *err = NULL;
-    if (fstat(fd, &st) != 0 || st.st_size > (1 << 24)) {
-        close(fd);
-        err = damaged(path, "unreadable or too large");
-        free(path);
-        return err;
-    }
-    size_t len = (size_t)st.st_size, off = 0;
-    uint8_t *p = tpc__xmalloc(len ? len : 1);
-    while (off < len) {
-        ssize_t n = read(fd, p + off, len - off);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n <= 0)
-            break;
-        off += (size_t)n;
-    }
-    close(fd);
-    err = off == len ? tpc__record_decode(path, p, len, out) : damaged(path, "short read");
-    *found = !err;
     free(p);
     free(path);
     return err;

@@ -403,29 +403,52 @@ tpc_error_t *tpc__checkpoint_write(const char *dir, const tpc__checkpoint_t *c, 
     return NULL;
 }
 
-tpc_error_t *tpc__checkpoint_read(const char *path, tpc__checkpoint_t *out)
+tpc_error_t *tpc__file_read(const char *path, uint8_t **data, size_t *len, int *errnum)
 {
-    *out = (tpc__checkpoint_t){0};
+    *data = NULL;
+    *len = 0;
+    *errnum = 0;
     int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
+    if (fd < 0) {
+        *errnum = errno;
         return io_error("open", path);
+    }
     struct stat st;
     if (fstat(fd, &st) != 0) {
+        *errnum = errno;
         close(fd);
         return io_error("stat", path);
     }
-    size_t len = (size_t)st.st_size, off = 0;
-    uint8_t *p = tpc__xmalloc(len);
-    while (off < len) {
-        ssize_t r = read(fd, p + off, len - off);
+    size_t n = (size_t)st.st_size, off = 0;
+    uint8_t *p = tpc__xmalloc(n ? n : 1);
+    while (off < n) {
+        ssize_t r = read(fd, p + off, n - off);
         if (r < 0 && errno == EINTR)
             continue;
         if (r <= 0)
             break;
         off += (size_t)r;
     }
+    *errnum = errno;
     close(fd);
-    tpc_error_t *err = off == len ? tpc__checkpoint_decode(p, len, out) : io_error("read", path);
+    if (off != n) {
+        free(p);
+        return io_error("read", path);
+    }
+    *data = p;
+    *len = n;
+    return NULL;
+}
+
+tpc_error_t *tpc__checkpoint_read(const char *path, tpc__checkpoint_t *out)
+{
+    *out = (tpc__checkpoint_t){0};
+    uint8_t *p;
+    size_t len;
+    int errnum;
+    tpc_error_t *err = tpc__file_read(path, &p, &len, &errnum);
+    if (!err)
+        err = tpc__checkpoint_decode(p, len, out);
     free(p);
     return err ? tpc_error_prefix(err, "checkpoint \"%s\"", path) : NULL;
 }

@@ -189,6 +189,9 @@ void tpc__checkpoint_retain(const char *dir, int retained);
 void tpc__sha256(const uint8_t *p, size_t len, uint8_t out[32]);
 /* A u32-length string as a new NUL-terminated copy, NULL when the reader ran out. */
 char *tpc__rd_string(tpc__rd_t *r);
+/* Read a whole file into a new buffer (*data, free it). An error is TPC_ERR_IO naming the file;
+ * *errnum then holds the errno (ENOENT: no such file). */
+tpc_error_t *tpc__file_read(const char *path, uint8_t **data, size_t *len, int *errnum);
 /* Replace @p path in @p dir durably: temporary file, fsync, rename over, fsync the directory. */
 tpc_error_t *tpc__file_replace(const char *dir, const char *path, const uint8_t *p, size_t n);
 

@@ -235,6 +235,16 @@ void tpc__attempt_cancel(tpc__attempt_t *a);
 
 /* keyed.c */
 uint64_t tpc__key_hash(const void *key, size_t len);
+/* The key group of a key hash, and the subtask of @parallelism that owns it: the mapping of
+ * tpc_key_group() / tpc_key_group_subtask() without their argument checks, for the record path. */
+static inline int tpc__key_group_of(uint64_t key_hash, int max_parallelism)
+{
+    return (int)(key_hash % (uint64_t)max_parallelism);
+}
+static inline int tpc__group_owner(int group, int max_parallelism, int parallelism)
+{
+    return (int)((int64_t)group * parallelism / max_parallelism);
+}
 void tpc__keyed_free(tpc__keyed_t *k);
 void tpc__keyed_snapshot(const tpc__keyed_t *k, tpc_state_writer_t *w);
 tpc_error_t *tpc__keyed_load(tpc__task_t *t, const tpc__slice_t *entries, size_t n);
