@@ -4,7 +4,7 @@
  * period) and an optional hint that says how to fix it. Allocation failure returns a static error
  * so that reporting an error never fails.
  */
-#include "tpc_internal.h"
+#include "runtime_internal.h"
 
 #include <stdarg.h>
 #include <stdio.h>

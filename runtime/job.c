@@ -4,7 +4,7 @@
  * builds the subtasks and channels, starts one thread per subtask and coordinates. A failed
  * attempt is canceled (every subtask closes) and, within restart.attempts, replaced by a new one.
  */
-#include "tpc_task.h"
+#include "runtime_task.h"
 
 #include <errno.h>
 #include <inttypes.h>

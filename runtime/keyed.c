@@ -15,7 +15,7 @@
  * (restore.c). Processing-time timers (timers.c) travel in the same entries. The snapshot copies
  * the table's entries: its cost grows with the state (docs/keyed-state.md).
  */
-#include "tpc_task.h"
+#include "runtime_task.h"
 
 #include <stdlib.h>
 #include <string.h>

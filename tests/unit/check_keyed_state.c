@@ -7,7 +7,7 @@
  * edge (also at parallelism 1, where every key is the subtask's), and a changed max-parallelism
  * refused. Timers: check_keyed_timers.c.
  */
-#include "tpc_internal.h"
+#include "runtime_internal.h"
 #include "tpc_test_check.h"
 #include "tpc_test_ops.h"
 
