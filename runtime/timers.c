@@ -14,7 +14,7 @@
  * A hash table (key, time) -> timer for registering and deleting, and a binary heap by time whose
  * slots the timers know, so a delete is O(log n).
  */
-#include "tpc_task.h"
+#include "runtime_task.h"
 
 #include <stdlib.h>
 #include <string.h>

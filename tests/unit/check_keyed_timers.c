@@ -8,7 +8,7 @@
  * keyed count of fires is 1 and so is the count of on_timer calls the test saw over all runs.
  * Also: a timer in an operator without on_timer is refused.
  */
-#include "tpc_internal.h"
+#include "runtime_internal.h"
 #include "tpc_test_check.h"
 #include "tpc_test_ops.h"
 
