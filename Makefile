@@ -179,8 +179,8 @@ bench-kafka: deps $(BUILD)/bench/bench_kafka
 
 # End to end: the example pipeline, killed and restarted, its outputs read back (tests/e2e/).
 RUNS ?= 5
-demo: deps lib examples
-	@TWOPC_EXAMPLES_DIR=$(CURDIR)/$(BUILD)/examples tests/e2e/demo.sh
+demo: deps lib tools examples
+	@TWOPC_EXAMPLES_DIR=$(CURDIR)/$(BUILD)/examples TWOPC_COMMAND=$(CURDIR)/$(TWOPC_CMD) tests/e2e/demo.sh
 torture: deps lib examples
 	@TWOPC_EXAMPLES_DIR=$(CURDIR)/$(BUILD)/examples \
 	    tests/services/with-services.sh tests/e2e/torture.sh $(RUNS)
