@@ -95,8 +95,7 @@ static void store_int(void *at, size_t size, int64_t v)
     }
 }
 
-tpc_error_t *tpc_props_set(const tpc_props_t *table, void *conf, const char *key,
-                           const char *value)
+tpc_error_t *tpc_props_set(const tpc_props_t *table, void *conf, const char *key, const char *value)
 {
     if (!table || !conf || !key || !value)
         return tpc_error_new(TPC_ERR_INVALID_ARG, TPC_ERROR_FATAL,

@@ -38,7 +38,10 @@ typedef struct {
 } tpc_prop_field_t;
 
 /** The field @p member of struct type @p type, for tpc_prop_t.field. */
-#define TPC_PROP_FIELD(type, member) {offsetof(type, member), sizeof(((type *)0)->member)}
+#define TPC_PROP_FIELD(type, member)                                                               \
+    {                                                                                              \
+        offsetof(type, member), sizeof(((type *)0)->member)                                        \
+    }
 
 typedef struct tpc_prop tpc_prop_t;
 
@@ -47,8 +50,8 @@ struct tpc_prop {
      * function gets the whole key. */
     const char *name;
     tpc_prop_type_t type;
-    tpc_prop_field_t field; /**< unused by CUSTOM rows (their set function knows its fields) */
-    int64_t min, max;       /**< INT: the accepted range */
+    tpc_prop_field_t field;     /**< unused by CUSTOM rows (their set function knows its fields) */
+    int64_t min, max;           /**< INT: the accepted range */
     const char *const *choices; /**< ENUM: the accepted words, NULL-terminated */
     const char *def;            /**< the default as text, applied by tpc_props_init(); NULL: none */
     const char *unit;           /**< "ms", "bytes", ... for INT rows; NULL: none */
