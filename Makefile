@@ -146,7 +146,7 @@ $(BUILD)/fuzz/%: tests/fuzz/%.c $(STATIC)
 
 $(TWOPC_CMD): $(TOOL_SRCS) $(wildcard tools/*.h) $(STATIC)
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS_ALL) -Itools $(LDFLAGS) -o $@ $(TOOL_SRCS) $(STATIC) $(LDLIBS_ALL)
+	$(CC) $(CFLAGS_ALL) $(ALL_INC) -Itools $(LDFLAGS) -o $@ $(TOOL_SRCS) $(STATIC) $(LDLIBS_ALL)
 
 $(BUILD)/examples/%: examples/%.c $(STATIC)
 	@mkdir -p $(dir $@)

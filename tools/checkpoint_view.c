@@ -7,7 +7,7 @@
 #include "file_internal.h"
 #include "kafka_internal.h"
 #include "pg_internal.h"
-#include "tpc_internal.h"
+#include "runtime_internal.h"
 #include "twopc_cli.h"
 #include "txn_internal.h"
 
