@@ -35,6 +35,11 @@ static char *vformat(const char *fmt, va_list ap)
     return s;
 }
 
+tpc_error_t *tpc_error_nomem(void)
+{
+    return &oom_error;
+}
+
 tpc_error_t *tpc_error_new(tpc_err_t code, int flags, const char *fmt, ...)
 {
     tpc_error_t *e = calloc(1, sizeof(*e));
