@@ -122,6 +122,8 @@ tpc_error_t *tpc_kafka_source_set(tpc_kafka_source_t *src, const char *key, cons
         return set_int(&src->poll_timeout_ms, 0, 50, key, value);
     if (strcmp(key, "open.timeout.ms") == 0)
         return set_int(&src->open_timeout_ms, 100, INT32_MAX, key, value);
+    if (strcmp(key, "partition.discovery.interval.ms") == 0)
+        return set_int(&src->discovery_interval_ms, 0, INT32_MAX, key, value);
     tpc_error_t *err =
         tpc_error_new(TPC_ERR_NOT_FOUND, TPC_ERROR_FATAL, "unknown kafka source key \"%s\"", key);
     if (strcmp(key, "group.id") == 0 || strcmp(key, "topic") == 0)
@@ -158,6 +160,12 @@ static tpc_error_t *split_topics(tpc_kafka_source_t *src, const char *list)
             return tpc_error_hint(tpc_error_new(TPC_ERR_INVALID_ARG, TPC_ERROR_FATAL,
                                                 "empty topic name in \"%s\"", list),
                                   "give topics separated by commas, e.g. \"orders,refunds\"");
+        if (len > TPC__KAFKA_TOPIC_MAX)
+            return tpc_error_hint(tpc_error_new(TPC_ERR_INVALID_ARG, TPC_ERROR_FATAL,
+                                                "kafka topic name \"%.*s...\" is too long",
+                                                32, at),
+                                  "kafka topic names have at most %d characters",
+                                  TPC__KAFKA_TOPIC_MAX);
         if (!(src->topics[src->ntopics++] = strndup(at, len)))
             return oom();
         at += strcspn(at, ",");
@@ -176,6 +184,31 @@ static tpc_error_t *split_topics(tpc_kafka_source_t *src, const char *list)
     return NULL;
 }
 
+/* A topic beginning with '^' is a POSIX extended regular expression, as Kafka's own clients take
+ * patterns; it must match a whole name for the topic to be read. */
+static tpc_error_t *compile(tpc_kafka_source_t *src)
+{
+    size_t len = strlen(src->topic);
+    char *anchored = malloc(len + 4);
+    if (!anchored)
+        return oom();
+    /* "^(...)$": a match of part of a name does not count. */
+    snprintf(anchored, len + 4, "^(%s)$", src->topic + 1);
+    int rc = regcomp(&src->pattern, anchored, REG_EXTENDED | REG_NOSUB);
+    free(anchored);
+    if (rc != 0) {
+        char why[256];
+        regerror(rc, &src->pattern, why, sizeof why);
+        return tpc_error_hint(tpc_error_new(TPC_ERR_INVALID_ARG, TPC_ERROR_FATAL,
+                                            "invalid kafka topic pattern \"%s\": %s", src->topic,
+                                            why),
+                              "a topic beginning with '^' is a POSIX extended regular expression "
+                              "that must match whole topic names, e.g. \"^orders-.*\"");
+    }
+    src->is_pattern = true;
+    return NULL;
+}
+
 tpc_error_t *tpc_kafka_source_new(const char *bootstrap, const char *topic,
                                   tpc_kafka_source_t **out)
 {
@@ -190,8 +223,9 @@ tpc_error_t *tpc_kafka_source_new(const char *bootstrap, const char *topic,
     src->max_batch = 500;
     src->poll_timeout_ms = 20;
     src->open_timeout_ms = 30000;
+    src->discovery_interval_ms = 10000;
     src->topic = strdup(topic);
-    tpc_error_t *err = src->topic ? split_topics(src, topic) : oom();
+    tpc_error_t *err = !src->topic ? oom() : topic[0] == '^' ? compile(src) : split_topics(src, topic);
     if (!err)
         err = add_prop(src, "bootstrap.servers", bootstrap);
     if (err) {
@@ -221,5 +255,7 @@ void tpc_kafka_source_destroy(tpc_kafka_source_t *src)
         free(src->topics[i]);
     free(src->topics);
     free(src->topic);
+    if (src->is_pattern)
+        regfree(&src->pattern);
     free(src);
 }

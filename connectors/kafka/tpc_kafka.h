@@ -57,12 +57,9 @@ extern "C" {
 TPC_API tpc_error_t *tpc_kafka_sink_new(const char *bootstrap, const char *topic,
                                         tpc_txn_sink_t **out);
 
-/** A record header. Bytes are borrowed. */
-typedef struct {
-    const char *name;
-    const void *value;
-    size_t value_len;
-} tpc_kafka_header_t;
+/** A message header: the runtime's record header (name and name_len, value and value_len, a NULL
+ * value for a null one). Bytes are borrowed. */
+typedef tpc_header_t tpc_kafka_header_t;
 
 /** What the sink produces for one record. Everything is borrowed and must stay valid until the
  * mapper is called again on the same subtask, or the write call returns. */
@@ -80,7 +77,7 @@ typedef struct {
 
 /**
  * Turn a record into a Kafka message. @p out comes filled from the record (key, value,
- * timestamp, no topic, partition -1, no headers); change what is needed. Called on the subtasks'
+ * timestamp, headers, no topic, partition -1); change what is needed. Called on the subtasks'
  * threads, several at once: @p opaque must be safe to share.
  * @returns NULL, or an error that fails the subtask.
  */
