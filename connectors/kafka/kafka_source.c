@@ -162,8 +162,7 @@ static tpc_error_t *split_topics(tpc_kafka_source_t *src, const char *list)
                                   "give topics separated by commas, e.g. \"orders,refunds\"");
         if (len > TPC__KAFKA_TOPIC_MAX)
             return tpc_error_hint(tpc_error_new(TPC_ERR_INVALID_ARG, TPC_ERROR_FATAL,
-                                                "kafka topic name \"%.*s...\" is too long",
-                                                32, at),
+                                                "kafka topic name \"%.*s...\" is too long", 32, at),
                                   "kafka topic names have at most %d characters",
                                   TPC__KAFKA_TOPIC_MAX);
         if (!(src->topics[src->ntopics++] = strndup(at, len)))
@@ -225,7 +224,9 @@ tpc_error_t *tpc_kafka_source_new(const char *bootstrap, const char *topic,
     src->open_timeout_ms = 30000;
     src->discovery_interval_ms = 10000;
     src->topic = strdup(topic);
-    tpc_error_t *err = !src->topic ? oom() : topic[0] == '^' ? compile(src) : split_topics(src, topic);
+    tpc_error_t *err = !src->topic       ? oom()
+                       : topic[0] == '^' ? compile(src)
+                                         : split_topics(src, topic);
     if (!err)
         err = add_prop(src, "bootstrap.servers", bootstrap);
     if (err) {

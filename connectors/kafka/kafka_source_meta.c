@@ -57,16 +57,15 @@ void tpc__kafka_meta_read(rd_kafka_t *rk, const tpc_kafka_source_t *conf, int ti
     if (conf->is_pattern) {
         out->err = rd_kafka_metadata(rk, 1, NULL, &md, timeout_ms);
         for (int i = 0; !out->err && i < md->topic_cnt; i++)
-            if (tpc__kafka_source_matches(conf, md->topics[i].topic,
-                                          strlen(md->topics[i].topic)))
+            if (tpc__kafka_source_matches(conf, md->topics[i].topic, strlen(md->topics[i].topic)))
                 add(out, &md->topics[i], (size_t)md->topic_cnt);
         if (md)
             rd_kafka_metadata_destroy(md);
     } else {
         for (size_t t = 0; !out->err && t < conf->ntopics; t++) {
             rd_kafka_topic_t *rkt = rd_kafka_topic_new(rk, conf->topics[t], NULL);
-            out->err = rkt ? rd_kafka_metadata(rk, 0, rkt, &md, timeout_ms)
-                           : RD_KAFKA_RESP_ERR__FAIL;
+            out->err =
+                rkt ? rd_kafka_metadata(rk, 0, rkt, &md, timeout_ms) : RD_KAFKA_RESP_ERR__FAIL;
             if (!out->err && md->topic_cnt == 1)
                 add(out, &md->topics[0], conf->ntopics);
             else if (!out->err)
@@ -122,12 +121,11 @@ static void *discover_main(void *arg)
 {
     tpc__kafka_discovery_t *d = arg;
     int timeout = d->conf->open_timeout_ms < DISCOVERY_TIMEOUT_MS ? d->conf->open_timeout_ms
-                                                                   : DISCOVERY_TIMEOUT_MS;
+                                                                  : DISCOVERY_TIMEOUT_MS;
     pthread_mutex_lock(&d->lock);
     while (!d->stop) {
         struct timespec until = after_ms(d->conf->discovery_interval_ms);
-        while (!d->stop && !d->soon &&
-               pthread_cond_timedwait(&d->wake, &d->lock, &until) == 0)
+        while (!d->stop && !d->soon && pthread_cond_timedwait(&d->wake, &d->lock, &until) == 0)
             ;
         if (d->stop)
             break;

@@ -37,8 +37,7 @@ static uint64_t get(const unsigned char *at, int bytes)
 }
 
 /* FNV-1a, 32 bits, of the topic's name: spreads the topics' first partitions over the subtasks. */
-int tpc__kafka_source_owner(const char *topic, size_t topic_len, int32_t partition,
-                            int parallelism)
+int tpc__kafka_source_owner(const char *topic, size_t topic_len, int32_t partition, int parallelism)
 {
     uint32_t h = 2166136261u;
     for (size_t i = 0; i < topic_len; i++)

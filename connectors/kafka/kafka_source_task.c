@@ -182,8 +182,9 @@ static tpc_error_t *read_metadata(source_t *s)
                        te == RD_KAFKA_RESP_ERR_TOPIC_EXCEPTION;
         tpc_error_t *err = tpc_error_new(
             te == RD_KAFKA_RESP_ERR_UNKNOWN_TOPIC_OR_PART ? TPC_ERR_NOT_FOUND : TPC_ERR_EXTERNAL,
-            lasting ? TPC_ERROR_FATAL : TPC_ERROR_RETRIABLE, "could not read kafka topic \"%s\": %s",
-            m->topics[i].name, rd_kafka_err2str(te ? te : RD_KAFKA_RESP_ERR__UNKNOWN_PARTITION));
+            lasting ? TPC_ERROR_FATAL : TPC_ERROR_RETRIABLE,
+            "could not read kafka topic \"%s\": %s", m->topics[i].name,
+            rd_kafka_err2str(te ? te : RD_KAFKA_RESP_ERR__UNKNOWN_PARTITION));
         return tpc_error_hint(err, "create the topic before the job starts (the source never "
                                    "creates it), check its name, and that the principal may "
                                    "describe and read it");
@@ -322,8 +323,8 @@ static int find(const source_t *s, int topic, int32_t partition)
 static bool owns(const source_t *s, int topic, int32_t partition)
 {
     const char *name = s->topics[topic].name;
-    return tpc__kafka_source_owner(name, strlen(name), partition,
-                                   tpc_ctx_parallelism(s->ctx)) == tpc_ctx_subtask(s->ctx);
+    return tpc__kafka_source_owner(name, strlen(name), partition, tpc_ctx_parallelism(s->ctx)) ==
+           tpc_ctx_subtask(s->ctx);
 }
 
 static tpc_error_t *own(source_t *s, const tpc__kafka_source_part_t *part)
@@ -359,10 +360,10 @@ static tpc_error_t *own(source_t *s, const tpc__kafka_source_part_t *part)
 
 static tpc_error_t *partition_list_error(rd_kafka_error_t *e, const source_t *s, const char *what)
 {
-    tpc_error_t *err =
-        tpc_error_new(TPC_ERR_EXTERNAL, TPC_ERROR_FATAL, "could not %s partitions of kafka "
-                                                         "topics \"%s\": %s",
-                      what, s->conf->topic, rd_kafka_error_string(e));
+    tpc_error_t *err = tpc_error_new(TPC_ERR_EXTERNAL, TPC_ERROR_FATAL,
+                                     "could not %s partitions of kafka "
+                                     "topics \"%s\": %s",
+                                     what, s->conf->topic, rd_kafka_error_string(e));
     rd_kafka_error_destroy(e);
     return err;
 }
@@ -641,8 +642,8 @@ static tpc_error_t *apply_discovery(source_t *s, const tpc__kafka_meta_t *m)
         if (t < 0) {
             err = add_topic(s, tm->name, strlen(tm->name), &t);
             if (!err)
-                tpc_log(s->ctx, TPC_LOG_INFO, "kafka source: topic \"%s\" matches \"%s\"",
-                        tm->name, s->conf->topic);
+                tpc_log(s->ctx, TPC_LOG_INFO, "kafka source: topic \"%s\" matches \"%s\"", tm->name,
+                        s->conf->topic);
         }
         if (err)
             break;
@@ -765,8 +766,8 @@ static tpc_error_t *headers_of(source_t *s, const rd_kafka_message_t *msg, size_
         size_t len;
         if (rd_kafka_header_get_all(hdrs, i, &name, &value, &len))
             break;
-        s->headers[(*count)++] =
-            (tpc_header_t){.name = name, .name_len = strlen(name), .value = value, .value_len = len};
+        s->headers[(*count)++] = (tpc_header_t){
+            .name = name, .name_len = strlen(name), .value = value, .value_len = len};
     }
     return NULL;
 }
