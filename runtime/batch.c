@@ -3,7 +3,7 @@
  * arena, so a record costs a copy into the arena and no allocation; batches are recycled through
  * their channel so the steady state allocates nothing.
  */
-#include "tpc_internal.h"
+#include "runtime_internal.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -5,8 +5,8 @@
  * woken through its task's wake-up (task.c); the producer can wait for the ring to drain, which a
  * finished task does before it closes so that no record is left in flight.
  */
-#include "tpc_internal.h"
-#include "tpc_task.h"
+#include "runtime_internal.h"
+#include "runtime_task.h"
 
 #include <stdlib.h>
 

@@ -9,7 +9,7 @@
  * while a checkpoint waits for it makes that checkpoint abort (the next one will not wait for it).
  * When every subtask has finished its operator, the final checkpoint is triggered at once.
  */
-#include "tpc_task.h"
+#include "runtime_task.h"
 
 #include <inttypes.h>
 #include <stdio.h>

@@ -4,7 +4,7 @@
  * period) and an optional hint that says how to fix it. Allocation failure returns a static error
  * so that reporting an error never fails.
  */
-#include "tpc_internal.h"
+#include "runtime_internal.h"
 
 #include <stdarg.h>
 #include <stdio.h>
@@ -33,6 +33,11 @@ static char *vformat(const char *fmt, va_list ap)
     if (s)
         vsnprintf(s, (size_t)n + 1, fmt, ap);
     return s;
+}
+
+tpc_error_t *tpc_error_nomem(void)
+{
+    return &oom_error;
 }
 
 tpc_error_t *tpc_error_new(tpc_err_t code, int flags, const char *fmt, ...)

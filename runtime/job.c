@@ -4,7 +4,8 @@
  * builds the subtasks and channels, starts one thread per subtask and coordinates. A failed
  * attempt is canceled (every subtask closes) and, within restart.attempts, replaced by a new one.
  */
-#include "tpc_task.h"
+#include "runtime_task.h"
+#include "tpc_props.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -22,19 +23,13 @@ tpc_job_t *tpc_job_new(const char *name)
     if (!job)
         return NULL;
     job->name = tpc__xstrdup(name && *name ? name : "job");
-    job->conf = (tpc__conf_t){.interval_ms = 1000,
-                              .timeout_ms = 60000,
-                              .min_pause_ms = 0,
-                              .restart_delay_ms = 100,
-                              .retained = 3,
-                              .max_parallelism = 128,
-                              .max_concurrent = 1,
-                              .tolerable_failures = 3,
-                              .restart_attempts = 3,
-                              .after_finish = true,
-                              .restore = TPC__RESTORE_AUTO,
-                              .channel_capacity = 16,
-                              .batch_size = 256};
+    tpc_error_t *err = tpc_props_init(tpc_job_properties(), &job->conf);
+    if (err) { /* only if out of memory: the defaults are the table's own */
+        tpc_error_destroy(err);
+        free(job->name);
+        free(job);
+        return NULL;
+    }
     job->log.max_level = TPC_LOG_WARN;
     job->next_checkpoint_id = 1;
     pthread_mutex_init(&job->ctl_mu, NULL);
@@ -55,7 +50,7 @@ void tpc_job_destroy(tpc_job_t *job)
         free(job->vertices[v].name);
     free(job->vertices);
     free(job->edges);
-    free(job->conf.dir);
+    tpc_props_free(tpc_job_properties(), &job->conf);
     tpc__record_free(&job->record);
     free(job->stop.path);
     tpc_error_destroy(job->stop.err);
@@ -65,90 +60,148 @@ void tpc_job_destroy(tpc_job_t *job)
     free(job);
 }
 
-static tpc_error_t *bad_value(const char *key, const char *value, const char *expected)
-{
-    return tpc_error_hint(
-        tpc_error_new(TPC_ERR_CONFIG, 0, "invalid value \"%s\" for \"%s\"", value, key),
-        "expected %s", expected);
-}
+#define JOB_FIELD(member) TPC_PROP_FIELD(tpc__conf_t, member)
+#define MS_MAX            (INT64_MAX / 1000)
 
-static tpc_error_t *parse_int(const char *key, const char *value, int64_t min, int64_t max,
-                              int64_t *out)
+static const char *const restore_modes[] = {"auto", "fresh", "required", NULL};
+static const char *const fallbacks[] = {"refuse", "at-least-once", NULL};
+
+/* The job's keys; docs/configuration.md is generated from this table (tools/config_doc.c). */
+static const tpc_prop_t job_props[] = {
+    {.name = "checkpoint.interval.ms",
+     .type = TPC_PROP_INT,
+     .field = JOB_FIELD(interval_ms),
+     .min = 0,
+     .max = MS_MAX,
+     .def = "1000",
+     .unit = "ms",
+     .doc = "Periodic checkpoint trigger; 0 takes no periodic checkpoints."},
+    {.name = "checkpoint.timeout.ms",
+     .type = TPC_PROP_INT,
+     .field = JOB_FIELD(timeout_ms),
+     .min = 1,
+     .max = MS_MAX,
+     .def = "60000",
+     .unit = "ms",
+     .doc = "A checkpoint not complete by then is aborted."},
+    {.name = "checkpoint.dir",
+     .type = TPC_PROP_STRING,
+     .field = JOB_FIELD(dir),
+     .accepts = "a directory path",
+     .doc = "Where checkpoints and the completion record are stored; without it the job takes no "
+            "checkpoints and exactly-once sinks refuse to run."},
+    {.name = "checkpoint.retained",
+     .type = TPC_PROP_INT,
+     .field = JOB_FIELD(retained),
+     .min = 1,
+     .max = 1000000,
+     .def = "3",
+     .doc = "Completed checkpoints kept in checkpoint.dir."},
+    {.name = "checkpoint.max-concurrent",
+     .type = TPC_PROP_INT,
+     .field = JOB_FIELD(max_concurrent),
+     .min = 1,
+     .max = 64,
+     .def = "1",
+     .doc = "Checkpoints in flight at once."},
+    {.name = "checkpoint.min-pause.ms",
+     .type = TPC_PROP_INT,
+     .field = JOB_FIELD(min_pause_ms),
+     .min = 0,
+     .max = MS_MAX,
+     .def = "0",
+     .unit = "ms",
+     .doc = "Pause between a completed checkpoint and the next trigger."},
+    {.name = "checkpoint.tolerable-failures",
+     .type = TPC_PROP_INT,
+     .field = JOB_FIELD(tolerable_failures),
+     .min = 0,
+     .max = 1000000,
+     .def = "3",
+     .doc = "Consecutive aborted checkpoints before the job fails."},
+    {.name = "checkpoint.after-finish",
+     .type = TPC_PROP_BOOL,
+     .field = JOB_FIELD(after_finish),
+     .def = "true",
+     .doc = "Keep checkpointing after some tasks finished, and take a final checkpoint before "
+            "the job ends (what exactly-once sinks need to commit everything)."},
+    {.name = "restart.attempts",
+     .type = TPC_PROP_INT,
+     .field = JOB_FIELD(restart_attempts),
+     .min = 0,
+     .max = 1000000,
+     .def = "3",
+     .doc = "Restarts after a failure before tpc_job_run() fails."},
+    {.name = "restart.delay.ms",
+     .type = TPC_PROP_INT,
+     .field = JOB_FIELD(restart_delay_ms),
+     .min = 0,
+     .max = MS_MAX,
+     .def = "100",
+     .unit = "ms",
+     .doc = "Pause before a restart."},
+    {.name = "restore.mode",
+     .type = TPC_PROP_ENUM,
+     .field = JOB_FIELD(restore),
+     .choices = restore_modes,
+     .def = "auto",
+     .doc = "auto: resume from the newest completed checkpoint in checkpoint.dir if there is one; "
+            "fresh: start over, once per run (after a failure the run resumes from its own "
+            "checkpoints); required: fail when there is none."},
+    {.name = "restore.fallback",
+     .type = TPC_PROP_ENUM,
+     .field = JOB_FIELD(fallback_at_least_once),
+     .choices = fallbacks,
+     .def = "refuse",
+     .doc = "When the newest completed checkpoint is damaged or gone. refuse: fail with "
+            "TPC_ERR_CORRUPT or TPC_ERR_NOT_FOUND and say what to do; at-least-once: restore the "
+            "newest valid older one (or none) with a loud warning, and sinks write again what the "
+            "lost checkpoints covered."},
+    {.name = "channel.capacity",
+     .type = TPC_PROP_INT,
+     .field = JOB_FIELD(channel_capacity),
+     .min = 2,
+     .max = 1 << 20,
+     .def = "16",
+     .unit = "batches",
+     .doc = "Batches buffered per channel: the backpressure bound."},
+    {.name = "batch.size",
+     .type = TPC_PROP_INT,
+     .field = JOB_FIELD(batch_size),
+     .min = 1,
+     .max = 1 << 20,
+     .def = "256",
+     .unit = "records",
+     .doc = "Records per batch."},
+    {.name = "max-parallelism",
+     .type = TPC_PROP_INT,
+     .field = JOB_FIELD(max_parallelism),
+     .min = 1,
+     .max = 32768,
+     .def = "128",
+     .doc = "Key groups: the highest parallelism any vertex may have. Stored in checkpoints; a "
+            "restore with another value is refused."},
+};
+
+static const tpc_props_t job_table = {"job", "tpc_job_set()", job_props,
+                                      sizeof job_props / sizeof *job_props};
+
+const tpc_props_t *tpc_job_properties(void)
 {
-    int64_t v;
-    if (!tpc_parse_int(value, min, max, &v)) {
-        char expected[96];
-        snprintf(expected, sizeof expected, "an integer from %lld to %lld", (long long)min,
-                 (long long)max);
-        return bad_value(key, value, expected);
-    }
-    *out = v;
-    return NULL;
+    return &job_table;
 }
 
 tpc_error_t *tpc_job_set(tpc_job_t *job, const char *key, const char *value)
 {
     if (!job || !key || !value)
         return tpc_error_new(TPC_ERR_INVALID_ARG, 0, "tpc_job_set needs a job, a key and a value");
-    tpc__conf_t *c = &job->conf;
-    int64_t v = 0;
-    tpc_error_t *err = NULL;
-#define INT_KEY(name, min, max, field)                                                             \
-    if (strcmp(key, name) == 0) {                                                                  \
-        if (!(err = parse_int(key, value, min, max, &v)))                                          \
-            c->field = v;                                                                          \
-        return err;                                                                                \
+    tpc_error_t *err = tpc_props_set(&job_table, &job->conf, key, value);
+    if (err && tpc_error_code(err) == TPC_ERR_NOT_FOUND) {
+        tpc_error_destroy(err);
+        const tpc_props_t *tables[] = {&job_table};
+        err = tpc_props_unknown(tables, 1, key);
     }
-    INT_KEY("checkpoint.interval.ms", 0, INT64_MAX / 1000, interval_ms)
-    INT_KEY("checkpoint.timeout.ms", 1, INT64_MAX / 1000, timeout_ms)
-    INT_KEY("checkpoint.min-pause.ms", 0, INT64_MAX / 1000, min_pause_ms)
-    INT_KEY("checkpoint.retained", 1, 1000000, retained)
-    INT_KEY("checkpoint.max-concurrent", 1, 64, max_concurrent)
-    INT_KEY("checkpoint.tolerable-failures", 0, 1000000, tolerable_failures)
-    INT_KEY("restart.attempts", 0, 1000000, restart_attempts)
-    INT_KEY("restart.delay.ms", 0, INT64_MAX / 1000, restart_delay_ms)
-    INT_KEY("channel.capacity", 2, 1 << 20, channel_capacity)
-    INT_KEY("batch.size", 1, 1 << 20, batch_size)
-    INT_KEY("max-parallelism", 1, 32768, max_parallelism)
-#undef INT_KEY
-    if (strcmp(key, "checkpoint.dir") == 0) {
-        if (!*value)
-            return bad_value(key, value, "a directory path");
-        free(c->dir);
-        c->dir = tpc__xstrdup(value);
-        return NULL;
-    }
-    if (strcmp(key, "checkpoint.after-finish") == 0) {
-        if (strcmp(value, "true") == 0)
-            c->after_finish = true;
-        else if (strcmp(value, "false") == 0)
-            c->after_finish = false;
-        else
-            return bad_value(key, value, "true or false");
-        return NULL;
-    }
-    if (strcmp(key, "restore.mode") == 0) {
-        if (strcmp(value, "auto") == 0)
-            c->restore = TPC__RESTORE_AUTO;
-        else if (strcmp(value, "fresh") == 0)
-            c->restore = TPC__RESTORE_FRESH;
-        else if (strcmp(value, "required") == 0)
-            c->restore = TPC__RESTORE_REQUIRED;
-        else
-            return bad_value(key, value, "auto, fresh or required");
-        return NULL;
-    }
-    if (strcmp(key, "restore.fallback") == 0) {
-        if (strcmp(value, "refuse") == 0)
-            c->fallback_at_least_once = false;
-        else if (strcmp(value, "at-least-once") == 0)
-            c->fallback_at_least_once = true;
-        else
-            return bad_value(key, value, "refuse or at-least-once");
-        return NULL;
-    }
-    return tpc_error_hint(tpc_error_new(TPC_ERR_CONFIG, 0, "unknown configuration key \"%s\"", key),
-                          "see tpc_job_set() in tpc_runtime.h for the keys");
+    return err;
 }
 
 tpc_err_t tpc_job_set_logger(tpc_job_t *job, tpc_log_cb cb, void *opaque, tpc_log_level_t max_level)

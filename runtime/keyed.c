@@ -12,7 +12,7 @@
  * subtask the entries of its groups (restore.c). The snapshot copies the table's entries: its cost
  * grows with the state (docs/architecture.md).
  */
-#include "tpc_task.h"
+#include "runtime_task.h"
 
 #include <stdlib.h>
 #include <string.h>

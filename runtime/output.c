@@ -4,7 +4,7 @@
  * at the end of a poll or process call, are pushed to their channel. Events go out only after the
  * batches before them, so they never overtake records.
  */
-#include "tpc_task.h"
+#include "runtime_task.h"
 
 #include <string.h>
 

@@ -16,7 +16,7 @@
  * (version 2), u32 vertex count, then per vertex its name and u32 highest parallelism, then a
  * SHA-256 of all before it. Integers are encoded as in the checkpoint files (docs/architecture.md).
  */
-#include "tpc_internal.h"
+#include "runtime_internal.h"
 
 #include <errno.h>
 #include <stdio.h>

@@ -10,7 +10,7 @@
  * unchanged and is spread round robin otherwise; union state goes to every subtask. A graph that
  * contradicts the finished state of the checkpoint is refused with a clear error.
  */
-#include "tpc_task.h"
+#include "runtime_task.h"
 
 #include <inttypes.h>
 #include <stdio.h>

@@ -3,7 +3,7 @@
  * snapshot_state, and a reader over the entries handed back in initialize_state. Entries are
  * opaque bytes; how they are split over subtasks on restore is decided in job.c.
  */
-#include "tpc_internal.h"
+#include "runtime_internal.h"
 
 #include <stdlib.h>
 

@@ -7,7 +7,7 @@
  * the new one. Readers verify the checksum and the structure; a torn or corrupt file is an error
  * that recovery reports and skips. The layout is described in docs/architecture.md.
  */
-#include "tpc_internal.h"
+#include "runtime_internal.h"
 
 #include <dirent.h>
 #include <errno.h>

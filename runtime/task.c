@@ -12,7 +12,7 @@
  * ended (end of data or end of partition counts as aligned); then the subtask snapshots, forwards
  * the barrier and acks. A newer barrier or an abort notification cancels an alignment in progress.
  */
-#include "tpc_task.h"
+#include "runtime_task.h"
 
 #include <stdarg.h>
 #include <stdio.h>

@@ -3,7 +3,7 @@
  * cannot make progress without memory, and a half-built structure is worse than a clear stop),
  * growable byte buffers with little-endian encoding, a bounds-checked reader, and logging.
  */
-#include "tpc_internal.h"
+#include "runtime_internal.h"
 
 #include <errno.h>
 #include <stdarg.h>

@@ -10,6 +10,7 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -73,7 +74,7 @@ tpc_error_t *tpc_txn_sink_new(const tpc_txn_connector_ops_t *ops, void *arg, tpc
     }
     tpc_txn_sink_t *sink = err ? NULL : calloc(1, sizeof *sink);
     if (!err && !sink)
-        err = tpc_error_new(TPC_ERR_NOMEM, TPC_ERROR_FATAL, "out of memory");
+        err = tpc_error_nomem();
     if (err) {
         if (ops->release && arg)
             ops->release(arg);
@@ -81,33 +82,100 @@ tpc_error_t *tpc_txn_sink_new(const tpc_txn_connector_ops_t *ops, void *arg, tpc
     }
     sink->ops = ops;
     sink->arg = arg;
-    sink->conf = (tpc__txn_conf_t){
-        .guarantee = TPC_TXN_EXACTLY_ONCE,
-        .timeout_ms = 0,
-        .warn_ratio = 0.8,
-        .expired_log = false,
-        .retry_deadline_ms = 60000,
-        .backoff_ms = 50,
-        .backoff_max_ms = 2000,
-    };
+    tpc_error_destroy(tpc_props_init(tpc_txn_sink_properties(), &sink->conf)); /* cannot fail */
     *out = sink;
     return NULL;
 }
 
-static tpc_error_t *bad_value(const char *key, const char *value, const char *accepted)
+static tpc_error_t *set_warn_ratio(void *conf, const tpc_prop_t *p, const char *key,
+                                   const char *value)
 {
-    tpc_error_t *err = tpc_error_new(TPC_ERR_CONFIG, TPC_ERROR_FATAL,
-                                     "invalid value \"%s\" for \"%s\"", value, key);
-    return tpc_error_hint(err, "\"%s\" accepts %s", key, accepted);
+    char *end = NULL;
+    errno = 0;
+    double d = strtod(value, &end);
+    if (errno || end == value || *end || !isfinite(d) || d <= 0.0 || d > 1.0 || value[0] < '0' ||
+        value[0] > '9') /* no spaces, no sign */
+        return tpc_prop_invalid(p, key, value, NULL);
+    ((tpc__txn_conf_t *)conf)->warn_ratio = d;
+    return NULL;
 }
 
-static bool parse_u64(const char *s, uint64_t *out)
+#define SINK_FIELD(member) TPC_PROP_FIELD(tpc__txn_conf_t, member)
+#define MS_MAX             (INT64_MAX / 1000)
+
+static const char *const guarantees[] = {"exactly-once", "at-least-once", "none", NULL};
+static const char *const expired_rules[] = {"fail", "log", NULL};
+
+/* The keys every transactional sink takes; a connector's own keys are in its table. */
+static const tpc_prop_t sink_props[] = {
+    {.name = "guarantee",
+     .type = TPC_PROP_ENUM,
+     .field = SINK_FIELD(guarantee),
+     .choices = guarantees,
+     .def = "exactly-once",
+     .doc = "exactly-once: two-phase commit on checkpoints; at-least-once: commit at checkpoints, "
+            "records may be written again after a failure; none: commit as soon as written."},
+    {.name = "transaction.timeout.ms",
+     .type = TPC_PROP_INT,
+     .field = SINK_FIELD(timeout_ms),
+     .min = 0,
+     .max = MS_MAX,
+     .def = "0",
+     .unit = "ms",
+     .doc = "How long the external system keeps an open transaction; 0 means unknown or "
+            "unlimited."},
+    {.name = "transaction.timeout.warn-ratio",
+     .type = TPC_PROP_CUSTOM,
+     .set = set_warn_ratio,
+     .def = "0.8",
+     .accepts = "a number greater than 0 and at most 1",
+     .doc = "Warn when a pending transaction is this old, as a fraction of "
+            "transaction.timeout.ms."},
+    {.name = "recovery.expired",
+     .type = TPC_PROP_ENUM,
+     .field = SINK_FIELD(expired_log),
+     .choices = expired_rules,
+     .def = "fail",
+     .doc = "A restored transaction older than the timeout that cannot be committed. fail: fail "
+            "the job; log: report the data loss loudly and go on."},
+    {.name = "commit.retry.deadline.ms",
+     .type = TPC_PROP_INT,
+     .field = SINK_FIELD(retry_deadline_ms),
+     .min = 0,
+     .max = MS_MAX,
+     .def = "60000",
+     .unit = "ms",
+     .doc = "Retry retriable commit errors this long."},
+    {.name = "commit.retry.backoff.ms",
+     .type = TPC_PROP_INT,
+     .field = SINK_FIELD(backoff_ms),
+     .min = 1,
+     .max = MS_MAX,
+     .def = "50",
+     .unit = "ms",
+     .doc = "First pause between commit retries; it doubles up to commit.retry.backoff-max.ms."},
+    {.name = "commit.retry.backoff-max.ms",
+     .type = TPC_PROP_INT,
+     .field = SINK_FIELD(backoff_max_ms),
+     .min = 1,
+     .max = MS_MAX,
+     .def = "2000",
+     .unit = "ms",
+     .doc = "Longest pause between commit retries."},
+};
+
+static const tpc_props_t sink_table = {"transactional sink", "tpc_txn_sink_set()", sink_props,
+                                       sizeof sink_props / sizeof *sink_props};
+
+const tpc_props_t *tpc_txn_sink_properties(void)
 {
-    int64_t v;
-    if (!tpc_parse_int(s, 0, INT64_MAX, &v))
-        return false;
-    *out = (uint64_t)v;
-    return true;
+    return &sink_table;
+}
+
+/* The connector's own table, for connectors built against version 2 or later of the ops. */
+static const tpc_props_t *connector_props(const tpc_txn_connector_ops_t *ops)
+{
+    return ops->version >= 2 ? ops->props : NULL;
 }
 
 tpc_error_t *tpc_txn_sink_set(tpc_txn_sink_t *sink, const char *key, const char *value)
@@ -118,70 +186,34 @@ tpc_error_t *tpc_txn_sink_set(tpc_txn_sink_t *sink, const char *key, const char 
     if (sink->added)
         return tpc_error_new(TPC_ERR_STATE, TPC_ERROR_FATAL,
                              "cannot set \"%s\": the sink is already part of a job", key);
-    tpc__txn_conf_t *c = &sink->conf;
-    uint64_t u = 0;
-    if (strcmp(key, "guarantee") == 0) {
-        if (strcmp(value, "exactly-once") == 0)
-            c->guarantee = TPC_TXN_EXACTLY_ONCE;
-        else if (strcmp(value, "at-least-once") == 0)
-            c->guarantee = TPC_TXN_AT_LEAST_ONCE;
-        else if (strcmp(value, "none") == 0)
-            c->guarantee = TPC_TXN_NONE;
-        else
-            return bad_value(key, value, "\"exactly-once\", \"at-least-once\" or \"none\"");
-        return NULL;
-    }
-    if (strcmp(key, "recovery.expired") == 0) {
-        if (strcmp(value, "fail") == 0)
-            c->expired_log = false;
-        else if (strcmp(value, "log") == 0)
-            c->expired_log = true;
-        else
-            return bad_value(key, value, "\"fail\" or \"log\"");
-        return NULL;
-    }
-    if (strcmp(key, "transaction.timeout.warn-ratio") == 0) {
-        char *end = NULL;
-        errno = 0;
-        double d = strtod(value, &end);
-        if (errno || end == value || *end || !isfinite(d) || d <= 0.0 || d > 1.0 ||
-            value[0] < '0' || value[0] > '9') /* no spaces, no sign */
-            return bad_value(key, value, "a number greater than 0 and at most 1");
-        c->warn_ratio = d;
-        return NULL;
-    }
-    uint64_t *target = NULL;
-    uint64_t min = 0;
-    if (strcmp(key, "transaction.timeout.ms") == 0)
-        target = &c->timeout_ms;
-    else if (strcmp(key, "commit.retry.deadline.ms") == 0)
-        target = &c->retry_deadline_ms;
-    else if (strcmp(key, "commit.retry.backoff.ms") == 0)
-        target = &c->backoff_ms, min = 1;
-    else if (strcmp(key, "commit.retry.backoff-max.ms") == 0)
-        target = &c->backoff_max_ms, min = 1;
-    if (target) {
-        if (!parse_u64(value, &u) || u < min || u > UINT64_MAX / 1000)
-            return bad_value(key, value,
-                             min ? "a whole number of milliseconds, at least 1"
-                                 : "a whole number of milliseconds");
-        *target = u;
-        return NULL;
-    }
-    if (sink->ops->configure) {
-        tpc_error_t *err = sink->ops->configure(sink->arg, key, value);
-        if (!err || tpc_error_code(err) != TPC_ERR_NOT_FOUND)
-            return err;
+    tpc_error_t *err = tpc_props_set(&sink_table, &sink->conf, key, value);
+    const tpc_props_t *own = connector_props(sink->ops);
+    if (own && err && tpc_error_code(err) == TPC_ERR_NOT_FOUND) {
         tpc_error_destroy(err);
+        err = tpc_props_set(own, sink->arg, key, value);
     }
-    tpc_error_t *err = tpc_error_new(TPC_ERR_CONFIG, TPC_ERROR_FATAL,
-                                     "unrecognized configuration key \"%s\" for a \"%s\" sink", key,
-                                     sink->ops->name ? sink->ops->name : "unnamed");
-    return tpc_error_hint(err, "sink keys are guarantee, transaction.timeout.ms, "
-                               "transaction.timeout.warn-ratio, recovery.expired, "
-                               "commit.retry.deadline.ms, commit.retry.backoff.ms, "
-                               "commit.retry.backoff-max.ms; see the connector's documentation "
-                               "for its own keys");
+    if (sink->ops->configure && err && tpc_error_code(err) == TPC_ERR_NOT_FOUND) {
+        tpc_error_destroy(err);
+        err = sink->ops->configure(sink->arg, key, value);
+    }
+    if (!err || tpc_error_code(err) != TPC_ERR_NOT_FOUND)
+        return err;
+    tpc_error_destroy(err);
+    /* Named after the connector when it has no table of its own. */
+    char what[96];
+    snprintf(what, sizeof what, "\"%s\" sink", sink->ops->name ? sink->ops->name : "unnamed");
+    tpc_props_t named = sink_table;
+    named.component = what;
+    const tpc_props_t *tables[] = {own ? own : &named, &sink_table};
+    err = tpc_props_unknown(tables, own ? 2 : 1, key);
+    if (!own && tpc_error_hint_text(err)) {
+        char *hint = strdup(tpc_error_hint_text(err));
+        if (hint)
+            err =
+                tpc_error_hint(err, "%s; the connector's own keys are in its documentation", hint);
+        free(hint);
+    }
+    return err;
 }
 
 tpc_error_t *tpc_txn_sink_add_to_job(tpc_txn_sink_t *sink, tpc_job_t *job, const char *name,

@@ -23,58 +23,72 @@ static bool name_char_ok(char ch)
            ch == '_' || ch == '-' || ch == '.';
 }
 
-static tpc_error_t *set_name_part(char *dst, size_t max, const char *key, const char *value,
-                                  bool prefix)
+/* file.prefix and file.suffix: they become parts of file names, so only safe characters. */
+static tpc_error_t *set_name_part(void *arg, const tpc_prop_t *p, const char *key,
+                                  const char *value)
 {
+    tpc__file_conf_t *conf = arg;
+    bool prefix = strcmp(key, "file.prefix") == 0;
+    char *dst = prefix ? conf->prefix : conf->suffix;
+    size_t max = prefix ? TPC__FILE_PREFIX_MAX : TPC__FILE_SUFFIX_MAX;
     size_t len = strlen(value);
     bool ok = len <= max && (!prefix || (len > 0 && value[0] != '.'));
     for (size_t i = 0; ok && i < len; i++)
         ok = name_char_ok(value[i]);
-    if (!ok) {
-        tpc_error_t *err = tpc_error_new(TPC_ERR_CONFIG, TPC_ERROR_FATAL,
-                                         "invalid value \"%s\" for \"%s\"", value, key);
-        return tpc_error_hint(err, "use at most %zu letters, digits, '_', '-' or '.'%s", max,
-                              prefix ? ", at least one, not starting with '.'" : "");
-    }
+    if (!ok)
+        return tpc_prop_invalid(p, key, value, NULL);
     memcpy(dst, value, len + 1);
     return NULL;
 }
 
-static tpc_error_t *set_size(uint64_t *dst, uint64_t min, const char *key, const char *value)
-{
-    int64_t v;
-    if (!tpc_parse_int(value, (int64_t)min, (int64_t)1 << 48, &v)) {
-        tpc_error_t *err = tpc_error_new(TPC_ERR_CONFIG, TPC_ERROR_FATAL,
-                                         "invalid value \"%s\" for \"%s\"", value, key);
-        return tpc_error_hint(err, "give a number of bytes from %llu to %llu",
-                              (unsigned long long)min, 1ull << 48);
-    }
-    *dst = v;
-    return NULL;
-}
+#define FILE_FIELD(member) TPC_PROP_FIELD(tpc__file_conf_t, member)
+#define STR(x)             #x
+#define XSTR(x)            STR(x)
 
-static tpc_error_t *file_configure(void *arg, const char *key, const char *value)
+static const tpc_prop_t file_props[] = {
+    {.name = "file.prefix",
+     .type = TPC_PROP_CUSTOM,
+     .set = set_name_part,
+     .def = "part",
+     .accepts = "1 to " XSTR(TPC__FILE_PREFIX_MAX) " letters, digits, '_', '-' or '.', not "
+                                                   "starting with '.'",
+     .doc = "Start of every file name the sink writes; sinks sharing a folder need distinct "
+            "prefixes."},
+    {.name = "file.suffix",
+     .type = TPC_PROP_CUSTOM,
+     .set = set_name_part,
+     .def = "",
+     .accepts = "up to " XSTR(TPC__FILE_SUFFIX_MAX) " letters, digits, '_', '-' or '.'",
+     .doc = "End of every committed file name, such as \".csv\"."},
+    {.name = "file.part-size",
+     .type = TPC_PROP_INT,
+     .field = FILE_FIELD(part_size),
+     .min = 1,
+     .max = (int64_t)1 << 48,
+     .def = "134217728",
+     .unit = "bytes",
+     .doc = "A transaction's file is closed and a new part begun when it reaches this size."},
+    {.name = "file.buffer-size",
+     .type = TPC_PROP_INT,
+     .field = FILE_FIELD(buffer_size),
+     .min = 4096,
+     .max = (int64_t)1 << 48,
+     .def = "1048576",
+     .unit = "bytes",
+     .doc = "Bytes buffered in memory before a write to the file."},
+};
+
+static const tpc_props_t file_table = {"file sink", "tpc_txn_sink_set()", file_props,
+                                       sizeof file_props / sizeof *file_props};
+
+const tpc_props_t *tpc_file_sink_properties(void)
 {
-    tpc__file_conf_t *conf = arg;
-    if (strcmp(key, "file.prefix") == 0)
-        return set_name_part(conf->prefix, TPC__FILE_PREFIX_MAX, key, value, true);
-    if (strcmp(key, "file.suffix") == 0)
-        return set_name_part(conf->suffix, TPC__FILE_SUFFIX_MAX, key, value, false);
-    if (strcmp(key, "file.part-size") == 0)
-        return set_size(&conf->part_size, 1, key, value);
-    if (strcmp(key, "file.buffer-size") == 0) {
-        uint64_t v = conf->buffer_size;
-        tpc_error_t *err = set_size(&v, 4096, key, value);
-        conf->buffer_size = (size_t)v;
-        return err;
-    }
-    return tpc_error_new(TPC_ERR_NOT_FOUND, 0, "unknown key \"%s\"", key);
+    return &file_table;
 }
 
 const tpc_txn_connector_ops_t tpc__file_ops = {
     .version = TPC_TXN_CONNECTOR_OPS_VERSION,
     .name = "file",
-    .configure = file_configure,
     .release = file_release,
     .open = tpc__file_open,
     .close = tpc__file_close,
@@ -92,6 +106,7 @@ const tpc_txn_connector_ops_t tpc__file_ops = {
     .is_empty = tpc__file_is_empty,
     .free_txn = tpc__file_free_txn,
     .describe = tpc__file_describe,
+    .props = &file_table,
 };
 
 tpc_error_t *tpc_file_sink_new(const char *dir, tpc_txn_sink_t **out)
@@ -116,12 +131,14 @@ tpc_error_t *tpc_file_sink_new(const char *dir, tpc_txn_sink_t **out)
     if (!conf || !copy) {
         free(conf);
         free(copy);
-        return tpc_error_new(TPC_ERR_NOMEM, TPC_ERROR_FATAL, "out of memory");
+        return tpc_error_nomem();
     }
     conf->dir = copy;
-    strcpy(conf->prefix, "part");
-    conf->part_size = 128u << 20;
-    conf->buffer_size = 1u << 20;
+    tpc_error_t *err = tpc_props_init(&file_table, conf);
+    if (err) {
+        file_release(conf);
+        return err;
+    }
     return tpc_txn_sink_new(&tpc__file_ops, conf, out);
 }
 

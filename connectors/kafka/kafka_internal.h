@@ -44,6 +44,10 @@ tpc_error_t *tpc__kafka_conf_set(rd_kafka_conf_t *rc, const char *name, const ch
                                  const char *hint);
 /* Check a property as it is set: librdkafka takes it, and so does the recovery client. */
 tpc_error_t *tpc__kafka_prop_check(const char *name, const char *value, const char *hint);
+/* The librdkafka properties of a sink or a source: pairs name, value in one array. */
+tpc_error_t *tpc__kafka_props_add(char ***props, size_t *nprops, const char *name,
+                                  const char *value);
+void tpc__kafka_props_free(char **props, size_t nprops);
 
 /* What a transactional id of the pool is doing. */
 typedef enum {

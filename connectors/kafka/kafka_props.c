@@ -9,6 +9,7 @@
 #include "kafka_wire.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 static bool is_secret(const char *name)
@@ -35,4 +36,34 @@ tpc_error_t *tpc__kafka_prop_check(const char *name, const char *value, const ch
     tpc_error_t *err = tpc__kafka_conf_set(scratch, name, value, hint);
     rd_kafka_conf_destroy(scratch);
     return err ? err : tpc__kafka_wire_check_prop(name, value);
+}
+
+tpc_error_t *tpc__kafka_props_add(char ***props, size_t *nprops, const char *name,
+                                  const char *value)
+{
+    char **grown = realloc(*props, (*nprops + 1) * 2 * sizeof *grown);
+    if (!grown)
+        return tpc_error_nomem();
+    *props = grown;
+    grown[2 * *nprops] = strdup(name);
+    grown[2 * *nprops + 1] = strdup(value);
+    ++*nprops;
+    if (!grown[2 * *nprops - 2] || !grown[2 * *nprops - 1])
+        return tpc_error_nomem();
+    return NULL;
+}
+
+const char *tpc__kafka_props_get(const char *const *props, size_t nprops, const char *name)
+{
+    for (size_t i = nprops; i-- > 0;) /* the last one set wins */
+        if (strcmp(props[2 * i], name) == 0)
+            return props[2 * i + 1];
+    return NULL;
+}
+
+void tpc__kafka_props_free(char **props, size_t nprops)
+{
+    for (size_t i = 0; i < 2 * nprops; i++)
+        free(props[i]);
+    free(props);
 }

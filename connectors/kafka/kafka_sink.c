@@ -11,56 +11,41 @@
 
 #define PREFIX "kafka."
 
+static const tpc_props_t kafka_sink_table;
+
 static void kafka_release(void *arg)
 {
     tpc__kafka_conf_t *conf = arg;
-    for (size_t i = 0; i < 2 * conf->nprops; i++)
-        free(conf->props[i]);
-    free(conf->props);
-    free(conf->topic);
-    free(conf->id_prefix);
+    tpc__kafka_props_free(conf->props, conf->nprops);
+    tpc_props_free(&kafka_sink_table, conf);
     free(conf);
 }
 
 const char *tpc__kafka_prop(const tpc__kafka_conf_t *conf, const char *name)
 {
-    for (size_t i = conf->nprops; i-- > 0;)
-        if (strcmp(conf->props[2 * i], name) == 0)
-            return conf->props[2 * i + 1];
-    return NULL;
+    return tpc__kafka_props_get((const char *const *)conf->props, conf->nprops, name);
 }
 
-static tpc_error_t *oom(void)
+/* kafka.<name>: a librdkafka producer property, checked now so that a typo fails here. */
+static tpc_error_t *set_kafka_prop(void *arg, const tpc_prop_t *p, const char *key,
+                                   const char *value)
 {
-    return tpc_error_new(TPC_ERR_NOMEM, TPC_ERROR_FATAL, "out of memory");
-}
-
-static tpc_error_t *add_prop(tpc__kafka_conf_t *conf, const char *name, const char *value)
-{
-    char **props = realloc(conf->props, (conf->nprops + 1) * 2 * sizeof *props);
-    if (!props)
-        return oom();
-    conf->props = props;
-    props[2 * conf->nprops] = strdup(name);
-    props[2 * conf->nprops + 1] = strdup(value);
-    conf->nprops++;
-    if (!props[2 * conf->nprops - 2] || !props[2 * conf->nprops - 1])
-        return oom();
-    return NULL;
-}
-
-static tpc_error_t *set_int(int64_t *dst, int64_t min, int64_t max, const char *key,
-                            const char *value)
-{
-    int64_t v;
-    if (!tpc_parse_int(value, min, max, &v)) {
-        tpc_error_t *err = tpc_error_new(TPC_ERR_CONFIG, TPC_ERROR_FATAL,
-                                         "invalid value \"%s\" for \"%s\"", value, key);
-        return tpc_error_hint(err, "give a whole number from %lld to %lld", (long long)min,
-                              (long long)max);
+    tpc__kafka_conf_t *conf = arg;
+    const char *name = key + strlen(PREFIX);
+    if (strcmp(name, "transactional.id") == 0)
+        return tpc_error_hint(
+            tpc_error_new(TPC_ERR_CONFIG, TPC_ERROR_FATAL, "\"%s\" cannot be set on a sink", key),
+            "set \"transactional.id.prefix\": the sink makes the ids");
+    if (strcmp(name, "transaction.timeout.ms") == 0) {
+        int64_t v;
+        if (!tpc_parse_int(value, 1000, INT32_MAX, &v))
+            return tpc_prop_invalid(p, key, value, "a whole number from 1000 to %d (ms)",
+                                    INT32_MAX);
+        conf->txn_timeout_ms = v;
     }
-    *dst = v;
-    return NULL;
+    tpc_error_t *err = tpc__kafka_prop_check(
+        name, value, "see librdkafka's CONFIGURATION.md for its producer properties");
+    return err ? err : tpc__kafka_props_add(&conf->props, &conf->nprops, name, value);
 }
 
 static bool id_char_ok(char ch)
@@ -69,72 +54,90 @@ static bool id_char_ok(char ch)
            ch == '_' || ch == '-' || ch == '.';
 }
 
-static tpc_error_t *set_string(char **dst, const char *key, const char *value, bool id)
+static tpc_error_t *check_id_prefix(void *arg, const tpc_prop_t *p, const char *key,
+                                    const char *value)
 {
+    (void)arg;
     size_t len = strlen(value);
-    bool ok = len > 0 && (!id || len <= 150);
-    for (size_t i = 0; ok && id && i < len; i++)
+    bool ok = len <= 150;
+    for (size_t i = 0; ok && i < len; i++)
         ok = id_char_ok(value[i]);
-    if (!ok)
-        return tpc_error_hint(tpc_error_new(TPC_ERR_CONFIG, TPC_ERROR_FATAL,
-                                            "invalid value \"%s\" for \"%s\"", value, key),
-                              id ? "use 1 to 150 letters, digits, '_', '-' or '.'"
-                                 : "give a non-empty name");
-    char *copy = strdup(value);
-    if (!copy)
-        return oom();
-    free(*dst);
-    *dst = copy;
-    return NULL;
+    return ok ? NULL : tpc_prop_invalid(p, key, value, NULL);
 }
 
-static tpc_error_t *kafka_configure(void *arg, const char *key, const char *value)
+#define SINK_FIELD(member) TPC_PROP_FIELD(tpc__kafka_conf_t, member)
+#define STR(x)             #x
+#define XSTR(x)            STR(x)
+
+static const tpc_prop_t kafka_sink_props[] = {
+    {.name = "kafka.*",
+     .type = TPC_PROP_CUSTOM,
+     .set = set_kafka_prop,
+     .accepts = "a librdkafka producer property and its value",
+     .doc = "Passed to librdkafka's producers (kafka.linger.ms, kafka.security.protocol, ...) and "
+            "checked when set; kafka.transactional.id is the sink's and refused. "
+            "kafka.transaction.timeout.ms (default 60000) is also the sink's transaction "
+            "timeout."},
+    {.name = "topic",
+     .type = TPC_PROP_STRING,
+     .field = SINK_FIELD(topic),
+     .accepts = "a topic name",
+     .doc = "The topic of every record, unless the mapper names one; the second argument of "
+            "tpc_kafka_sink_new() sets it too."},
+    {.name = "transactional.id.prefix",
+     .type = TPC_PROP_STRING,
+     .field = SINK_FIELD(id_prefix),
+     .set = check_id_prefix,
+     .accepts = "1 to 150 letters, digits, '_', '-' or '.'",
+     .doc = "Required for exactly-once: the sink's transactional ids are "
+            "<prefix>-<subtask>-<n>, 0 <= n < pool size. Unique per sink among all programs "
+            "using the cluster, and stable across restarts."},
+    {.name = "transactional.id.pool-size",
+     .type = TPC_PROP_INT,
+     .field = SINK_FIELD(pool_size),
+     .min = 3,
+     .max = TPC__KAFKA_POOL_MAX,
+     .def = "6",
+     .doc = "Transactional ids (and producers) per subtask: bounds how many checkpoints may be "
+            "pending commit at once."},
+    {.name = "checkpoint.interval.ms",
+     .type = TPC_PROP_INT,
+     .field = SINK_FIELD(checkpoint_interval_ms),
+     .min = 0,
+     .max = INT32_MAX,
+     .def = "0",
+     .unit = "ms",
+     .doc = "The interval the transaction timeout is checked against at open; 0: the job's "
+            "checkpoint.interval.ms."},
+    {.name = "open.timeout.ms",
+     .type = TPC_PROP_INT,
+     .field = SINK_FIELD(open_timeout_ms),
+     .min = 100,
+     .max = INT32_MAX,
+     .def = "30000",
+     .unit = "ms",
+     .doc = "How long open may wait for the cluster."},
+    {.name = "recovery.timeout.ms",
+     .type = TPC_PROP_INT,
+     .field = SINK_FIELD(recovery_timeout_ms),
+     .min = 100,
+     .max = INT32_MAX,
+     .def = "60000",
+     .unit = "ms",
+     .doc = "How long a recovery commit may retry."},
+};
+
+static const tpc_props_t kafka_sink_table = {"kafka sink", "tpc_txn_sink_set()", kafka_sink_props,
+                                             sizeof kafka_sink_props / sizeof *kafka_sink_props};
+
+const tpc_props_t *tpc_kafka_sink_properties(void)
 {
-    tpc__kafka_conf_t *conf = arg;
-    int64_t v = 0;
-    tpc_error_t *err = NULL;
-    if (strncmp(key, PREFIX, strlen(PREFIX)) == 0 && key[strlen(PREFIX)]) {
-        const char *name = key + strlen(PREFIX);
-        if (strcmp(name, "transactional.id") == 0)
-            return tpc_error_hint(tpc_error_new(TPC_ERR_CONFIG, TPC_ERROR_FATAL,
-                                                "\"%s\" cannot be set on a sink", key),
-                                  "set \"transactional.id.prefix\": the sink makes the ids");
-        if (strcmp(name, "transaction.timeout.ms") == 0) {
-            err = set_int(&v, 1000, INT32_MAX, key, value);
-            if (err)
-                return err;
-            conf->txn_timeout_ms = v;
-        }
-        /* Check the property now, so that a typo fails here rather than in the job. */
-        err = tpc__kafka_prop_check(
-            name, value, "see librdkafka's CONFIGURATION.md for its producer properties");
-        return err ? err : add_prop(conf, name, value);
-    }
-    if (strcmp(key, "topic") == 0)
-        return set_string(&conf->topic, key, value, false);
-    if (strcmp(key, "transactional.id.prefix") == 0)
-        return set_string(&conf->id_prefix, key, value, true);
-    if (strcmp(key, "transactional.id.pool-size") == 0) {
-        err = set_int(&v, 3, TPC__KAFKA_POOL_MAX, key, value);
-        conf->pool_size = err ? conf->pool_size : (int)v;
-    } else if (strcmp(key, "checkpoint.interval.ms") == 0) {
-        err = set_int(&conf->checkpoint_interval_ms, 0, INT32_MAX, key, value);
-    } else if (strcmp(key, "open.timeout.ms") == 0) {
-        err = set_int(&v, 100, INT32_MAX, key, value);
-        conf->open_timeout_ms = err ? conf->open_timeout_ms : (int)v;
-    } else if (strcmp(key, "recovery.timeout.ms") == 0) {
-        err = set_int(&v, 100, INT32_MAX, key, value);
-        conf->recovery_timeout_ms = err ? conf->recovery_timeout_ms : (int)v;
-    } else {
-        err = tpc_error_new(TPC_ERR_NOT_FOUND, 0, "unknown key \"%s\"", key);
-    }
-    return err;
+    return &kafka_sink_table;
 }
 
 const tpc_txn_connector_ops_t tpc__kafka_ops = {
     .version = TPC_TXN_CONNECTOR_OPS_VERSION,
     .name = "kafka",
-    .configure = kafka_configure,
     .release = kafka_release,
     .open = tpc__kafka_open,
     .close = tpc__kafka_close,
@@ -152,6 +155,7 @@ const tpc_txn_connector_ops_t tpc__kafka_ops = {
     .is_empty = tpc__kafka_is_empty,
     .free_txn = tpc__kafka_free_txn,
     .describe = tpc__kafka_describe,
+    .props = &kafka_sink_table,
 };
 
 tpc_error_t *tpc_kafka_sink_new(const char *bootstrap, const char *topic, tpc_txn_sink_t **out)
@@ -163,14 +167,13 @@ tpc_error_t *tpc_kafka_sink_new(const char *bootstrap, const char *topic, tpc_tx
                              "kafka sink needs bootstrap servers and an out pointer");
     tpc__kafka_conf_t *conf = calloc(1, sizeof *conf);
     if (!conf)
-        return oom();
-    conf->pool_size = 6;
-    conf->txn_timeout_ms = 60000;
-    conf->open_timeout_ms = 30000;
-    conf->recovery_timeout_ms = 60000;
-    tpc_error_t *err = add_prop(conf, "bootstrap.servers", bootstrap);
+        return tpc_error_nomem();
+    conf->txn_timeout_ms = 60000; /* librdkafka's default of kafka.transaction.timeout.ms */
+    tpc_error_t *err = tpc_props_init(&kafka_sink_table, conf);
+    if (!err)
+        err = tpc__kafka_props_add(&conf->props, &conf->nprops, "bootstrap.servers", bootstrap);
     if (!err && topic)
-        err = set_string(&conf->topic, "topic", topic, false);
+        err = tpc_props_set(&kafka_sink_table, conf, "topic", topic);
     if (err) {
         kafka_release(conf);
         return err;

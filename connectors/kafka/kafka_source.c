@@ -19,54 +19,31 @@ static const char *const reserved[] = {"isolation.level", "enable.auto.commit",
 
 static tpc_error_t *oom(void)
 {
-    return tpc_error_new(TPC_ERR_NOMEM, TPC_ERROR_FATAL, "out of memory");
+    return tpc_error_nomem();
 }
 
-static tpc_error_t *bad_value(const char *key, const char *value, const char *hint)
+/* kafka.<name>: a librdkafka consumer property, checked now so that a typo fails here. */
+static tpc_error_t *set_kafka_prop(void *arg, const tpc_prop_t *p, const char *key,
+                                   const char *value)
 {
-    return tpc_error_hint(tpc_error_new(TPC_ERR_CONFIG, TPC_ERROR_FATAL,
-                                        "invalid value \"%s\" for \"%s\"", value, key),
-                          "%s", hint);
-}
-
-static tpc_error_t *add_prop(tpc_kafka_source_t *src, const char *name, const char *value)
-{
-    char **props = realloc(src->props, (src->nprops + 1) * 2 * sizeof *props);
-    if (!props)
-        return oom();
-    src->props = props;
-    props[2 * src->nprops] = strdup(name);
-    props[2 * src->nprops + 1] = strdup(value);
-    src->nprops++;
-    if (!props[2 * src->nprops - 2] || !props[2 * src->nprops - 1])
-        return oom();
-    return NULL;
-}
-
-static tpc_error_t *set_int(int *dst, int min, int max, const char *key, const char *value)
-{
-    int64_t v;
-    if (!tpc_parse_int(value, min, max, &v)) {
-        tpc_error_t *err = tpc_error_new(TPC_ERR_CONFIG, TPC_ERROR_FATAL,
-                                         "invalid value \"%s\" for \"%s\"", value, key);
-        return tpc_error_hint(err, "give a whole number from %d to %d", min, max);
-    }
-    *dst = (int)v;
-    return NULL;
-}
-
-static tpc_error_t *set_bool(bool *dst, const char *key, const char *value)
-{
-    if (strcmp(value, "true") == 0 || strcmp(value, "false") == 0) {
-        *dst = value[0] == 't';
-        return NULL;
-    }
-    return bad_value(key, value, "use true or false");
+    (void)p;
+    tpc_kafka_source_t *src = arg;
+    const char *name = key + strlen(PREFIX);
+    for (size_t i = 0; i < sizeof reserved / sizeof reserved[0]; i++)
+        if (strcmp(name, reserved[i]) == 0)
+            return tpc_error_hint(tpc_error_new(TPC_ERR_CONFIG, TPC_ERROR_FATAL,
+                                                "\"%s\" cannot be set on a kafka source", key),
+                                  "the source reads read_committed and keeps its offsets in "
+                                  "checkpoints");
+    tpc_error_t *err = tpc__kafka_prop_check(
+        name, value, "see librdkafka's CONFIGURATION.md for its consumer properties");
+    return err ? err : tpc__kafka_props_add(&src->props, &src->nprops, name, value);
 }
 
 /* earliest, latest, group, or timestamp:<milliseconds since the epoch>. */
-static tpc_error_t *set_start(tpc_kafka_source_t *src, const char *key, const char *value)
+static tpc_error_t *set_start(void *arg, const tpc_prop_t *p, const char *key, const char *value)
 {
+    tpc_kafka_source_t *src = arg;
     static const char ts_prefix[] = "timestamp:";
     if (strcmp(value, "earliest") == 0)
         src->start = TPC__KAFKA_START_EARLIEST;
@@ -75,17 +52,95 @@ static tpc_error_t *set_start(tpc_kafka_source_t *src, const char *key, const ch
     else if (strcmp(value, "group") == 0)
         src->start = TPC__KAFKA_START_GROUP;
     else if (strncmp(value, ts_prefix, sizeof ts_prefix - 1) == 0) {
-        const char *digits = value + sizeof ts_prefix - 1;
         int64_t ms;
-        if (!tpc_parse_int(digits, 0, INT64_MAX, &ms))
-            return bad_value(key, value,
-                             "give timestamp:<ms>, milliseconds since the epoch, 0 or more");
+        if (!tpc_parse_int(value + sizeof ts_prefix - 1, 0, INT64_MAX, &ms))
+            return tpc_prop_invalid(p, key, value,
+                                    "timestamp:<ms>, milliseconds since the epoch, 0 or more");
         src->start = TPC__KAFKA_START_TIMESTAMP;
         src->start_timestamp = ms;
     } else {
-        return bad_value(key, value, "use earliest, latest, group or timestamp:<ms>");
+        return tpc_prop_invalid(p, key, value, NULL);
     }
     return NULL;
+}
+
+#define SRC_FIELD(member) TPC_PROP_FIELD(tpc_kafka_source_t, member)
+
+static const char *const fallbacks[] = {"earliest", "latest", NULL};
+
+static const tpc_prop_t source_props[] = {
+    {.name = "kafka.*",
+     .type = TPC_PROP_CUSTOM,
+     .set = set_kafka_prop,
+     .accepts = "a librdkafka consumer property and its value",
+     .doc = "Passed to librdkafka's consumer (security, fetch sizes, ...) and checked when set; "
+            "isolation.level, enable.auto.commit, enable.auto.offset.store and "
+            "enable.partition.eof are the source's and refused. With kafka.group.id set, the "
+            "offsets of each completed checkpoint are committed to that group (monitoring "
+            "only)."},
+    {.name = "bounded",
+     .type = TPC_PROP_BOOL,
+     .field = SRC_FIELD(bounded),
+     .def = "false",
+     .doc = "true: read up to the end offsets taken at the first fresh start, then finish."},
+    {.name = "start",
+     .type = TPC_PROP_CUSTOM,
+     .set = set_start,
+     .def = "earliest",
+     .accepts = "earliest, latest, group or timestamp:<ms>",
+     .doc = "Where a fresh start begins: earliest, latest (the last stable offset), "
+            "timestamp:<ms> (the first record stamped at or after <ms> since the epoch, else the "
+            "end) or group (the offsets committed to kafka.group.id, which must be set). A "
+            "restore always resumes at the checkpoint's offsets."},
+    {.name = "start.fallback",
+     .type = TPC_PROP_ENUM,
+     .field = SRC_FIELD(start_fallback_latest),
+     .choices = fallbacks,
+     .def = "earliest",
+     .doc = "start=group, a partition the group has no offset for: begin at its earliest or "
+            "latest offset."},
+    {.name = "max.batch",
+     .type = TPC_PROP_INT,
+     .field = SRC_FIELD(max_batch),
+     .min = 1,
+     .max = 1000000,
+     .def = "500",
+     .unit = "records",
+     .doc = "Records emitted per poll at most."},
+    {.name = "poll.timeout.ms",
+     .type = TPC_PROP_INT,
+     .field = SRC_FIELD(poll_timeout_ms),
+     .min = 0,
+     .max = 50,
+     .def = "20",
+     .unit = "ms",
+     .doc = "How long one poll waits for records."},
+    {.name = "open.timeout.ms",
+     .type = TPC_PROP_INT,
+     .field = SRC_FIELD(open_timeout_ms),
+     .min = 100,
+     .max = INT32_MAX,
+     .def = "30000",
+     .unit = "ms",
+     .doc = "How long open may wait for the cluster."},
+    {.name = "partition.discovery.interval.ms",
+     .type = TPC_PROP_INT,
+     .field = SRC_FIELD(discovery_interval_ms),
+     .min = 0,
+     .max = INT32_MAX,
+     .def = "10000",
+     .unit = "ms",
+     .doc = "Unbounded: how often each subtask looks at its topics' metadata and starts reading "
+            "partitions (and topics of a pattern) that appeared, from their first offsets; 0 "
+            "turns discovery off. Bounded sources read the partitions of their first start."},
+};
+
+static const tpc_props_t source_table = {"kafka source", "tpc_kafka_source_set()", source_props,
+                                         sizeof source_props / sizeof *source_props};
+
+const tpc_props_t *tpc_kafka_source_properties(void)
+{
+    return &source_table;
 }
 
 tpc_error_t *tpc_kafka_source_set(tpc_kafka_source_t *src, const char *key, const char *value)
@@ -93,46 +148,17 @@ tpc_error_t *tpc_kafka_source_set(tpc_kafka_source_t *src, const char *key, cons
     if (!src || !key || !value)
         return tpc_error_new(TPC_ERR_INVALID_ARG, TPC_ERROR_FATAL,
                              "kafka source key needs a source, a key and a value");
-    if (strncmp(key, PREFIX, strlen(PREFIX)) == 0 && key[strlen(PREFIX)]) {
-        const char *name = key + strlen(PREFIX);
-        for (size_t i = 0; i < sizeof reserved / sizeof reserved[0]; i++)
-            if (strcmp(name, reserved[i]) == 0)
-                return tpc_error_hint(tpc_error_new(TPC_ERR_CONFIG, TPC_ERROR_FATAL,
-                                                    "\"%s\" cannot be set on a kafka source", key),
-                                      "the source reads read_committed and keeps its offsets in "
-                                      "checkpoints");
-        /* Check the property now, so that a typo fails here rather than in the job. */
-        tpc_error_t *err = tpc__kafka_prop_check(
-            name, value, "see librdkafka's CONFIGURATION.md for its consumer properties");
-        return err ? err : add_prop(src, name, value);
-    }
-    if (strcmp(key, "bounded") == 0)
-        return set_bool(&src->bounded, key, value);
-    if (strcmp(key, "start") == 0)
-        return set_start(src, key, value);
-    if (strcmp(key, "start.fallback") == 0) {
-        if (strcmp(value, "earliest") && strcmp(value, "latest"))
-            return bad_value(key, value, "use earliest or latest");
-        src->start_fallback_latest = value[0] == 'l';
-        return NULL;
-    }
-    if (strcmp(key, "max.batch") == 0)
-        return set_int(&src->max_batch, 1, 1000000, key, value);
-    if (strcmp(key, "poll.timeout.ms") == 0)
-        return set_int(&src->poll_timeout_ms, 0, 50, key, value);
-    if (strcmp(key, "open.timeout.ms") == 0)
-        return set_int(&src->open_timeout_ms, 100, INT32_MAX, key, value);
-    if (strcmp(key, "partition.discovery.interval.ms") == 0)
-        return set_int(&src->discovery_interval_ms, 0, INT32_MAX, key, value);
-    tpc_error_t *err =
-        tpc_error_new(TPC_ERR_NOT_FOUND, TPC_ERROR_FATAL, "unknown kafka source key \"%s\"", key);
+    tpc_error_t *err = tpc_props_set(&source_table, src, key, value);
+    if (!err || tpc_error_code(err) != TPC_ERR_NOT_FOUND)
+        return err;
+    tpc_error_destroy(err);
+    const tpc_props_t *tables[] = {&source_table};
+    err = tpc_props_unknown(tables, 1, key);
     if (strcmp(key, "group.id") == 0 || strcmp(key, "topic") == 0)
         err = tpc_error_hint(err, "%s",
                              key[0] == 'g' ? "the source assigns partitions itself; to name "
                                              "its consumer group anyway, set \"kafka.group.id\""
                                            : "give the topics to tpc_kafka_source_new()");
-    else
-        err = tpc_error_hint(err, "librdkafka properties take the prefix \"kafka.\"");
     return err;
 }
 
@@ -219,16 +245,12 @@ tpc_error_t *tpc_kafka_source_new(const char *bootstrap, const char *topic,
     tpc_kafka_source_t *src = calloc(1, sizeof *src);
     if (!src)
         return oom();
-    src->max_batch = 500;
-    src->poll_timeout_ms = 20;
-    src->open_timeout_ms = 30000;
-    src->discovery_interval_ms = 10000;
-    src->topic = strdup(topic);
-    tpc_error_t *err = !src->topic       ? oom()
-                       : topic[0] == '^' ? compile(src)
-                                         : split_topics(src, topic);
+    tpc_error_t *err = tpc_props_init(&source_table, src);
+    src->topic = err ? NULL : strdup(topic);
     if (!err)
-        err = add_prop(src, "bootstrap.servers", bootstrap);
+        err = !src->topic ? oom() : topic[0] == '^' ? compile(src) : split_topics(src, topic);
+    if (!err)
+        err = tpc__kafka_props_add(&src->props, &src->nprops, "bootstrap.servers", bootstrap);
     if (err) {
         tpc_kafka_source_destroy(src);
         return err;
@@ -249,9 +271,7 @@ void tpc_kafka_source_destroy(tpc_kafka_source_t *src)
 {
     if (!src)
         return;
-    for (size_t i = 0; i < 2 * src->nprops; i++)
-        free(src->props[i]);
-    free(src->props);
+    tpc__kafka_props_free(src->props, src->nprops);
     for (size_t i = 0; i < src->ntopics; i++)
         free(src->topics[i]);
     free(src->topics);

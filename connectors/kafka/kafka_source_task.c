@@ -85,10 +85,7 @@ static tpc_error_t *conf_set(rd_kafka_conf_t *rc, const char *name, const char *
 
 static const char *prop(const tpc_kafka_source_t *conf, const char *name)
 {
-    for (size_t i = conf->nprops; i-- > 0;)
-        if (strcmp(conf->props[2 * i], name) == 0)
-            return conf->props[2 * i + 1];
-    return NULL;
+    return tpc__kafka_props_get((const char *const *)conf->props, conf->nprops, name);
 }
 
 /* librdkafka's log lines, served by the consumer's poll on the subtask's thread, go to the job's

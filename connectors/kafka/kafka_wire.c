@@ -255,10 +255,7 @@ void tpc__kafka_r_skip_tags(tpc__kafka_rbuf_t *r)
 
 const char *tpc__kafka_wire_prop(const tpc__kafka_wire_conf_t *conf, const char *name)
 {
-    for (size_t i = conf->nprops; i-- > 0;)
-        if (strcmp(conf->props[2 * i], name) == 0)
-            return conf->props[2 * i + 1];
-    return NULL;
+    return tpc__kafka_props_get(conf->props, conf->nprops, name);
 }
 
 /* Which layers security.protocol asks for. */

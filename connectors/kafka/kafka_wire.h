@@ -99,6 +99,8 @@ typedef struct {
 } tpc__kafka_wire_conf_t;
 
 /* @returns the value of property @name in @conf, or NULL. */
+/* kafka_props.c: the value of property @name in pairs name, value (the last one set), or NULL. */
+const char *tpc__kafka_props_get(const char *const *props, size_t nprops, const char *name);
 const char *tpc__kafka_wire_prop(const tpc__kafka_wire_conf_t *conf, const char *name);
 
 /* One blocking connection to one broker, with the API versions it announced. */

@@ -11,54 +11,23 @@
 #include <stdlib.h>
 #include <string.h>
 
+static const tpc_props_t pg_table;
+
 static void pg_release(void *arg)
 {
     tpc__pg_conf_t *conf = arg;
     free(conf->conninfo);
     free(conf->conninfo_safe);
-    free(conf->table);
-    free(conf->columns);
-    free(conf->key_columns);
-    free(conf->marker_table);
+    tpc_props_free(&pg_table, conf);
     free(conf);
 }
 
-static tpc_error_t *bad_value(const char *key, const char *value, const char *hint)
-{
-    tpc_error_t *err = tpc_error_new(TPC_ERR_CONFIG, TPC_ERROR_FATAL,
-                                     "invalid value \"%s\" for \"%s\"", value, key);
-    return tpc_error_hint(err, "%s", hint);
-}
-
-static tpc_error_t *set_string(char **dst, const char *key, const char *value)
-{
-    if (!*value)
-        return bad_value(key, value, "give a non-empty value");
-    char *copy = strdup(value);
-    if (!copy)
-        return tpc_error_new(TPC_ERR_NOMEM, TPC_ERROR_FATAL, "out of memory");
-    free(*dst);
-    *dst = copy;
-    return NULL;
-}
-
-static tpc_error_t *set_number(uint64_t *dst, uint64_t min, uint64_t max, const char *key,
-                               const char *value)
-{
-    int64_t v;
-    if (!tpc_parse_int(value, (int64_t)min, (int64_t)max, &v)) {
-        tpc_error_t *err = tpc_error_new(TPC_ERR_CONFIG, TPC_ERROR_FATAL,
-                                         "invalid value \"%s\" for \"%s\"", value, key);
-        return tpc_error_hint(err, "give a whole number from %llu to %llu", (unsigned long long)min,
-                              (unsigned long long)max);
-    }
-    *dst = v;
-    return NULL;
-}
-
 /* The conninfo as it may appear in messages: every keyword but the passwords. */
-static tpc_error_t *set_conninfo(tpc__pg_conf_t *conf, const char *value)
+static tpc_error_t *set_conninfo(void *arg, const tpc_prop_t *p, const char *key, const char *value)
 {
+    (void)p;
+    (void)key;
+    tpc__pg_conf_t *conf = arg;
     char *errmsg = NULL;
     PQconninfoOption *opts = PQconninfoParse(value, &errmsg);
     if (!opts) {
@@ -83,7 +52,7 @@ static tpc_error_t *set_conninfo(tpc__pg_conf_t *conf, const char *value)
         free(safe);
         free(copy);
         PQconninfoFree(opts);
-        return tpc_error_new(TPC_ERR_NOMEM, TPC_ERROR_FATAL, "out of memory");
+        return tpc_error_nomem();
     }
     safe[0] = '\0';
     for (PQconninfoOption *o = opts; o->keyword; o++) {
@@ -107,63 +76,111 @@ static bool prefix_char_ok(char ch)
            ch == '_' || ch == '-' || ch == '.';
 }
 
-static tpc_error_t *pg_configure(void *arg, const char *key, const char *value)
+static tpc_error_t *set_gid_prefix(void *arg, const tpc_prop_t *p, const char *key,
+                                   const char *value)
 {
     tpc__pg_conf_t *conf = arg;
-    uint64_t v;
-    tpc_error_t *err;
-    if (strcmp(key, "pg.conninfo") == 0)
-        return set_conninfo(conf, value);
-    if (strcmp(key, "pg.table") == 0)
-        return set_string(&conf->table, key, value);
-    if (strcmp(key, "pg.columns") == 0)
-        return set_string(&conf->columns, key, value);
-    if (strcmp(key, "pg.key-columns") == 0)
-        return set_string(&conf->key_columns, key, value);
-    if (strcmp(key, "pg.marker-table") == 0)
-        return set_string(&conf->marker_table, key, value);
-    if (strcmp(key, "pg.mode") == 0) {
-        static const char *const modes[] = {"copy", "insert", "upsert"};
-        for (int i = 0; i < 3; i++)
-            if (strcmp(value, modes[i]) == 0) {
-                conf->mode = (tpc__pg_mode_t)i;
-                return NULL;
-            }
-        return bad_value(key, value, "use copy, insert or upsert");
-    }
-    if (strcmp(key, "pg.gid-prefix") == 0) {
-        size_t len = strlen(value);
-        bool ok = len > 0 && len <= TPC__PG_PREFIX_MAX;
-        for (size_t i = 0; ok && i < len; i++)
-            ok = prefix_char_ok(value[i]);
-        if (!ok)
-            return bad_value(key, value,
-                             "use 1 to 128 letters, digits, '_', '-' or '.'; the prefix names "
-                             "this sink's prepared transactions and must be unique per server");
-        memcpy(conf->gid_prefix, value, len + 1);
-        return NULL;
-    }
-    if (strcmp(key, "pg.batch-size") == 0) {
-        if ((err = set_number(&v, 1, 10000, key, value)) == NULL)
-            conf->batch_size = (size_t)v;
-        return err;
-    }
-    if (strcmp(key, "pg.copy-buffer") == 0) {
-        if ((err = set_number(&v, 4096, 1u << 30, key, value)) == NULL)
-            conf->copy_buffer = (size_t)v;
-        return err;
-    }
-    if (strcmp(key, "pg.connect.deadline.ms") == 0)
-        return set_number(&conf->connect_deadline_ms, 0, 86400000, key, value);
-    if (strcmp(key, "pg.connect.backoff.ms") == 0)
-        return set_number(&conf->connect_backoff_ms, 1, 60000, key, value);
-    return tpc_error_new(TPC_ERR_NOT_FOUND, 0, "unknown key \"%s\"", key);
+    size_t len = strlen(value);
+    bool ok = len > 0 && len <= TPC__PG_PREFIX_MAX;
+    for (size_t i = 0; ok && i < len; i++)
+        ok = prefix_char_ok(value[i]);
+    if (!ok)
+        return tpc_prop_invalid(p, key, value, NULL);
+    memcpy(conf->gid_prefix, value, len + 1);
+    return NULL;
+}
+
+#define PG_FIELD(member) TPC_PROP_FIELD(tpc__pg_conf_t, member)
+
+static const char *const modes[] = {"copy", "insert", "upsert", NULL};
+
+static const tpc_prop_t pg_props[] = {
+    {.name = "pg.conninfo",
+     .type = TPC_PROP_CUSTOM,
+     .set = set_conninfo,
+     .secret = true,
+     .accepts = "a libpq connection string such as \"host=127.0.0.1 dbname=app user=app\" or a "
+                "postgresql:// URI",
+     .doc = "Required. Where to connect, TLS settings included; passwords never appear in "
+            "messages."},
+    {.name = "pg.table",
+     .type = TPC_PROP_STRING,
+     .field = PG_FIELD(table),
+     .accepts = "a table name, `table` or `schema.table`",
+     .doc = "Required. The target table."},
+    {.name = "pg.columns",
+     .type = TPC_PROP_STRING,
+     .field = PG_FIELD(columns),
+     .accepts = "comma-separated column names",
+     .doc = "The target columns, in row order (default: every column)."},
+    {.name = "pg.mode",
+     .type = TPC_PROP_ENUM,
+     .field = PG_FIELD(mode),
+     .choices = modes,
+     .def = "copy",
+     .doc = "copy (binary COPY), insert, or upsert (INSERT ... ON CONFLICT)."},
+    {.name = "pg.key-columns",
+     .type = TPC_PROP_STRING,
+     .field = PG_FIELD(key_columns),
+     .accepts = "comma-separated column names",
+     .doc = "upsert: the conflict columns (a unique index)."},
+    {.name = "pg.gid-prefix",
+     .type = TPC_PROP_CUSTOM,
+     .set = set_gid_prefix,
+     .accepts = "1 to 128 letters, digits, '_', '-' or '.'",
+     .doc = "Start of every gid (default: job.sink); names this sink's prepared transactions and "
+            "must be unique among sinks sharing a server."},
+    {.name = "pg.batch-size",
+     .type = TPC_PROP_INT,
+     .field = PG_FIELD(batch_size),
+     .min = 1,
+     .max = 10000,
+     .def = "500",
+     .unit = "rows",
+     .doc = "Rows per INSERT statement (insert, upsert)."},
+    {.name = "pg.copy-buffer",
+     .type = TPC_PROP_INT,
+     .field = PG_FIELD(copy_buffer),
+     .min = 4096,
+     .max = 1 << 30,
+     .def = "262144",
+     .unit = "bytes",
+     .doc = "Bytes of COPY data sent to the server at once."},
+    {.name = "pg.marker-table",
+     .type = TPC_PROP_STRING,
+     .field = PG_FIELD(marker_table),
+     .def = "twopc_markers",
+     .accepts = "a table name",
+     .doc = "The marker table, created if missing."},
+    {.name = "pg.connect.deadline.ms",
+     .type = TPC_PROP_INT,
+     .field = PG_FIELD(connect_deadline_ms),
+     .min = 0,
+     .max = 86400000,
+     .def = "30000",
+     .unit = "ms",
+     .doc = "Keep trying to connect this long at open."},
+    {.name = "pg.connect.backoff.ms",
+     .type = TPC_PROP_INT,
+     .field = PG_FIELD(connect_backoff_ms),
+     .min = 1,
+     .max = 60000,
+     .def = "100",
+     .unit = "ms",
+     .doc = "First pause between connection attempts (it doubles)."},
+};
+
+static const tpc_props_t pg_table = {"postgres sink", "tpc_txn_sink_set()", pg_props,
+                                     sizeof pg_props / sizeof *pg_props};
+
+const tpc_props_t *tpc_pg_sink_properties(void)
+{
+    return &pg_table;
 }
 
 const tpc_txn_connector_ops_t tpc__pg_ops = {
     .version = TPC_TXN_CONNECTOR_OPS_VERSION,
     .name = "postgres",
-    .configure = pg_configure,
     .release = pg_release,
     .open = tpc__pg_open,
     .close = tpc__pg_close,
@@ -181,6 +198,7 @@ const tpc_txn_connector_ops_t tpc__pg_ops = {
     .is_empty = tpc__pg_is_empty,
     .free_txn = tpc__pg_free_txn,
     .describe = tpc__pg_describe,
+    .props = &pg_table,
 };
 
 tpc_error_t *tpc_pg_sink_new(tpc_txn_sink_t **out)
@@ -190,18 +208,13 @@ tpc_error_t *tpc_pg_sink_new(tpc_txn_sink_t **out)
                              "postgres sink needs an out pointer");
     *out = NULL;
     tpc__pg_conf_t *conf = calloc(1, sizeof *conf);
-    char *marker = strdup("twopc_markers");
-    if (!conf || !marker) {
-        free(conf);
-        free(marker);
-        return tpc_error_new(TPC_ERR_NOMEM, TPC_ERROR_FATAL, "out of memory");
+    if (!conf)
+        return tpc_error_nomem();
+    tpc_error_t *err = tpc_props_init(&pg_table, conf);
+    if (err) {
+        pg_release(conf);
+        return err;
     }
-    conf->marker_table = marker;
-    conf->mode = TPC__PG_COPY;
-    conf->batch_size = 500;
-    conf->copy_buffer = 256u << 10;
-    conf->connect_deadline_ms = 30000;
-    conf->connect_backoff_ms = 100;
     return tpc_txn_sink_new(&tpc__pg_ops, conf, out);
 }
 

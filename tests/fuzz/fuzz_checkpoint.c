@@ -6,7 +6,7 @@
  * odd is also decoded as it is, digest and all. A decoded checkpoint is checked for the bounds its
  * users rely on and freed.
  */
-#include "tpc_internal.h"
+#include "runtime_internal.h"
 
 #include <openssl/sha.h>
 #include <stdlib.h>

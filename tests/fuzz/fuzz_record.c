@@ -5,7 +5,7 @@
  * (runtime/keyed.c), as it comes out of a checkpoint whose checksum was valid. A decoded record
  * or entry is checked for the bounds its users rely on.
  */
-#include "tpc_internal.h"
+#include "runtime_internal.h"
 
 #include <openssl/sha.h>
 #include <stdlib.h>

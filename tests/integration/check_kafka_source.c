@@ -383,9 +383,9 @@ START_TEST(test_bad_keys)
            "\"kafka.isolation.level\" cannot be set", "read_committed");
     expect(tpc_kafka_source_set(src, "kafka.no.such.property", "1"),
            "invalid kafka property \"no.such.property\"", NULL);
-    expect(tpc_kafka_source_set(src, "group.id", "g"), "unknown kafka source key \"group.id\"",
-           "kafka.group.id");
-    expect(tpc_kafka_source_set(src, "colour", "red"), "unknown kafka source key \"colour\"",
+    expect(tpc_kafka_source_set(src, "group.id", "g"),
+           "unknown configuration key \"group.id\" for a kafka source", "kafka.group.id");
+    expect(tpc_kafka_source_set(src, "colour", "red"), "unknown configuration key \"colour\"",
            "kafka.");
     set_ok(tpc_kafka_source_set(src, "kafka.fetch.wait.max.ms", "10"));
     tpc_kafka_source_destroy(src);

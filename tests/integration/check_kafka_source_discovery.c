@@ -220,8 +220,8 @@ static pid_t start_job(const char *in, const char *out, const char *prefix, cons
 {
     char self[4096];
     ck_assert(tpc_test_self_path(self, sizeof self));
-    const char *argv[] = {self,   "--child",    bootstrap,    in,  out,
-                          prefix, ckpt,        parallelism, discovery_ms, NULL};
+    const char *argv[] = {self,   "--child", bootstrap,   in,           out,
+                          prefix, ckpt,      parallelism, discovery_ms, NULL};
     pid_t pid = tpc_test_spawn(argv, log, -1);
     ck_assert_int_gt(pid, 0);
     return pid;

@@ -23,7 +23,7 @@
  * The child is this test binary run again with "--child" (see child_main()).
  */
 #include "check_kafka_child.h"
-#include "tpc_internal.h"
+#include "runtime_internal.h"
 #include "tpc_file.h"
 #include "tpc_pg.h"
 #include "tpc_test_file.h"

@@ -3,7 +3,7 @@
  */
 #include "tpc_test_job.h"
 
-#include "tpc_internal.h"
+#include "runtime_internal.h"
 
 #include <pthread.h>
 

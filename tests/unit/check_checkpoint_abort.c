@@ -3,7 +3,7 @@
  * aborted, every subtask hears notify_checkpoint_aborted, and the job goes on and finishes; past
  * checkpoint.tolerable-failures consecutive failures the attempt fails with a clear error.
  */
-#include "tpc_internal.h"
+#include "runtime_internal.h"
 #include "tpc_test_ops.h"
 #include "tpc_test_sink.h"
 

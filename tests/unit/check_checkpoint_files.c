@@ -5,7 +5,7 @@
  * checkpoints only; restore.mode decides what happens when nothing valid is there. A checkpoint
  * that another instance of the job wrote is never replaced, nor restored by a restart.
  */
-#include "tpc_internal.h"
+#include "runtime_internal.h"
 #include "tpc_test_ops.h"
 #include "tpc_test_sink.h"
 

@@ -378,7 +378,7 @@ START_TEST(test_configuration_errors)
     }
     err = tpc_txn_sink_set(sink, "file.nope", "1");
     ck_assert_str_eq(tpc_error_message(err),
-                     "unrecognized configuration key \"file.nope\" for a \"file\" sink");
+                     "unknown configuration key \"file.nope\" for a file sink");
     tpc_error_destroy(err);
     TPC_TEST_OK(tpc_txn_sink_set(sink, "file.prefix", "app-log_1.v2"));
     TPC_TEST_OK(tpc_txn_sink_set(sink, "file.suffix", ".log"));

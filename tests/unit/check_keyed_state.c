@@ -4,7 +4,7 @@
  * a keyed running total restored at parallelism 1 -> 4 -> 2 -> 3 with every key's total and count
  * intact, keyed state used without a hash edge refused, and a changed max-parallelism refused.
  */
-#include "tpc_internal.h"
+#include "runtime_internal.h"
 #include "tpc_test_check.h"
 #include "tpc_test_ops.h"
 

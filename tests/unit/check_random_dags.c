@@ -5,7 +5,7 @@
  * get a notify after its finish() (the final checkpoint reached it), and every vertex's state must
  * count each record that reached it exactly once. Set TPC_TEST_SEEDS to run more seeds.
  */
-#include "tpc_internal.h"
+#include "runtime_internal.h"
 #include "tpc_test_ops.h"
 
 #include <check.h>

@@ -4,7 +4,7 @@
  * resumes; vertices that had finished are not run again; graphs that contradict the finished
  * state are refused; stop with savepoint with and without drain.
  */
-#include "tpc_internal.h"
+#include "runtime_internal.h"
 #include "tpc_test_job.h"
 #include "tpc_test_ops.h"
 #include "tpc_test_sink.h"

@@ -4,7 +4,7 @@
  * attempt fails and restarts, when the savepoint aborts, and while the job finishes by itself;
  * a cancel before the run starts and one during the pause before a restart.
  */
-#include "tpc_internal.h"
+#include "runtime_internal.h"
 #include "tpc_test_env.h"
 #include "tpc_test_job.h"
 #include "tpc_test_ops.h"

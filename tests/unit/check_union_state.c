@@ -5,7 +5,7 @@
  * them); once every subtask has finished its operator they succeed again and the job ends with
  * its final checkpoint. Also: union entries reach every subtask on restore.
  */
-#include "tpc_internal.h"
+#include "runtime_internal.h"
 #include "tpc_test_ops.h"
 #include "tpc_test_sink.h"
 

@@ -5,10 +5,10 @@
  * coordinator only through that queue, and the coordinator to subtasks only through their mailbox:
  * no shared mutable structure is touched from two threads without its lock.
  */
-#ifndef TPC_TASK_H
-#define TPC_TASK_H
+#ifndef TPC_RUNTIME_TASK_H
+#define TPC_RUNTIME_TASK_H
 
-#include "tpc_internal.h"
+#include "runtime_internal.h"
 
 /* Lifecycle of a subtask, as in docs/architecture.md. */
 typedef enum {

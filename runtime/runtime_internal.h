@@ -4,8 +4,8 @@
  * buffers and the checkpoint file format (state.c, storage.c), subtasks (task.c, alignment.c),
  * the checkpoint coordinator (coordinator.c) and the job with its restarts (job.c).
  */
-#ifndef TPC_INTERNAL_H
-#define TPC_INTERNAL_H
+#ifndef TPC_RUNTIME_INTERNAL_H
+#define TPC_RUNTIME_INTERNAL_H
 
 #include "tpc_runtime.h"
 

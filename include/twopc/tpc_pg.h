@@ -41,22 +41,10 @@ extern "C" {
  *
  * The result is a tpc_txn_sink_t: configure it with tpc_txn_sink_set(), add it to a job with
  * tpc_txn_sink_add_to_job(), free it with tpc_txn_sink_destroy() after the job. Besides the sink
- * keys of tpc_txn_sink_set() it knows
- *
- * | key                    | default          | meaning                                        |
- * |------------------------|------------------|------------------------------------------------|
- * | pg.conninfo            | (required)       | libpq connection string or URI (TLS included)  |
- * | pg.table               | (required)       | target table, `table` or `schema.table`        |
- * | pg.columns             | every column     | comma-separated target columns, in row order   |
- * | pg.mode                | copy             | copy (binary COPY), insert, upsert             |
- * | pg.key-columns         | (none)           | upsert: the conflict columns (a unique index)  |
- * | pg.gid-prefix          | job.sink         | start of every gid: letters, digits, '_', '-', |
- * |                        |                  | '.'; unique among sinks sharing a server       |
- * | pg.batch-size          | 500              | rows per INSERT statement (insert, upsert)     |
- * | pg.copy-buffer         | 262144           | bytes of COPY data sent to the server at once  |
- * | pg.marker-table        | twopc_markers    | marker table, created if missing               |
- * | pg.connect.deadline.ms | 30000            | keep trying to connect this long at open       |
- * | pg.connect.backoff.ms  | 100              | first pause between connection attempts        |
+ * keys of tpc_txn_sink_set() it takes pg.conninfo and pg.table (both required), pg.columns,
+ * pg.mode, pg.key-columns, pg.gid-prefix, pg.batch-size, pg.copy-buffer, pg.marker-table,
+ * pg.connect.deadline.ms and pg.connect.backoff.ms: docs/configuration.md, generated from
+ * tpc_pg_sink_properties().
  *
  * Commits that fail because the connection was lost are retried per the sink's commit.retry.* keys.
  *
@@ -64,6 +52,9 @@ extern "C" {
  * @returns NULL, or TPC_ERR_INVALID_ARG / TPC_ERR_NOMEM.
  */
 TPC_API tpc_error_t *tpc_pg_sink_new(tpc_txn_sink_t **out);
+
+/** @returns the PostgreSQL sink's own keys. */
+TPC_API const tpc_props_t *tpc_pg_sink_properties(void);
 
 /**
  * A row under construction. An encoder appends one value per target column, in column order, with

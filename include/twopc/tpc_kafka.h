@@ -28,22 +28,10 @@ extern "C" {
  *
  * The result is a tpc_txn_sink_t: configure it with tpc_txn_sink_set(), add it to a job with
  * tpc_txn_sink_add_to_job(), free it with tpc_txn_sink_destroy() after the job. Besides the sink
- * keys of tpc_txn_sink_set() (`guarantee` among them) it knows
- *
- * | key                        | default | meaning                                               |
- * |----------------------------|---------|-------------------------------------------------------|
- * | kafka.<property>           |         | any librdkafka property, e.g. kafka.linger.ms,        |
- * |                            |         | kafka.compression.type, kafka.transaction.timeout.ms  |
- * |                            |         | (default 60000 here)                                  |
- * | topic                      | (arg)   | topic of every record, unless the mapper names one    |
- * | transactional.id.prefix    | (none)  | required for exactly-once: ids are                    |
- * |                            |         | `<prefix>-<subtask>-<n>`, 0 <= n < pool size; unique  |
- * |                            |         | per sink among all programs using the cluster         |
- * | transactional.id.pool-size | 6       | transactional ids (and producers) per subtask, >= 3   |
- * | checkpoint.interval.ms     | 0       | the interval the transaction timeout is checked       |
- * |                            |         | against at open; 0: the job's checkpoint.interval.ms  |
- * | open.timeout.ms            | 30000   | how long open may wait for the cluster                |
- * | recovery.timeout.ms        | 60000   | how long a recovery commit may retry                  |
+ * keys of tpc_txn_sink_set() (`guarantee` among them) it takes kafka.<property> (any librdkafka
+ * producer property), topic, transactional.id.prefix (required for exactly-once),
+ * transactional.id.pool-size, checkpoint.interval.ms, open.timeout.ms and recovery.timeout.ms:
+ * docs/configuration.md, generated from tpc_kafka_sink_properties().
  *
  * Set the sink key `transaction.timeout.ms` to the same value as kafka.transaction.timeout.ms so
  * that the framework can tell an expired transaction apart in its messages.
@@ -56,6 +44,9 @@ extern "C" {
  */
 TPC_API tpc_error_t *tpc_kafka_sink_new(const char *bootstrap, const char *topic,
                                         tpc_txn_sink_t **out);
+
+/** @returns the Kafka sink's own keys. */
+TPC_API const tpc_props_t *tpc_kafka_sink_properties(void);
 
 /** A message header: the runtime's record header (name and name_len, value and value_len, a NULL
  * value for a null one). Bytes are borrowed. */
@@ -125,11 +116,15 @@ TPC_API tpc_error_t *tpc_kafka_end_transaction(const char *bootstrap, const char
  * seen) and keeps, in its checkpoint state, the next offset to read of every partition. A restore
  * resumes right after the last record the restored checkpoint includes, so a job whose sinks are
  * exactly-once sees every committed input record exactly once. Partitions are assigned by the
- * source itself (no consumer group rebalancing): on a fresh start, the partitions of all its
- * topics, topics in name order, are dealt round robin, the i-th to subtask i % parallelism.
+ * source itself (no consumer group rebalancing): partition p of topic t belongs to subtask
+ * (FNV-1a-32(t) + p) mod parallelism, on a fresh start, after a restore at any parallelism, and
+ * for partitions discovered later. An unbounded source looks at its topics every
+ * partition.discovery.interval.ms and reads partitions that appeared, and topics that match a
+ * pattern (a topic beginning with '^' is a POSIX extended regular expression), from their first
+ * offsets (docs/kafka.md).
  *
- * Records carry the message's key, value and timestamp (milliseconds since the epoch; 0 when the
- * message has none). Headers are not passed on.
+ * Records carry the message's key, value, timestamp (milliseconds since the epoch; 0 when the
+ * message has none) and headers.
  *
  * Threads: configure on one thread before tpc_kafka_source_add_to_job(); the subtasks then read
  * the configuration from their own threads, so it must not change, and must outlive the job.
@@ -142,41 +137,32 @@ typedef struct tpc_kafka_source_s tpc_kafka_source_t;
  * @brief Make a new Kafka source reading @p topic.
  * @param bootstrap bootstrap servers ("host:port,..."), copied; the same as
  * kafka.bootstrap.servers.
- * @param topic the topic to read, or several separated by commas ("orders,refunds"), copied.
+ * @param topic the topic to read, or several separated by commas ("orders,refunds"), or, when
+ * it begins with '^', a POSIX extended regular expression that whole topic names must match
+ * ("^orders-.*"; names beginning with "__" never match); copied.
  * @param[out] out the new source, owned by the caller (tpc_kafka_source_destroy() after the job).
- * @returns NULL, or TPC_ERR_INVALID_ARG (also for an empty name in the list) / TPC_ERR_NOMEM.
+ * @returns NULL, or TPC_ERR_INVALID_ARG (also for an empty name in the list, or an invalid
+ * pattern) / TPC_ERR_NOMEM.
  */
 TPC_API tpc_error_t *tpc_kafka_source_new(const char *bootstrap, const char *topic,
                                           tpc_kafka_source_t **out);
 
 /**
  * @brief Set a configuration key, on the configuring thread, before tpc_kafka_source_add_to_job().
- * @p key and @p value are copied or parsed, not kept.
+ * @p key and @p value are copied or parsed, not kept. The keys (kafka.<property>, bounded, start,
+ * start.fallback, max.batch, poll.timeout.ms, open.timeout.ms) are in docs/configuration.md,
+ * generated from tpc_kafka_source_properties(). isolation.level, enable.auto.commit,
+ * enable.auto.offset.store and enable.partition.eof are the source's and are refused; with
+ * kafka.group.id set, the offsets of each completed checkpoint are committed to that group
+ * (monitoring only). A restore always resumes at the checkpoint's offsets, whatever start says.
  *
- * | key              | default  | meaning                                                   |
- * |------------------|----------|-----------------------------------------------------------|
- * | kafka.<property> |          | any librdkafka consumer property (security, fetch sizes,  |
- * |                  |          | ...); isolation.level, enable.auto.commit and             |
- * |                  |          | enable.partition.eof are the source's and are refused;    |
- * |                  |          | with kafka.group.id set, the offsets of each completed    |
- * |                  |          | checkpoint are committed to that group (monitoring only)  |
- * | bounded          | false    | true: read up to the end offsets taken at the first fresh |
- * |                  |          | start, then finish                                        |
- * | start            | earliest | where a fresh start begins: earliest, latest (the last     |
- * |                  |          | stable offset), timestamp:<ms> (the first record stamped  |
- * |                  |          | at or after <ms> since the epoch, else the end) or group  |
- * |                  |          | (the offsets committed to kafka.group.id, which must be   |
- * |                  |          | set); a restore always resumes at the checkpoint's offsets|
- * | start.fallback   | earliest | start=group, a partition the group has no offset for:     |
- * |                  |          | earliest or latest                                        |
- * | max.batch        | 500      | records emitted per poll at most                          |
- * | poll.timeout.ms  | 20       | how long one poll waits for records (0 to 50)             |
- * | open.timeout.ms  | 30000    | how long open may wait for the cluster                    |
- *
- * @returns NULL; TPC_ERR_CONFIG for a bad value; TPC_ERR_NOT_FOUND for an unknown key.
+ * @returns NULL, or TPC_ERR_CONFIG for a bad value or an unknown key.
  */
 TPC_API tpc_error_t *tpc_kafka_source_set(tpc_kafka_source_t *src, const char *key,
                                           const char *value);
+
+/** @returns the Kafka source's keys (tpc_kafka_source_set()). */
+TPC_API const tpc_props_t *tpc_kafka_source_properties(void);
 
 /**
  * @brief Add the source to @p job as a vertex named @p name with @p parallelism subtasks.

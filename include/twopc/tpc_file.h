@@ -37,22 +37,18 @@ extern "C" {
  *
  * The result is a tpc_txn_sink_t: configure it with tpc_txn_sink_set(), add it to a job with
  * tpc_txn_sink_add_to_job(), read its statistics with tpc_txn_sink_get_stats(), free it with
- * tpc_txn_sink_destroy() after the job. Besides the sink keys of tpc_txn_sink_set() it knows
- *
- * | key              | default | meaning                                                        |
- * |------------------|---------|----------------------------------------------------------------|
- * | file.prefix      | part    | start of every file name; letters, digits, '_', '-' and '.',   |
- * |                  |         | not starting with '.'; sinks sharing a folder need distinct    |
- * |                  |         | prefixes                                                       |
- * | file.suffix      | (none)  | end of every final file name, e.g. ".log"                      |
- * | file.part-size   | 134217728 | roll to a new part file before this many bytes              |
- * | file.buffer-size | 1048576 | bytes buffered per subtask between write() calls               |
+ * tpc_txn_sink_destroy() after the job. Besides the sink keys of tpc_txn_sink_set() it takes
+ * file.prefix, file.suffix, file.part-size and file.buffer-size (docs/configuration.md, generated
+ * from tpc_file_sink_properties()). Sinks sharing a folder need distinct prefixes.
  *
  * @param dir the folder, copied.
  * @param[out] out the new sink, owned by the caller.
  * @returns NULL, or TPC_ERR_CONFIG / TPC_ERR_IO naming the folder and what is wrong with it.
  */
 TPC_API tpc_error_t *tpc_file_sink_new(const char *dir, tpc_txn_sink_t **out);
+
+/** @returns the file sink's own keys. */
+TPC_API const tpc_props_t *tpc_file_sink_properties(void);
 
 /**
  * Turn a record into the bytes written for it. Write them into @p buf only if they fit in @p cap

@@ -33,6 +33,7 @@
 #ifndef TPC_TXN_H
 #define TPC_TXN_H
 
+#include "tpc_props.h"
 #include "tpc_runtime.h"
 
 #ifdef __cplusplus
@@ -125,7 +126,7 @@ typedef struct {
  * TPC_ERROR_RETRIABLE makes the framework retry commits (see tpc_txn_sink_set()).
  * @{ */
 
-#define TPC_TXN_CONNECTOR_OPS_VERSION 1
+#define TPC_TXN_CONNECTOR_OPS_VERSION 2
 
 /** Growable byte buffer for serialize. Append with tpc_txn_buf_append(). */
 typedef struct tpc_txn_buf tpc_txn_buf_t;
@@ -190,6 +191,14 @@ typedef struct tpc_txn_connector_ops {
     /** Name @p txn for messages (file name, gid, transactional id, ...), NUL-terminated into
      * @p buf of @p cap bytes, truncated if needed. */
     void (*describe)(void *conn, const void *txn, char *buf, size_t cap);
+
+    /* ---- version 2 ---- */
+    /** Optional. The connector's keys as a property table (tpc_props.h) over the configuration
+     * struct @p arg given to tpc_txn_sink_new(): tpc_txn_sink_set() parses them with it (before
+     * trying configure), and docs/configuration.md documents them from it. The connector applies
+     * the defaults (tpc_props_init()) before tpc_txn_sink_new() and frees the strings
+     * (tpc_props_free()) in release. */
+    const tpc_props_t *props;
 } tpc_txn_connector_ops_t;
 
 /** @} */
@@ -214,26 +223,18 @@ TPC_API tpc_error_t *tpc_txn_sink_new(const tpc_txn_connector_ops_t *ops, void *
 
 /**
  * @brief Set a configuration key, on the configuring thread, before tpc_txn_sink_add_to_job().
- * Keys the sink does not know go to the connector's configure. @p key and @p value are copied or
- * parsed, not kept.
- *
- * | key                            | default      | meaning                                       |
- * |--------------------------------|--------------|-----------------------------------------------|
- * | guarantee                      | exactly-once | exactly-once, at-least-once or none           |
- * | transaction.timeout.ms         | 0            | how long the external system keeps an open    |
- * |                                |              | transaction; 0 = unknown / unlimited          |
- * | transaction.timeout.warn-ratio | 0.8          | warn when a pending transaction is this old   |
- * |                                |              | (fraction of the timeout)                     |
- * | recovery.expired               | fail         | a restored transaction older than the timeout |
- * |                                |              | that cannot be committed: fail the job, or    |
- * |                                |              | log: report data loss loudly and go on        |
- * | commit.retry.deadline.ms       | 60000        | retry retriable commit errors this long       |
- * | commit.retry.backoff.ms        | 50           | first pause between retries (doubles)         |
- * | commit.retry.backoff-max.ms    | 2000         | longest pause between retries                 |
+ * Keys the sink does not know go to the connector's table (ops->props), then to its configure.
+ * @p key and @p value are copied or parsed, not kept. The keys every sink takes (guarantee,
+ * transaction.timeout.ms, transaction.timeout.warn-ratio, recovery.expired,
+ * commit.retry.deadline.ms, commit.retry.backoff.ms, commit.retry.backoff-max.ms) and each
+ * connector's own are in docs/configuration.md, generated from the tables
+ * (tpc_txn_sink_properties() and the connectors' own).
  *
  * @returns NULL, TPC_ERR_CONFIG naming the key and accepted values, or TPC_ERR_STATE after the
  * sink was added to a job.
  */
+/** @returns the keys every transactional sink takes (tpc_txn_sink_set()). */
+TPC_API const tpc_props_t *tpc_txn_sink_properties(void);
 TPC_API tpc_error_t *tpc_txn_sink_set(tpc_txn_sink_t *sink, const char *key, const char *value);
 
 /**

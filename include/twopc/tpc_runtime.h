@@ -82,6 +82,9 @@ typedef struct tpc_error_s tpc_error_t;
 /** @brief Make an error. @returns a new error (never NULL; on OOM a static one). */
 TPC_API tpc_error_t *tpc_error_new(tpc_err_t code, int flags, const char *fmt, ...)
     TPC_PRINTF(3, 4);
+/** @brief The out-of-memory error (TPC_ERR_NOMEM, fatal): a static one that needs no allocation;
+ * tpc_error_destroy() on it does nothing. */
+TPC_API tpc_error_t *tpc_error_nomem(void);
 /** @brief Prefix @p err's message with context ("context: message"). Takes and returns @p err. */
 TPC_API tpc_error_t *tpc_error_prefix(tpc_error_t *err, const char *fmt, ...) TPC_PRINTF(2, 3);
 /** @brief Attach a hint ("how to fix"). Takes and returns @p err. */
@@ -358,32 +361,12 @@ TPC_API void tpc_job_destroy(tpc_job_t *job);
 /**
  * @brief Set a configuration key (string key/value; job thread, before tpc_job_run()).
  *
- * | key                          | default | meaning                                              |
- * |------------------------------|---------|------------------------------------------------------|
- * | checkpoint.interval.ms       | 1000    | periodic trigger; 0 = no periodic checkpoints        |
- * | checkpoint.timeout.ms        | 60000   | a checkpoint not complete by then is aborted         |
- * | checkpoint.dir               | (none)  | where checkpoints are stored; required for
- * checkpoints| | checkpoint.retained          | 3       | completed checkpoints kept | |
- * checkpoint.max-concurrent    | 1       | checkpoints in flight at once                        |
- * | checkpoint.min-pause.ms      | 0       | pause between a completion and the next trigger      |
- * | checkpoint.tolerable-failures| 3       | consecutive aborted checkpoints before the job fails |
- * | checkpoint.after-finish      | true    | keep checkpointing after tasks finish (final ckpt)   |
- * | restart.attempts             | 3       | restarts after a failure before tpc_job_run fails    |
- * | restart.delay.ms             | 100     | pause before a restart                               |
- * | restore.mode                 | auto    | auto: resume from the latest valid checkpoint if the |
- * |                              |         | dir has one; fresh: ignore checkpoints; required:    |
- * |                              |         | fail when there is none. fresh starts over once per  |
- * |                              |         | run: after a failure the run resumes from its own    |
- * |                              |         | checkpoints                                          |
- * | restore.fallback             | refuse  | the newest completed checkpoint is damaged or gone:  |
- * |                              |         | refuse: fail with TPC_ERR_CORRUPT / TPC_ERR_NOT_FOUND|
- * |                              |         | at-least-once: restore the newest valid older one (or|
- * |                              |         | none) with a loud warning; sinks write again what    |
- * |                              |         | the lost checkpoints covered                         |
- * | channel.capacity             | 16      | batches buffered per channel (backpressure bound)    |
- * | batch.size                   | 256     | records per batch                                    |
- * | max-parallelism              | 128     | key groups (1 .. 32768): the highest parallelism any |
- * |                              |         | vertex may have; fixed for a job's checkpoints       |
+ * The keys, what each takes and its default are in docs/configuration.md, generated from the
+ * job's property table (tpc_job_properties(), tpc_props.h): checkpoint.interval.ms,
+ * checkpoint.timeout.ms, checkpoint.dir, checkpoint.retained, checkpoint.max-concurrent,
+ * checkpoint.min-pause.ms, checkpoint.tolerable-failures, checkpoint.after-finish,
+ * restart.attempts, restart.delay.ms, restore.mode, restore.fallback, channel.capacity,
+ * batch.size, max-parallelism.
  *
  * @returns NULL, or TPC_ERR_CONFIG naming the key and the accepted values.
  */
