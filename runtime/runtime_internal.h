@@ -202,12 +202,16 @@ tpc_error_t *tpc__file_replace(const char *dir, const char *path, const uint8_t 
 
 /* ---- keyed state entries in a checkpoint (keyed.c) ----------------------------------------- */
 
+enum { TPC__KEYED_VALUE = 0, TPC__KEYED_MAP = 1, TPC__KEYED_TIMER = 2 };
+
 typedef struct {
-    int group;
-    const uint8_t *name, *key, *value; /* point into the entry */
-    size_t name_len, key_len, value_len;
+    int group, kind;                             /* kind: TPC__KEYED_* */
+    const uint8_t *name, *key, *map_key, *value; /* point into the entry */
+    size_t name_len, key_len, map_key_len, value_len;
+    int64_t at_ms; /* a timer's time */
 } tpc__keyed_entry_t;
-/* Parse one keyed entry: u32 key group, then name, key and value as `bytes`. */
+/* Parse one keyed entry: u32 key group | kind << 24, then as `bytes` the state's name, the key,
+ * a map entry's map key, and the value (a timer: no name, its time as u64). */
 bool tpc__keyed_parse(const uint8_t *p, size_t len, tpc__keyed_entry_t *e);
 
 /* ---- the completion record (record.c) ----------------------------------------------------- */
