@@ -14,6 +14,7 @@
 #   make soak MINUTES=n       the example pipeline unbounded for n minutes, busy and idle, one kill -9:
 #                             fails when memory, fds, threads, clients, connections or checkpoints grow
 #   make fuzz FUZZ_SECONDS=n  each libFuzzer harness (tests/fuzz/) n seconds from its seed corpus
+#   make docs                 docs/configuration.md from the property tables (tools/config_doc.c)
 #   make format / format-check / deps
 
 SHELL      := /bin/bash
@@ -84,12 +85,13 @@ INTEG_BINS := $(INTEG_SRCS:tests/integration/%.c=$(BUILD)/tests/%)
 BENCH_BINS := $(BENCH_SRCS:tests/bench/%.c=$(BUILD)/bench/%)
 EX_BINS    := $(EX_SRCS:examples/%.c=$(BUILD)/examples/%)
 FUZZ_BINS  := $(FUZZ_SRCS:tests/fuzz/%.c=$(BUILD)/fuzz/%)
+CONFIG_DOC := $(BUILD)/tools/config_doc
 
 STATIC := $(BUILD)/libtwopc.a
 SHARED := $(BUILD)/libtwopc.so.$(VERSION)
 
 .PHONY: all lib deps deps-build test test-unit test-integration tests-build examples \
-        install format format-check services-up services-down clean \
+        install format format-check services-up services-down clean docs \
         bench-runtime bench-file bench-kafka bench-pg demo torture soak fuzz fuzz-run model
 .DEFAULT_GOAL := all
 
@@ -140,6 +142,14 @@ $(BUILD)/fuzz/%: tests/fuzz/%.c $(STATIC)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_ALL) $(ALL_INC) -fsanitize=fuzzer,address,undefined $(LDFLAGS) -o $@ $< $(STATIC) $(LDLIBS_ALL)
 
+$(CONFIG_DOC): tools/config_doc.c $(STATIC)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_ALL) $(PUBLIC_INC) $(LDFLAGS) -o $@ $< $(STATIC) $(LDLIBS_ALL)
+
+# docs/configuration.md is generated from the property tables; check_config_doc compares.
+docs: $(CONFIG_DOC)
+	$(CONFIG_DOC) > docs/configuration.md
+
 $(BUILD)/examples/%: examples/%.c $(STATIC)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_ALL) $(PUBLIC_INC) $(LDFLAGS) -o $@ $< $(STATIC) $(LDLIBS_ALL)
@@ -151,16 +161,16 @@ $(BUILD)/examples/%: examples/%.c $(STATIC)
 -include $(shell find $(BUILD) -name '*.d' 2>/dev/null)
 
 examples: $(EX_BINS)
-tests-build: lib $(UNIT_BINS) $(INTEG_BINS)
+tests-build: lib $(UNIT_BINS) $(INTEG_BINS) $(CONFIG_DOC)
 
 # Each test binary is a Check suite that forks per test; tests/run-tests.sh prints one summary line.
-test-unit: deps-build lib $(UNIT_BINS) examples
+test-unit: deps-build lib $(UNIT_BINS) examples $(CONFIG_DOC)
 	@tests/run-tests.sh unit $(UNIT_BINS)
 
 test-integration: deps lib $(INTEG_BINS) examples
 	@tests/services/with-services.sh tests/run-tests.sh integration $(INTEG_BINS)
 
-test: deps lib $(UNIT_BINS) $(INTEG_BINS) examples
+test: deps lib $(UNIT_BINS) $(INTEG_BINS) examples $(CONFIG_DOC)
 	@tests/services/with-services.sh tests/run-tests.sh all $(UNIT_BINS) -- $(INTEG_BINS)
 
 services-up: deps
