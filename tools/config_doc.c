@@ -18,17 +18,18 @@
 
 static void page(FILE *out)
 {
-    fputs("# Configuration\n\n"
-          "Every setting of twopc is a string key and a string value, checked when it is set: a bad\n"
-          "value or an unknown key is refused at once with `TPC_ERR_CONFIG`, a message that names\n"
-          "the key and a hint that says what it takes. Integers are decimal digits with an\n"
-          "optional `-` (no spaces, no `+`); booleans are `true` or `false`.\n\n"
-          "This page is generated from the tables in the code (`make docs`, tools/config_doc.c);\n"
-          "a unit test fails when it differs from them.\n\n",
-          out);
+    fputs(
+        "# Configuration\n\n"
+        "Every setting of twopc is a string key and a string value, checked when it is set: a bad\n"
+        "value or an unknown key is refused at once with `TPC_ERR_CONFIG`, a message that names\n"
+        "the key and a hint that says what it takes. Integers are decimal digits with an\n"
+        "optional `-` (no spaces, no `+`); booleans are `true` or `false`.\n\n"
+        "This page is generated from the tables in the code (`make docs`, tools/config_doc.c);\n"
+        "a unit test fails when it differs from them.\n\n",
+        out);
     const tpc_props_t *tables[] = {
-        tpc_job_properties(),        tpc_txn_sink_properties(),     tpc_file_sink_properties(),
-        tpc_pg_sink_properties(),    tpc_kafka_sink_properties(),   tpc_kafka_source_properties(),
+        tpc_job_properties(),     tpc_txn_sink_properties(),   tpc_file_sink_properties(),
+        tpc_pg_sink_properties(), tpc_kafka_sink_properties(), tpc_kafka_source_properties(),
     };
     for (size_t i = 0; i < sizeof tables / sizeof *tables; i++)
         tpc_props_markdown(tables[i], out);

@@ -105,7 +105,8 @@ START_TEST(test_message_shape)
     tpc_job_t *job = tpc_job_new("shape");
     tpc_error_t *err = tpc_job_set(job, "checkpoint.max-concurrent", "65");
     ck_assert_int_eq(tpc_error_code(err), TPC_ERR_CONFIG);
-    ck_assert_str_eq(tpc_error_message(err), "invalid value \"65\" for \"checkpoint.max-concurrent\"");
+    ck_assert_str_eq(tpc_error_message(err),
+                     "invalid value \"65\" for \"checkpoint.max-concurrent\"");
     ck_assert_str_eq(tpc_error_hint_text(err),
                      "\"checkpoint.max-concurrent\" takes a whole number from 1 to 64");
     tpc_error_destroy(err);
