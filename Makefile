@@ -1,6 +1,6 @@
 # twopc — build, test, install.  GNU make; no generated build system.
 #
-#   make                      libtwopc.a, libtwopc.so, examples     (build/<variant>/)
+#   make                      libtwopc.a, libtwopc.so, the twopc command, examples  (build/<variant>/)
 #   make test                 unit tests, then integration tests against real servers
 #   make test-unit            unit tests only (no server needed)
 #   make SANITIZE=address,undefined test      make SANITIZE=thread test-unit
@@ -14,7 +14,7 @@
 #   make soak MINUTES=n       the example pipeline unbounded for n minutes, busy and idle, one kill -9:
 #                             fails when memory, fds, threads, clients, connections or checkpoints grow
 #   make fuzz FUZZ_SECONDS=n  each libFuzzer harness (tests/fuzz/) n seconds from its seed corpus
-#   make docs                 docs/configuration.md from the property tables (tools/config_doc.c)
+#   make docs                 docs/configuration.md from the property tables (twopc config)
 #   make format / format-check / deps
 
 SHELL      := /bin/bash
@@ -77,6 +77,7 @@ INTEG_SRCS:= $(sort $(wildcard tests/integration/check_*.c))
 BENCH_SRCS:= $(sort $(wildcard tests/bench/bench_*.c))
 EX_SRCS   := $(sort $(wildcard examples/*.c))
 FUZZ_SRCS := $(sort $(wildcard tests/fuzz/fuzz_*.c))
+TOOL_SRCS := $(sort $(wildcard tools/*.c))
 TEST_HELPER_SRCS := $(sort $(wildcard tests/support/*.c))
 TEST_HELPER_OBJS := $(TEST_HELPER_SRCS:%.c=$(BUILD)/obj/%.o)
 
@@ -85,18 +86,20 @@ INTEG_BINS := $(INTEG_SRCS:tests/integration/%.c=$(BUILD)/tests/%)
 BENCH_BINS := $(BENCH_SRCS:tests/bench/%.c=$(BUILD)/bench/%)
 EX_BINS    := $(EX_SRCS:examples/%.c=$(BUILD)/examples/%)
 FUZZ_BINS  := $(FUZZ_SRCS:tests/fuzz/%.c=$(BUILD)/fuzz/%)
-CONFIG_DOC := $(BUILD)/tools/config_doc
 
 STATIC := $(BUILD)/libtwopc.a
 SHARED := $(BUILD)/libtwopc.so.$(VERSION)
+# The operator's command (tools/): linked statically with the library, whose private headers it reads.
+TWOPC_CMD := $(BUILD)/bin/twopc
 
-.PHONY: all lib deps deps-build test test-unit test-integration tests-build examples \
+.PHONY: all lib tools test-install deps deps-build test test-unit test-integration tests-build examples \
         install format format-check services-up services-down clean docs \
         bench-runtime bench-file bench-kafka bench-pg demo torture soak fuzz fuzz-run model
 .DEFAULT_GOAL := all
 
-all: deps-build lib examples
+all: deps-build lib tools examples
 lib: $(STATIC) $(SHARED)
+tools: $(TWOPC_CMD)
 
 deps-build:
 	@tests/services/deps.sh build
@@ -142,13 +145,13 @@ $(BUILD)/fuzz/%: tests/fuzz/%.c $(STATIC)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_ALL) $(ALL_INC) -fsanitize=fuzzer,address,undefined $(LDFLAGS) -o $@ $< $(STATIC) $(LDLIBS_ALL)
 
-$(CONFIG_DOC): tools/config_doc.c $(STATIC)
+$(TWOPC_CMD): $(TOOL_SRCS) $(wildcard tools/*.h) $(STATIC)
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS_ALL) $(PUBLIC_INC) $(LDFLAGS) -o $@ $< $(STATIC) $(LDLIBS_ALL)
+	$(CC) $(CFLAGS_ALL) $(ALL_INC) -Itools $(LDFLAGS) -o $@ $(TOOL_SRCS) $(STATIC) $(LDLIBS_ALL)
 
 # docs/configuration.md is generated from the property tables; check_config_doc compares.
-docs: $(CONFIG_DOC)
-	$(CONFIG_DOC) > docs/configuration.md
+docs: $(TWOPC_CMD)
+	$(TWOPC_CMD) config > docs/configuration.md
 
 $(BUILD)/examples/%: examples/%.c $(STATIC)
 	@mkdir -p $(dir $@)
@@ -161,16 +164,23 @@ $(BUILD)/examples/%: examples/%.c $(STATIC)
 -include $(shell find $(BUILD) -name '*.d' 2>/dev/null)
 
 examples: $(EX_BINS)
-tests-build: lib $(UNIT_BINS) $(INTEG_BINS) $(CONFIG_DOC)
+tests-build: lib tools $(UNIT_BINS) $(INTEG_BINS)
 
 # Each test binary is a Check suite that forks per test; tests/run-tests.sh prints one summary line.
-test-unit: deps-build lib $(UNIT_BINS) examples $(CONFIG_DOC)
+test-unit: deps-build lib tools $(UNIT_BINS) examples
 	@tests/run-tests.sh unit $(UNIT_BINS)
+	@MAKE="$(MAKE)" SANITIZE="$(SANITIZE)" tests/install/install_test.sh
 
-test-integration: deps lib $(INTEG_BINS) examples
+# make install into a temporary prefix, then examples/minimal.c built with pkg-config from outside
+# the tree and run (tests/install/install_test.sh).
+test-install: lib tools
+	@MAKE="$(MAKE)" SANITIZE="$(SANITIZE)" tests/install/install_test.sh
+
+test-integration: deps lib tools $(INTEG_BINS) examples
 	@tests/services/with-services.sh tests/run-tests.sh integration $(INTEG_BINS)
 
-test: deps lib $(UNIT_BINS) $(INTEG_BINS) examples $(CONFIG_DOC)
+test: deps lib tools $(UNIT_BINS) $(INTEG_BINS) examples
+	@MAKE="$(MAKE)" SANITIZE="$(SANITIZE)" tests/install/install_test.sh
 	@tests/services/with-services.sh tests/run-tests.sh all $(UNIT_BINS) -- $(INTEG_BINS)
 
 services-up: deps
@@ -191,8 +201,8 @@ bench-kafka: deps $(BUILD)/bench/bench_kafka
 
 # End to end: the example pipeline, killed and restarted, its outputs read back (tests/e2e/).
 RUNS ?= 5
-demo: deps lib examples
-	@TWOPC_EXAMPLES_DIR=$(CURDIR)/$(BUILD)/examples tests/e2e/demo.sh
+demo: deps lib tools examples
+	@TWOPC_EXAMPLES_DIR=$(CURDIR)/$(BUILD)/examples TWOPC_COMMAND=$(CURDIR)/$(TWOPC_CMD) tests/e2e/demo.sh
 torture: deps lib examples
 	@TWOPC_EXAMPLES_DIR=$(CURDIR)/$(BUILD)/examples \
 	    tests/services/with-services.sh tests/e2e/torture.sh $(RUNS)
@@ -219,8 +229,10 @@ model:
 	@tests/services/deps.sh model
 	@model/check.sh $(BUILD)/model
 
-install: lib
-	install -d $(DESTDIR)$(PREFIX)/lib $(DESTDIR)$(PREFIX)/include/twopc $(DESTDIR)$(PREFIX)/lib/pkgconfig
+install: lib tools
+	install -d $(DESTDIR)$(PREFIX)/lib $(DESTDIR)$(PREFIX)/include/twopc $(DESTDIR)$(PREFIX)/lib/pkgconfig \
+	    $(DESTDIR)$(PREFIX)/bin
+	install -m 755 $(TWOPC_CMD) $(DESTDIR)$(PREFIX)/bin/
 	install -m 644 $(STATIC) $(DESTDIR)$(PREFIX)/lib/
 	install -m 755 $(SHARED) $(DESTDIR)$(PREFIX)/lib/
 	ln -sf libtwopc.so.$(VERSION) $(DESTDIR)$(PREFIX)/lib/libtwopc.so.$(SOVERSION)

@@ -38,10 +38,9 @@ static tpc_error_t *broker_error(const char *what, const char *txn_id, int code)
     return err;
 }
 
-/* Ask @boot where the coordinator of @txn_id is. @code gets the broker's error code. */
-static tpc_error_t *find_coordinator(tpc__kafka_conn_t *boot, const char *txn_id,
-                                     int64_t deadline_ms, char *host, size_t cap, int *port,
-                                     int *code)
+tpc_error_t *tpc__kafka_find_coordinator(tpc__kafka_conn_t *boot, const char *txn_id,
+                                         int64_t deadline_ms, char *host, size_t cap, int *port,
+                                         int *code)
 {
     int v = tpc__kafka_conn_version(boot, TPC__KAFKA_API_FIND_COORDINATOR, 1, 4);
     if (v < 0)
@@ -131,7 +130,8 @@ static tpc_error_t *one_round(const tpc__kafka_wire_conf_t *conf, const char *tx
     int port = 0;
     tpc_error_t *err = tpc__kafka_conn_open_bootstrap(conf, deadline_ms, &boot);
     if (!err)
-        err = find_coordinator(boot, txn_id, deadline_ms, host, sizeof host, &port, code);
+        err =
+            tpc__kafka_find_coordinator(boot, txn_id, deadline_ms, host, sizeof host, &port, code);
     if (!err && *code == TPC__KAFKA_E_NONE) {
         char name[300];
         snprintf(name, sizeof name, "%s:%d", host, port);

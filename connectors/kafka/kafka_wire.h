@@ -22,11 +22,14 @@
 
 /* Kafka API keys and broker error codes used here. */
 enum {
+    TPC__KAFKA_API_METADATA = 3,
     TPC__KAFKA_API_FIND_COORDINATOR = 10,
     TPC__KAFKA_API_SASL_HANDSHAKE = 17,
     TPC__KAFKA_API_VERSIONS = 18,
     TPC__KAFKA_API_END_TXN = 26,
     TPC__KAFKA_API_SASL_AUTHENTICATE = 36,
+    TPC__KAFKA_API_DESCRIBE_TRANSACTIONS = 65,
+    TPC__KAFKA_API_LIST_TRANSACTIONS = 66,
 };
 enum {
     TPC__KAFKA_E_NONE = 0,
@@ -199,6 +202,12 @@ tpc_error_t *tpc__kafka_scram_check(const tpc__kafka_scram_t *s, const char *bro
 /* Wipe @s (it holds a key derived from the password). */
 void tpc__kafka_scram_wipe(tpc__kafka_scram_t *s);
 
+/* Ask @boot where the transaction coordinator of @txn_id is: its @host (@cap bytes) and @port;
+ * @code gets the broker's error code (kafka_end_txn.c). */
+tpc_error_t *tpc__kafka_find_coordinator(tpc__kafka_conn_t *boot, const char *txn_id,
+                                         int64_t deadline_ms, char *host, size_t cap, int *port,
+                                         int *code);
+
 /* What EndTxn said, once it said something definite. */
 typedef enum {
     TPC__KAFKA_END_DONE = 0,   /* the transaction now has the asked-for outcome */
@@ -215,5 +224,28 @@ typedef enum {
 tpc_error_t *tpc__kafka_end_txn(const tpc__kafka_wire_conf_t *conf, const char *txn_id, int64_t pid,
                                 int16_t epoch, bool commit, int timeout_ms,
                                 tpc__kafka_end_result_t *result, int *broker_code);
+
+/* kafka_admin.c: what the transaction coordinators know, for the `twopc` command. */
+typedef struct {
+    char id[256]; /* transactional id */
+    int64_t producer_id;
+    int producer_epoch; /* -1 until described */
+    char state[32];     /* Ongoing, PrepareCommit, CompleteAbort, Empty, ... */
+    int32_t timeout_ms;
+    int64_t start_ms; /* -1 when no transaction is open */
+    char topics[512]; /* "topic[0,1],other[3]" of an open transaction, truncated */
+    int error;        /* broker error code of DescribeTransactions, 0 for none */
+} tpc__kafka_txn_info_t;
+
+/* ListTransactions on every broker of the cluster (each coordinates its share of the ids), then
+ * DescribeTransactions at each id's coordinator. Only ids starting with @prefix (NULL: all);
+ * @open_only drops those with no open transaction (Empty, CompleteCommit, CompleteAbort, Dead).
+ * *out (sorted by id) is the caller's to free(). */
+tpc_error_t *tpc__kafka_list_transactions(const tpc__kafka_wire_conf_t *conf, const char *prefix,
+                                          bool open_only, int timeout_ms,
+                                          tpc__kafka_txn_info_t **out, size_t *n);
+/* DescribeTransactions for one id at its coordinator. */
+tpc_error_t *tpc__kafka_describe_transaction(const tpc__kafka_wire_conf_t *conf, const char *id,
+                                             int timeout_ms, tpc__kafka_txn_info_t *out);
 
 #endif /* TPC_KAFKA_WIRE_H */

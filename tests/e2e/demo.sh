@@ -9,7 +9,7 @@
 # stopping them again at the end, also on failure or Ctrl-C. It writes RECORDS records into a new input
 # topic, runs the pipeline with its progress line, kills it with kill -9 about half-way, starts it
 # again, and when the input is exhausted reads both outputs back with verify_output and prints its
-# summary table. Exit status: 0 when every record is in the table and in the topic exactly once.
+# summary table, then runs the `twopc` commands that show its checkpoints and transactions. Exit status: 0 when every record is in the table and in the topic exactly once.
 set -uo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/e2e_lib.sh"
 
@@ -21,6 +21,7 @@ if [ "${E2E_DEMO_INNER:-}" != 1 ]; then
     # with-services.sh starts a server for each TWOPC_TEST_* variable that is empty.
     export TWOPC_TEST_PG_CONNINFO="${TWOPC_PG_CONNINFO:-}"
     export TWOPC_TEST_KAFKA_BOOTSTRAP="${TWOPC_KAFKA_BOOTSTRAP:-}"
+    [[ -z "$TWOPC_TEST_PG_CONNINFO" || -z "$TWOPC_TEST_KAFKA_BOOTSTRAP" ]] || export TWOPC_DEMO_OWN_SERVERS=1
     [ -z "$TWOPC_TEST_PG_CONNINFO" ] || e2e_log "PostgreSQL: $TWOPC_TEST_PG_CONNINFO"
     [ -z "$TWOPC_TEST_KAFKA_BOOTSTRAP" ] || e2e_log "Kafka: $TWOPC_TEST_KAFKA_BOOTSTRAP"
     [[ -n "$TWOPC_TEST_PG_CONNINFO" && -n "$TWOPC_TEST_KAFKA_BOOTSTRAP" ]] ||
@@ -71,5 +72,31 @@ e2e_pipeline_wait_ms 600000 || e2e_die "the pipeline did not finish within 10 mi
 echo "== 4. read both outputs back (read_committed consumer, SQL) and compare with the input"
 "$E2E_VERIFY" --name "$name" --records "$RECORDS"
 rc=$?
-[ "$rc" -ne 0 ] || rm -rf "$work"
+[ "$rc" -eq 0 ] || exit "$rc"
+rm -f "$work/first-run.log"
+
+# The operator's view of the same run: its checkpoints (kept in build/demo/) and what its
+# transactions left in Kafka and PostgreSQL, judged by the checkpoint a restart would restore.
+twopc="${TWOPC_COMMAND:-$E2E_ROOT/build/default/bin/twopc}"
+shown=${twopc#"$E2E_ROOT"/}
+ckpt=${work#"$E2E_ROOT"/}/checkpoints
+table=${name//-/_}_out
+echo
+echo "== 5. the same run as the twopc command shows it (docs/twopc-command.md):"
+cmds=("checkpoints $ckpt"
+    "checkpoint $ckpt"
+    "kafka transactions --bootstrap $TWOPC_KAFKA_BOOTSTRAP --prefix $name-out --checkpoint-dir $ckpt --all"
+    "pg transactions --conninfo '$TWOPC_PG_CONNINFO' --prefix $table --checkpoint-dir $ckpt")
+for c in "${cmds[@]}"; do
+    echo
+    echo "\$ $shown $c"
+    (cd "$E2E_ROOT" && eval "\"\$twopc\" $c") || rc=1
+done
+echo
+if [ -n "${TWOPC_DEMO_OWN_SERVERS:-}" ]; then
+    echo "(run them again while the servers are up; the checkpoints stay in $ckpt)"
+else
+    echo "(the demo's servers stop now; with servers of your own, TWOPC_PG_CONNINFO and"
+    echo " TWOPC_KAFKA_BOOTSTRAP, the commands above work after the demo too; the checkpoints stay in $ckpt)"
+fi
 exit "$rc"

@@ -20,20 +20,33 @@ static void keep_log(void *opaque, tpc_log_level_t level, const char *message)
         fprintf(stderr, "%s: %s\n", names[level], message);
 }
 
-tpc_error_t *tpc_test_txn_sub_open(tpc_test_txn_sub_t *s, tpc_txn_sink_t *sink, int subtask,
-                                   int parallelism, uint64_t restored)
+tpc_error_t *tpc_test_txn_sub_open_from(tpc_test_txn_sub_t *s, tpc_txn_sink_t *sink, int subtask,
+                                        int parallelism, const tpc_test_txn_origin_t *from)
 {
+    static const tpc_test_txn_origin_t first = {0, 0, 0, 0};
+    if (!from)
+        from = &first;
     memset(s, 0, sizeof *s);
     s->env = (tpc__txn_env_t){
         .job_name = "test-job",
         .sink_name = "sink",
         .subtask = subtask,
         .parallelism = parallelism,
-        .restored_checkpoint = restored,
+        .restored_checkpoint = from->restored,
+        .restored_parallelism = from->restored_parallelism,
+        .highest_parallelism = from->highest_parallelism,
+        .first_checkpoint = from->first_checkpoint,
         .log = keep_log,
         .opaque = s,
     };
     return tpc__txn_task_open(sink, &s->env, &s->task);
+}
+
+tpc_error_t *tpc_test_txn_sub_open(tpc_test_txn_sub_t *s, tpc_txn_sink_t *sink, int subtask,
+                                   int parallelism, uint64_t restored)
+{
+    tpc_test_txn_origin_t from = {.restored = restored};
+    return tpc_test_txn_sub_open_from(s, sink, subtask, parallelism, &from);
 }
 
 tpc_error_t *tpc_test_txn_sub_write(tpc_test_txn_sub_t *s, uint64_t first, size_t n)

@@ -29,6 +29,20 @@ typedef struct {
 /* Open subtask @subtask of @parallelism as restored from checkpoint @restored (0 = fresh). */
 tpc_error_t *tpc_test_txn_sub_open(tpc_test_txn_sub_t *s, tpc_txn_sink_t *sink, int subtask,
                                    int parallelism, uint64_t restored);
+
+/* Where a subtask starts from, as the runtime tells it: the restored checkpoint (0 = fresh), the
+ * sink's parallelism in it, the highest parallelism the sink has run with, and the lowest id a
+ * checkpoint of this attempt can have. Zeroes are what a first start sees. */
+typedef struct {
+    uint64_t restored;
+    int restored_parallelism;
+    int highest_parallelism;
+    uint64_t first_checkpoint;
+} tpc_test_txn_origin_t;
+
+/* tpc_test_txn_sub_open() starting from @from (NULL: a first start). */
+tpc_error_t *tpc_test_txn_sub_open_from(tpc_test_txn_sub_t *s, tpc_txn_sink_t *sink, int subtask,
+                                        int parallelism, const tpc_test_txn_origin_t *from);
 /* Write @n records of source subtask 0 with sequence numbers from @first. */
 tpc_error_t *tpc_test_txn_sub_write(tpc_test_txn_sub_t *s, uint64_t first, size_t n);
 /* Snapshot into @state (which is reset first; may be NULL). */

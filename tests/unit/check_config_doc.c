@@ -1,7 +1,7 @@
 /*
  * The property tables (tpc_props.h) are the one source of every key: each row is well formed, each
  * default is accepted by its own row, every bad value is refused in the one message shape, and
- * docs/configuration.md is exactly what tools/config_doc.c makes of the tables.
+ * docs/configuration.md is exactly what `twopc config` (tools/cmd_config.c) makes of the tables.
  */
 #include "tpc_file.h"
 #include "tpc_kafka.h"
@@ -152,7 +152,7 @@ START_TEST(test_docs_match_tables)
     ck_assert_ptr_nonnull(slash);
     *slash = '\0';
     char cmd[PATH_MAX + 128];
-    snprintf(cmd, sizeof cmd, "'%s/../tools/config_doc' --check docs/configuration.md", self);
+    snprintf(cmd, sizeof cmd, "'%s/../bin/twopc' config --check docs/configuration.md", self);
     int rc = system(cmd);
     ck_assert_msg(rc == 0, "%s: exit status %d", cmd, rc);
 }

@@ -2,8 +2,8 @@
  * docs/configuration.md from the property tables (tpc_props.h): every key of the job, the
  * transactional sink and each connector, with what it takes, its default and what it does.
  *
- *   config_doc                 print the page
- *   config_doc --check FILE    exit 1 (and say how to fix it) when FILE is not the page
+ *   twopc config                 print the page
+ *   twopc config --check FILE    exit 1 (and say how to fix it) when FILE is not the page
  *
  * `make docs` writes the page; the unit test check_config_doc runs --check, so the documentation
  * cannot drift from the code.
@@ -11,6 +11,7 @@
 #include "tpc_file.h"
 #include "tpc_kafka.h"
 #include "tpc_pg.h"
+#include "twopc_cli.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -24,7 +25,8 @@ static void page(FILE *out)
         "value or an unknown key is refused at once with `TPC_ERR_CONFIG`, a message that names\n"
         "the key and a hint that says what it takes. Integers are decimal digits with an\n"
         "optional `-` (no spaces, no `+`); booleans are `true` or `false`.\n\n"
-        "This page is generated from the tables in the code (`make docs`, tools/config_doc.c);\n"
+        "This page is generated from the tables in the code (`make docs`, which runs `twopc "
+        "config`);\n"
         "a unit test fails when it differs from them.\n\n",
         out);
     const tpc_props_t *tables[] = {
@@ -35,21 +37,25 @@ static void page(FILE *out)
         tpc_props_markdown(tables[i], out);
 }
 
-int main(int argc, char **argv)
+int twopc_cmd_config(int argc, char **argv)
 {
+    if (argc == 2 && (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0)) {
+        puts("usage: twopc config [--check FILE]\n"
+             "  every configuration key (job, sinks, source) as Markdown: what it takes, its\n"
+             "  default, what it does; --check: exit 1 when FILE differs from that page");
+        return TWOPC_EXIT_OK;
+    }
     if (argc == 1) {
         page(stdout);
-        return ferror(stdout) ? 1 : 0;
+        return ferror(stdout) ? TWOPC_EXIT_FAILED : TWOPC_EXIT_OK;
     }
-    if (argc != 3 || strcmp(argv[1], "--check") != 0) {
-        fprintf(stderr, "usage: config_doc [--check FILE]\n");
-        return 2;
-    }
+    if (argc != 3 || strcmp(argv[1], "--check") != 0)
+        return twopc_usage_error("config", "give no argument, or --check FILE");
     char *want = NULL;
     size_t want_len = 0;
     FILE *mem = open_memstream(&want, &want_len);
     if (!mem)
-        return 2;
+        return TWOPC_EXIT_FAILED;
     page(mem);
     fclose(mem);
     FILE *f = fopen(argv[2], "rb");
@@ -60,10 +66,10 @@ int main(int argc, char **argv)
         fclose(f);
     if (!same)
         fprintf(stderr,
-                "config_doc: %s does not match the property tables in the code; run `make docs` "
-                "and commit the result\n",
+                "twopc config: %s does not match the property tables in the code; run `make "
+                "docs` and commit the result\n",
                 argv[2]);
     free(have);
     free(want);
-    return same ? 0 : 1;
+    return same ? TWOPC_EXIT_OK : TWOPC_EXIT_FAILED;
 }

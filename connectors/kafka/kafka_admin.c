@@ -1,0 +1,298 @@
+/*
+ * What the transaction coordinators know about transactional ids, for the `twopc` command:
+ * Metadata (which brokers there are), ListTransactions at each broker (each coordinates the ids
+ * whose partition of __transaction_state it leads) and DescribeTransactions at the same broker
+ * (state, producer id and epoch, start time, partitions). Over the recovery client's own
+ * connection (kafka_wire.c), so TLS and SASL work as for recovery commits.
+ */
+#include "kafka_wire.h"
+#include "tpc_kit.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+typedef struct {
+    char host[256];
+    int port;
+} broker_t;
+
+static tpc_error_t *malformed(const tpc__kafka_conn_t *c, const char *what)
+{
+    return tpc_error_new(TPC_ERR_CORRUPT, TPC_ERROR_RETRIABLE,
+                         "broker \"%s\" sent a malformed %s response", tpc__kafka_conn_name(c),
+                         what);
+}
+
+static tpc_error_t *unsupported(const tpc__kafka_conn_t *c, const char *what)
+{
+    return tpc_error_hint(tpc_error_new(TPC_ERR_UNSUPPORTED, TPC_ERROR_FATAL,
+                                        "broker \"%s\" does not support %s",
+                                        tpc__kafka_conn_name(c), what),
+                          "listing transactions needs Apache Kafka 3.0 or later");
+}
+
+static tpc_error_t *brokers_of(tpc__kafka_conn_t *c, int64_t deadline, broker_t **out, size_t *n)
+{
+    int v = tpc__kafka_conn_version(c, TPC__KAFKA_API_METADATA, 4, 8);
+    if (v < 0)
+        return unsupported(c, "Metadata versions 4 to 8");
+    tpc__kafka_wbuf_t w = {0};
+    tpc__kafka_w_i32(&w, 0); /* no topics */
+    tpc__kafka_w_i8(&w, 0);  /* allow auto topic creation: no */
+    if (v >= 8) {
+        tpc__kafka_w_i8(&w, 0);
+        tpc__kafka_w_i8(&w, 0);
+    }
+    tpc__kafka_rbuf_t r;
+    tpc_error_t *err = tpc__kafka_conn_call(c, TPC__KAFKA_API_METADATA, v, false, &w, deadline, &r);
+    tpc__kafka_wbuf_free(&w);
+    if (err)
+        return err;
+    tpc__kafka_r_i32(&r); /* throttle */
+    int32_t count = tpc__kafka_r_i32(&r);
+    if (r.bad || count < 0 || count > 10000)
+        return malformed(c, "Metadata");
+    *out = calloc((size_t)count + 1, sizeof **out);
+    if (!*out)
+        return tpc_error_new(TPC_ERR_NOMEM, TPC_ERROR_FATAL, "out of memory");
+    for (int32_t i = 0; i < count; i++) {
+        char rack[256];
+        tpc__kafka_r_i32(&r); /* node id */
+        tpc__kafka_r_str(&r, false, (*out)[i].host, sizeof(*out)[i].host);
+        (*out)[i].port = tpc__kafka_r_i32(&r);
+        tpc__kafka_r_str(&r, false, rack, sizeof rack);
+    }
+    if (r.bad) {
+        free(*out);
+        *out = NULL;
+        return malformed(c, "Metadata");
+    }
+    *n = (size_t)count;
+    return NULL;
+}
+
+static bool open_state(const char *s)
+{
+    return strcmp(s, "Empty") != 0 && strcmp(s, "CompleteCommit") != 0 &&
+           strcmp(s, "CompleteAbort") != 0 && strcmp(s, "Dead") != 0;
+}
+
+static tpc_error_t *list_at(tpc__kafka_conn_t *c, const char *prefix, int64_t deadline,
+                            tpc__kafka_txn_info_t **out, size_t *n)
+{
+    if (tpc__kafka_conn_version(c, TPC__KAFKA_API_LIST_TRANSACTIONS, 0, 0) < 0)
+        return unsupported(c, "ListTransactions");
+    tpc__kafka_wbuf_t w = {0};
+    tpc__kafka_w_uvarint(&w, 1); /* no state filters */
+    tpc__kafka_w_uvarint(&w, 1); /* no producer id filters */
+    tpc__kafka_w_no_tags(&w);
+    tpc__kafka_rbuf_t r;
+    tpc_error_t *err =
+        tpc__kafka_conn_call(c, TPC__KAFKA_API_LIST_TRANSACTIONS, 0, true, &w, deadline, &r);
+    tpc__kafka_wbuf_free(&w);
+    if (err)
+        return err;
+    tpc__kafka_r_i32(&r); /* throttle */
+    int code = tpc__kafka_r_i16(&r);
+    uint64_t nfilters = tpc__kafka_r_uvarint(&r);
+    for (uint64_t i = 1; i < nfilters && !r.bad; i++) {
+        char s[64];
+        tpc__kafka_r_str(&r, true, s, sizeof s);
+    }
+    uint64_t count = tpc__kafka_r_uvarint(&r);
+    if (r.bad || count > 1000000)
+        return malformed(c, "ListTransactions");
+    if (code == TPC__KAFKA_E_COORDINATOR_LOADING || code == TPC__KAFKA_E_COORDINATOR_NOT_AVAILABLE)
+        return tpc_error_new(TPC_ERR_EXTERNAL, TPC_ERROR_RETRIABLE,
+                             "broker \"%s\" is still loading its transactions: %s",
+                             tpc__kafka_conn_name(c), tpc__kafka_code_name(code));
+    if (code)
+        return tpc_error_new(TPC_ERR_EXTERNAL, TPC_ERROR_FATAL,
+                             "ListTransactions at broker \"%s\" failed: %s",
+                             tpc__kafka_conn_name(c), tpc__kafka_code_name(code));
+    for (uint64_t i = 1; i < count; i++) {
+        tpc__kafka_txn_info_t t = {.producer_epoch = -1, .start_ms = -1};
+        tpc__kafka_r_str(&r, true, t.id, sizeof t.id);
+        t.producer_id = tpc__kafka_r_i64(&r);
+        tpc__kafka_r_str(&r, true, t.state, sizeof t.state);
+        tpc__kafka_r_skip_tags(&r);
+        if (r.bad)
+            return malformed(c, "ListTransactions");
+        if (prefix && strncmp(t.id, prefix, strlen(prefix)) != 0)
+            continue;
+        tpc__kafka_txn_info_t *grown = realloc(*out, (*n + 1) * sizeof **out);
+        if (!grown)
+            return tpc_error_new(TPC_ERR_NOMEM, TPC_ERROR_FATAL, "out of memory");
+        *out = grown;
+        (*out)[(*n)++] = t;
+    }
+    return NULL;
+}
+
+/* DescribeTransactions for @count infos (ids filled in) at @c, which coordinates them. */
+static tpc_error_t *describe_at(tpc__kafka_conn_t *c, tpc__kafka_txn_info_t *infos, size_t count,
+                                int64_t deadline)
+{
+    if (!count)
+        return NULL;
+    if (tpc__kafka_conn_version(c, TPC__KAFKA_API_DESCRIBE_TRANSACTIONS, 0, 0) < 0)
+        return unsupported(c, "DescribeTransactions");
+    tpc__kafka_wbuf_t w = {0};
+    tpc__kafka_w_uvarint(&w, count + 1);
+    for (size_t i = 0; i < count; i++)
+        tpc__kafka_w_str(&w, infos[i].id, true);
+    tpc__kafka_w_no_tags(&w);
+    tpc__kafka_rbuf_t r;
+    tpc_error_t *err =
+        tpc__kafka_conn_call(c, TPC__KAFKA_API_DESCRIBE_TRANSACTIONS, 0, true, &w, deadline, &r);
+    tpc__kafka_wbuf_free(&w);
+    if (err)
+        return err;
+    tpc__kafka_r_i32(&r); /* throttle */
+    uint64_t n = tpc__kafka_r_uvarint(&r);
+    if (r.bad || n > count + 1)
+        return malformed(c, "DescribeTransactions");
+    for (uint64_t i = 1; i < n; i++) {
+        tpc__kafka_txn_info_t t = {0};
+        t.error = tpc__kafka_r_i16(&r);
+        tpc__kafka_r_str(&r, true, t.id, sizeof t.id);
+        tpc__kafka_r_str(&r, true, t.state, sizeof t.state);
+        t.timeout_ms = tpc__kafka_r_i32(&r);
+        t.start_ms = tpc__kafka_r_i64(&r);
+        t.producer_id = tpc__kafka_r_i64(&r);
+        t.producer_epoch = tpc__kafka_r_i16(&r); /* int16 on the wire, whatever the schema says */
+        uint64_t ntopics = tpc__kafka_r_uvarint(&r);
+        size_t used = 0;
+        for (uint64_t k = 1; k < ntopics && !r.bad; k++) {
+            char topic[256];
+            tpc__kafka_r_str(&r, true, topic, sizeof topic);
+            uint64_t nparts = tpc__kafka_r_uvarint(&r);
+            if (used < sizeof t.topics)
+                used += (size_t)snprintf(t.topics + used, sizeof t.topics - used, "%s%s[",
+                                         used ? "," : "", topic);
+            for (uint64_t p = 1; p < nparts && !r.bad; p++) {
+                int32_t part = tpc__kafka_r_i32(&r);
+                if (used < sizeof t.topics)
+                    used += (size_t)snprintf(t.topics + used, sizeof t.topics - used, "%s%d",
+                                             p > 1 ? "," : "", (int)part);
+            }
+            if (used < sizeof t.topics)
+                used += (size_t)snprintf(t.topics + used, sizeof t.topics - used, "]");
+            tpc__kafka_r_skip_tags(&r);
+        }
+        tpc__kafka_r_skip_tags(&r);
+        if (r.bad)
+            return malformed(c, "DescribeTransactions");
+        for (size_t k = 0; k < count; k++)
+            if (strcmp(infos[k].id, t.id) == 0)
+                infos[k] = t;
+    }
+    return NULL;
+}
+
+static int by_id(const void *a, const void *b)
+{
+    return strcmp(((const tpc__kafka_txn_info_t *)a)->id, ((const tpc__kafka_txn_info_t *)b)->id);
+}
+
+tpc_error_t *tpc__kafka_list_transactions(const tpc__kafka_wire_conf_t *conf, const char *prefix,
+                                          bool open_only, int timeout_ms,
+                                          tpc__kafka_txn_info_t **out, size_t *n)
+{
+    *out = NULL;
+    *n = 0;
+    int64_t deadline = tpc_clock_ms() + timeout_ms;
+    tpc__kafka_conn_t *boot = NULL;
+    broker_t *brokers = NULL;
+    size_t nbrokers = 0;
+    tpc_error_t *err = tpc__kafka_conn_open_bootstrap(conf, deadline, &boot);
+    if (!err)
+        err = brokers_of(boot, deadline, &brokers, &nbrokers);
+    for (size_t b = 0; !err && b < nbrokers; b++) {
+        char name[300];
+        snprintf(name, sizeof name, "%s:%d", brokers[b].host, brokers[b].port);
+        tpc__kafka_conn_t *c = NULL;
+        bool own = strcmp(name, tpc__kafka_conn_name(boot)) != 0;
+        if (own)
+            err = tpc__kafka_conn_open(conf, brokers[b].host, brokers[b].port, deadline, &c);
+        else
+            c = boot;
+        size_t first = *n;
+        /* A broker that just started loads __transaction_state first: ask again until then. */
+        for (int64_t pause = 100; !err;) {
+            err = list_at(c, prefix, deadline, out, n);
+            if (!err || !tpc_error_is_retriable(err) || tpc_clock_ms() + pause > deadline)
+                break;
+            tpc_error_destroy(err);
+            err = NULL;
+            struct timespec ts = {0, pause * 1000000L};
+            nanosleep(&ts, NULL);
+        }
+        if (!err)
+            err = describe_at(c, *out + first, *n - first, deadline);
+        if (own)
+            tpc__kafka_conn_close(c);
+    }
+    tpc__kafka_conn_close(boot);
+    free(brokers);
+    if (!err && open_only) {
+        size_t k = 0;
+        for (size_t i = 0; i < *n; i++)
+            if (open_state((*out)[i].state))
+                (*out)[k++] = (*out)[i];
+        *n = k;
+    }
+    if (err) {
+        free(*out);
+        *out = NULL;
+        *n = 0;
+        return err;
+    }
+    if (*n)
+        qsort(*out, *n, sizeof **out, by_id);
+    return NULL;
+}
+
+tpc_error_t *tpc__kafka_describe_transaction(const tpc__kafka_wire_conf_t *conf, const char *id,
+                                             int timeout_ms, tpc__kafka_txn_info_t *out)
+{
+    *out = (tpc__kafka_txn_info_t){.producer_epoch = -1, .start_ms = -1};
+    snprintf(out->id, sizeof out->id, "%s", id);
+    int64_t deadline = tpc_clock_ms() + timeout_ms;
+    for (int64_t pause = 100;;) {
+        tpc__kafka_conn_t *boot = NULL, *coord = NULL;
+        char host[256];
+        int port = 0, code = 0;
+        tpc_error_t *err = tpc__kafka_conn_open_bootstrap(conf, deadline, &boot);
+        if (!err)
+            err = tpc__kafka_find_coordinator(boot, id, deadline, host, sizeof host, &port, &code);
+        if (!err && code)
+            err = tpc_error_new(TPC_ERR_EXTERNAL,
+                                code == TPC__KAFKA_E_COORDINATOR_LOADING ||
+                                        code == TPC__KAFKA_E_COORDINATOR_NOT_AVAILABLE
+                                    ? TPC_ERROR_RETRIABLE
+                                    : TPC_ERROR_FATAL,
+                                "FindCoordinator for transactional id \"%s\" failed: %s", id,
+                                tpc__kafka_code_name(code));
+        if (!err)
+            err = tpc__kafka_conn_open(conf, host, port, deadline, &coord);
+        if (!err)
+            err = describe_at(coord, out, 1, deadline);
+        if (!err && (out->error == TPC__KAFKA_E_COORDINATOR_LOADING ||
+                     out->error == TPC__KAFKA_E_NOT_COORDINATOR ||
+                     out->error == TPC__KAFKA_E_COORDINATOR_NOT_AVAILABLE))
+            err = tpc_error_new(TPC_ERR_EXTERNAL, TPC_ERROR_RETRIABLE,
+                                "DescribeTransactions for \"%s\" failed: %s", id,
+                                tpc__kafka_code_name(out->error));
+        tpc__kafka_conn_close(boot);
+        tpc__kafka_conn_close(coord);
+        if (!err || !tpc_error_is_retriable(err) || tpc_clock_ms() + pause > deadline)
+            return err;
+        tpc_error_destroy(err);
+        struct timespec ts = {0, pause * 1000000L};
+        nanosleep(&ts, NULL);
+        pause = pause * 2 > 900 ? 900 : pause * 2;
+    }
+}

@@ -1,0 +1,242 @@
+/*
+ * `twopc kafka transactions`, `twopc kafka abort`, `twopc kafka commit`: the transactions the
+ * coordinators of a cluster hold open (ListTransactions and DescribeTransactions over the
+ * recovery client's connection, TLS and SASL included), judged by the checkpoint a restart
+ * restores, and the ending of one of them with EndTxn, as the sink's recovery does it.
+ */
+#include "kafka_internal.h"
+#include "twopc_cli.h"
+
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+static const char kafka_help[] =
+    "usage: twopc kafka transactions --bootstrap B [--prefix P] [--checkpoint-dir DIR] [--all]\n"
+    "                                [--kafka NAME=VALUE]... [--json] [--check]\n"
+    "       twopc kafka abort  --bootstrap B --transactional-id ID [--producer-id N --epoch N]\n"
+    "       twopc kafka commit --bootstrap B --transactional-id ID [--producer-id N --epoch N]\n"
+    "\n"
+    "transactions lists the open transactions of the cluster, or of the transactional ids that\n"
+    "start with --prefix (a sink's transactional.id.prefix): id, state, producer id and epoch,\n"
+    "age, partitions. With --checkpoint-dir each is classified as a restart would judge it:\n"
+    "  pending    the newest completed checkpoint lists it (same id, producer id and epoch): "
+    "commit\n"
+    "  lingering  no completed checkpoint promised it: abort\n"
+    "--all also lists ids with no open transaction. --check exits with 3 when one is open.\n"
+    "\n"
+    "abort and commit end one open transaction by sending EndTxn to its coordinator, with the\n"
+    "producer id and epoch given or, without them, those DescribeTransactions reports. A commit\n"
+    "of a transaction the coordinator already aborted fails (its records are lost).\n"
+    "\n"
+    "--kafka NAME=VALUE sets a librdkafka property of the connection: security.protocol,\n"
+    "ssl.ca.location, ssl.certificate.location, ssl.key.location, sasl.mechanism (PLAIN,\n"
+    "SCRAM-SHA-256, SCRAM-SHA-512), sasl.username, sasl.password, ...\n"
+    "--timeout-ms N bounds the whole command (default 30000).\n";
+
+static tpc__kafka_wire_conf_t wire_of(const twopc_kafka_conf_t *k)
+{
+    return (tpc__kafka_wire_conf_t){
+        .bootstrap = k->bootstrap,
+        .client_id = "twopc-command",
+        .props = k->props,
+        .nprops = k->nprops,
+    };
+}
+
+static const twopc_txn_t *promised(const twopc_checkpoint_t *c, const tpc__kafka_txn_info_t *t)
+{
+    for (size_t i = 0; c && i < c->ntxns; i++) {
+        const twopc_txn_t *x = &c->txns[i];
+        if (x->kind == TWOPC_TXN_PENDING && strcmp(x->connector, "kafka") == 0 &&
+            strcmp(x->id, t->id) == 0 && x->producer_id == t->producer_id &&
+            x->producer_epoch == t->producer_epoch)
+            return x;
+    }
+    return NULL;
+}
+
+static int list(const twopc_args_t *a, const twopc_kafka_conf_t *k, int timeout_ms)
+{
+    const char *cmd = "kafka transactions";
+    const char *prefix = twopc_arg(a, "prefix"), *dir = twopc_arg(a, "checkpoint-dir");
+    bool json = twopc_flag(a, "json");
+    twopc_folder_t folder = {0};
+    const twopc_checkpoint_t *ckpt = NULL;
+    tpc_error_t *err = NULL;
+    if (dir) {
+        err = twopc_folder_read(dir, false, &folder);
+        if (err)
+            return twopc_fail(cmd, err);
+        if (folder.restore_index >= 0)
+            ckpt = &folder.files[folder.restore_index];
+        if (ckpt && !ckpt->valid) {
+            err = tpc_error_new(TPC_ERR_CORRUPT, 0,
+                                "checkpoint %" PRIu64 ", the newest completed one, is damaged: %s",
+                                ckpt->id, ckpt->error);
+            twopc_folder_free(&folder);
+            return twopc_fail(cmd, err);
+        }
+    }
+    tpc__kafka_wire_conf_t wire = wire_of(k);
+    tpc__kafka_txn_info_t *txns = NULL;
+    size_t n = 0;
+    err = tpc__kafka_list_transactions(&wire, prefix, !twopc_flag(a, "all"), timeout_ms, &txns, &n);
+    if (err) {
+        twopc_folder_free(&folder);
+        return twopc_fail(cmd, tpc_error_hint(err, "%s",
+                                              tpc_error_hint_text(err)
+                                                  ? tpc_error_hint_text(err)
+                                                  : "check --bootstrap and the --kafka security "
+                                                    "settings"));
+    }
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    int64_t wall = (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+    int open = 0;
+    if (json) {
+        printf("{\"checkpoint\":");
+        if (ckpt)
+            printf("%" PRIu64, ckpt->id);
+        else
+            printf("null");
+        printf(",\"transactions\":[");
+    } else {
+        if (ckpt)
+            printf("judged by checkpoint %" PRIu64 " (the one a restart restores)\n", ckpt->id);
+        if (!n)
+            printf("no %stransactions%s%s%s\n", twopc_flag(a, "all") ? "" : "open ",
+                   prefix ? " of ids starting with \"" : "", prefix ? prefix : "",
+                   prefix ? "\"" : "");
+        else
+            printf("%-40s %-14s %-12s %-6s %-9s %-10s %-9s %s\n", "TRANSACTIONAL ID", "STATE",
+                   "PRODUCER ID", "EPOCH", "AGE (s)", "CLASS", "ACTION", "PARTITIONS");
+    }
+    for (size_t i = 0; i < n; i++) {
+        const tpc__kafka_txn_info_t *t = &txns[i];
+        bool is_open = strcmp(t->state, "Empty") != 0 && strcmp(t->state, "CompleteCommit") != 0 &&
+                       strcmp(t->state, "CompleteAbort") != 0 && strcmp(t->state, "Dead") != 0;
+        open += is_open;
+        const char *cls = "-", *action = "none";
+        if (is_open && dir) {
+            bool p = promised(ckpt, t) != NULL;
+            cls = p ? "pending" : "lingering";
+            action = p ? "commit" : "abort";
+        } else if (is_open) {
+            cls = "unknown";
+            action = "?";
+        }
+        double age = t->start_ms > 0 ? (double)(wall - t->start_ms) / 1000.0 : 0;
+        if (json) {
+            printf("%s{\"transactional_id\":", i ? "," : "");
+            twopc_json_str(stdout, t->id);
+            printf(",\"state\":");
+            twopc_json_str(stdout, t->state);
+            printf(",\"producer_id\":%" PRId64 ",\"producer_epoch\":%d,\"timeout_ms\":%d,"
+                   "\"start_ms\":%" PRId64 ",\"class\":\"%s\",\"action\":\"%s\",\"partitions\":",
+                   t->producer_id, t->producer_epoch, (int)t->timeout_ms, t->start_ms, cls, action);
+            twopc_json_str(stdout, t->topics);
+            printf("}");
+        } else {
+            printf("%-40s %-14s %-12" PRId64 " %-6d %-9.1f %-10s %-9s %s\n", t->id, t->state,
+                   t->producer_id, t->producer_epoch, age, cls, action, t->topics);
+        }
+    }
+    if (json)
+        printf("]}\n");
+    free(txns);
+    twopc_folder_free(&folder);
+    return twopc_flag(a, "check") && open ? TWOPC_EXIT_PENDING : TWOPC_EXIT_OK;
+}
+
+static int end_one(const twopc_args_t *a, const twopc_kafka_conf_t *k, bool commit, int timeout_ms)
+{
+    const char *cmd = commit ? "kafka commit" : "kafka abort";
+    const char *id = twopc_arg_required(a, cmd, "transactional-id");
+    if (!id)
+        return TWOPC_EXIT_USAGE;
+    const char *spid = twopc_arg(a, "producer-id"), *sepoch = twopc_arg(a, "epoch");
+    if (!spid != !sepoch)
+        return twopc_usage_error(cmd, "give both --producer-id and --epoch, or neither");
+    int64_t pid = -1, epoch = -1;
+    if (spid &&
+        (!tpc_parse_int(spid, 0, INT64_MAX, &pid) || !tpc_parse_int(sepoch, 0, INT16_MAX, &epoch)))
+        return twopc_usage_error(cmd, "--producer-id and --epoch take numbers");
+    tpc__kafka_wire_conf_t wire = wire_of(k);
+    if (!spid) {
+        tpc__kafka_txn_info_t t;
+        tpc_error_t *err = tpc__kafka_describe_transaction(&wire, id, timeout_ms, &t);
+        if (err)
+            return twopc_fail(cmd, err);
+        if (t.error)
+            return twopc_fail(cmd,
+                              tpc_error_new(TPC_ERR_NOT_FOUND, 0, "transactional id \"%s\": %s", id,
+                                            tpc__kafka_code_name(t.error)));
+        if (strcmp(t.state, "Ongoing") != 0)
+            return twopc_fail(
+                cmd, tpc_error_hint(tpc_error_new(TPC_ERR_STATE, 0,
+                                                  "transactional id \"%s\" has no open "
+                                                  "transaction (state %s)",
+                                                  id, t.state),
+                                    "nothing to do; list them with: twopc kafka transactions"));
+        pid = t.producer_id;
+        epoch = t.producer_epoch;
+    }
+    /* The public call, as the sink's recovery makes it: props NULL-terminated. */
+    tpc_error_t *err = tpc_kafka_end_transaction(k->bootstrap, (const char *const *)k->props, id,
+                                                 pid, (int16_t)epoch, commit, timeout_ms);
+    if (err)
+        return twopc_fail(cmd, err);
+    printf("%s transaction of \"%s\" (producer id %" PRId64 ", epoch %d)\n",
+           commit ? "committed" : "aborted", id, pid, (int)epoch);
+    return TWOPC_EXIT_OK;
+}
+
+int twopc_cmd_kafka(int argc, char **argv)
+{
+    static const twopc_opt_t spec[] = {
+        TWOPC_KAFKA_OPTS,
+        {"prefix", true, false},
+        {"checkpoint-dir", true, false},
+        {"all", false, false},
+        {"json", false, false},
+        {"check", false, false},
+        {"transactional-id", true, false},
+        {"producer-id", true, false},
+        {"epoch", true, false},
+        {"help", false, false},
+        {NULL},
+    };
+    twopc_args_t a;
+    if (!twopc_args_parse("kafka", argc, argv, spec, &a))
+        return TWOPC_EXIT_USAGE;
+    if (twopc_flag(&a, "help") || a.npos == 0) {
+        bool help = twopc_flag(&a, "help");
+        fputs(kafka_help, help ? stdout : stderr);
+        twopc_args_free(&a);
+        return help ? TWOPC_EXIT_OK : TWOPC_EXIT_USAGE;
+    }
+    const char *sub = a.pos[0];
+    int rc;
+    twopc_kafka_conf_t k;
+    int64_t timeout = 30000;
+    const char *t = twopc_arg(&a, "timeout-ms");
+    if (a.npos != 1 || (strcmp(sub, "transactions") != 0 && strcmp(sub, "abort") != 0 &&
+                        strcmp(sub, "commit") != 0))
+        rc = twopc_usage_error("kafka", "unknown subcommand \"%s\" (transactions, abort, commit)",
+                               sub);
+    else if (t && !tpc_parse_int(t, 1, 3600000, &timeout))
+        rc = twopc_usage_error("kafka", "--timeout-ms takes milliseconds, not \"%s\"", t);
+    else if (!twopc_kafka_conf("kafka", &a, &k))
+        rc = TWOPC_EXIT_USAGE;
+    else {
+        if (strcmp(sub, "transactions") == 0)
+            rc = list(&a, &k, (int)timeout);
+        else
+            rc = end_one(&a, &k, strcmp(sub, "commit") == 0, (int)timeout);
+        twopc_kafka_conf_free(&k);
+    }
+    twopc_args_free(&a);
+    return rc;
+}

@@ -1,0 +1,155 @@
+/*
+ * Private to tools/: what the subcommands of the `twopc` command share. Each subcommand lives in a
+ * file of its own (cmd_checkpoint.c, cmd_pg.c, cmd_kafka.c, cmd_resolve.c) and reads the library's
+ * formats and speaks the servers' protocols with the library's own code; this header holds the
+ * argument parser, the JSON writer, the exit codes and the reading of a checkpoint folder
+ * (checkpoint_view.c) that several of them need.
+ */
+#ifndef TWOPC_CLI_H
+#define TWOPC_CLI_H
+
+#include "tpc_runtime.h"
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+/* Exit codes, the same for every subcommand (docs/twopc-command.md). */
+enum {
+    TWOPC_EXIT_OK = 0,      /* done; for listings: the listing was printed */
+    TWOPC_EXIT_FAILED = 1,  /* an external system or a file said no; the message says what to do */
+    TWOPC_EXIT_USAGE = 2,   /* wrong arguments */
+    TWOPC_EXIT_PENDING = 3, /* --check: transactions are left open that need a decision */
+};
+
+/* ---- arguments ---------------------------------------------------------------------------- */
+
+/* Options of one subcommand: "--name value", "--name=value" or a flag "--name". Positional
+ * arguments are kept in order. Repeated options keep every value. */
+typedef struct {
+    const char *name;
+    bool takes_value;
+    bool repeat; /* may be given more than once */
+} twopc_opt_t;
+
+typedef struct {
+    const char *name;
+    const char *value; /* "" for flags */
+} twopc_arg_t;
+
+typedef struct {
+    twopc_arg_t *opts;
+    size_t nopts;
+    const char **pos;
+    size_t npos;
+} twopc_args_t;
+
+/* Parse @argv against @spec (ends with a {NULL} entry). On a wrong argument, prints the problem
+ * and "see: twopc @cmd --help" to stderr and returns false. */
+bool twopc_args_parse(const char *cmd, int argc, char **argv, const twopc_opt_t *spec,
+                      twopc_args_t *out);
+void twopc_args_free(twopc_args_t *a);
+/* The last value of option @name, or NULL. */
+const char *twopc_arg(const twopc_args_t *a, const char *name);
+bool twopc_flag(const twopc_args_t *a, const char *name);
+/* The @i-th value of a repeated option, or NULL after the last. */
+const char *twopc_arg_nth(const twopc_args_t *a, const char *name, size_t i);
+/* A required option: prints what is missing and returns NULL when it is. */
+const char *twopc_arg_required(const twopc_args_t *a, const char *cmd, const char *name);
+
+/* ---- output ------------------------------------------------------------------------------- */
+
+/* Print @err to stderr as "twopc @cmd: message" and "hint: ..." and free it. */
+int twopc_fail(const char *cmd, tpc_error_t *err);
+int twopc_usage_error(const char *cmd, const char *fmt, ...) TPC_PRINTF(2, 3);
+/* A JSON string literal of @s (escaped) on @f. */
+void twopc_json_str(FILE *f, const char *s);
+/* "2026-12-03T10:40:00.123Z" for milliseconds since the epoch. */
+void twopc_format_time(int64_t ms, char *buf, size_t cap);
+
+/* The Kafka client settings every Kafka subcommand takes: --bootstrap and --kafka NAME=VALUE
+ * (librdkafka property names: security.protocol, sasl.*, ssl.*). props is NULL-terminated,
+ * name, value, name, value, ... */
+typedef struct {
+    const char *bootstrap;
+    const char **props;
+    size_t nprops;
+} twopc_kafka_conf_t;
+#define TWOPC_KAFKA_OPTS                                                                           \
+    {"bootstrap", true, false}, {"kafka", true, true},                                             \
+    {                                                                                              \
+        "timeout-ms", true, false                                                                  \
+    }
+bool twopc_kafka_conf(const char *cmd, const twopc_args_t *a, twopc_kafka_conf_t *out);
+void twopc_kafka_conf_free(twopc_kafka_conf_t *k);
+
+/* ---- a checkpoint folder, read as a restart reads it ----------------------------------------- */
+
+typedef enum { TWOPC_TXN_PENDING, TWOPC_TXN_CURRENT } twopc_txn_kind_t;
+
+/* One transaction handle found in a checkpoint. */
+typedef struct {
+    const char *sink;      /* vertex name */
+    int subtask;           /* holding subtask in the checkpoint */
+    int origin;            /* the subtask that wrote it, -1 when unknown */
+    twopc_txn_kind_t kind; /* pending: a completed checkpoint promised it; current: never */
+    uint64_t checkpoint;   /* pending: pre-committed in; current: lowest it could be */
+    int64_t start_ms;
+    const char *connector; /* "kafka", "postgres", "file", or "unknown" */
+    char name[256];        /* transactional id or gid, as the connector describes it */
+    char id[256];          /* kafka: transactional id; postgres: gid; else "" */
+    int64_t producer_id;   /* kafka */
+    int producer_epoch;    /* kafka */
+} twopc_txn_t;
+
+typedef struct {
+    char *path;
+    uint64_t id;
+    bool savepoint;
+    int64_t size;
+    bool valid;
+    char *error;      /* when not valid */
+    void *checkpoint; /* tpc__checkpoint_t *, when valid and loaded */
+    twopc_txn_t *txns;
+    size_t ntxns;
+} twopc_checkpoint_t;
+
+typedef struct {
+    twopc_checkpoint_t *files; /* newest first */
+    size_t nfiles;
+    bool record_found;
+    uint64_t record_newest; /* the completion record's newest completed checkpoint */
+    char *record_job;
+    char *record_error; /* a damaged record */
+    /* The checkpoint a restart restores: the newest completed one (by the record, or the newest
+     * file without a record); -1 when none. */
+    long restore_index;
+} twopc_folder_t;
+
+/* Read @dir: list its checkpoint files and the completion record; @load_all decodes every file
+ * (listing), otherwise only the one a restart restores. */
+tpc_error_t *twopc_folder_read(const char *dir, bool load_all, twopc_folder_t *out);
+void twopc_folder_free(twopc_folder_t *f);
+/* Decode the file at @index (transactions included) if it is not yet. */
+void twopc_folder_load(twopc_folder_t *f, size_t index);
+/* @returns the job name, max-parallelism and vertices of a loaded checkpoint. */
+const char *twopc_checkpoint_job(const twopc_checkpoint_t *c);
+int64_t twopc_checkpoint_time_ms(const twopc_checkpoint_t *c);
+int twopc_checkpoint_max_parallelism(const twopc_checkpoint_t *c);
+int twopc_checkpoint_vertex_count(const twopc_checkpoint_t *c);
+/* Vertex @v: name, parallelism, and per subtask whether it had closed / finished. */
+const char *twopc_checkpoint_vertex(const twopc_checkpoint_t *c, int v, int *parallelism);
+void twopc_checkpoint_subtask(const twopc_checkpoint_t *c, int v, int s, bool *closed,
+                              bool *finished, size_t *state_entries, size_t *state_bytes);
+
+/* ---- subcommands -------------------------------------------------------------------------- */
+
+int twopc_cmd_checkpoints(int argc, char **argv);
+int twopc_cmd_checkpoint(int argc, char **argv);
+int twopc_cmd_pg(int argc, char **argv);
+int twopc_cmd_kafka(int argc, char **argv);
+int twopc_cmd_resolve(int argc, char **argv);
+int twopc_cmd_config(int argc, char **argv);
+
+#endif /* TWOPC_CLI_H */
