@@ -55,6 +55,7 @@
  * checkpoint: the line starting "refused:" says which and what to do), 1 on any other error, 2 on
  * bad options.
  */
+#include "example_kafka.h"
 #include "exactly_once_records.h"
 
 #include <tpc_kafka.h>
@@ -193,39 +194,7 @@ static bool create_table(const options_t *opt)
 
 static bool create_topic(const options_t *opt, const char *topic)
 {
-    char errstr[512];
-    rd_kafka_conf_t *conf = rd_kafka_conf_new();
-    rd_kafka_conf_set(conf, "bootstrap.servers", opt->bootstrap, errstr, sizeof errstr);
-    rd_kafka_t *rk = rd_kafka_new(RD_KAFKA_PRODUCER, conf, errstr, sizeof errstr);
-    if (!rk) {
-        fprintf(stderr, "exactly_once_pipeline: %s\n", errstr);
-        return false;
-    }
-    rd_kafka_NewTopic_t *nt =
-        rd_kafka_NewTopic_new(topic, opt->parallelism, 1, errstr, sizeof errstr);
-    rd_kafka_queue_t *queue = rd_kafka_queue_new(rk);
-    rd_kafka_AdminOptions_t *ao = rd_kafka_AdminOptions_new(rk, RD_KAFKA_ADMIN_OP_CREATETOPICS);
-    rd_kafka_AdminOptions_set_request_timeout(ao, 30000, errstr, sizeof errstr);
-    rd_kafka_CreateTopics(rk, &nt, 1, ao, queue);
-    rd_kafka_event_t *ev = rd_kafka_queue_poll(queue, 35000);
-    rd_kafka_resp_err_t err = RD_KAFKA_RESP_ERR__TIMED_OUT;
-    if (ev) {
-        size_t n = 0;
-        const rd_kafka_topic_result_t **res =
-            rd_kafka_CreateTopics_result_topics(rd_kafka_event_CreateTopics_result(ev), &n);
-        err = rd_kafka_event_error(ev);
-        if (!err && n == 1)
-            err = rd_kafka_topic_result_error(res[0]);
-        rd_kafka_event_destroy(ev);
-    }
-    if (err && err != RD_KAFKA_RESP_ERR_TOPIC_ALREADY_EXISTS)
-        fprintf(stderr, "exactly_once_pipeline: could not create topic \"%s\": %s\n", topic,
-                rd_kafka_err2str(err));
-    rd_kafka_AdminOptions_destroy(ao);
-    rd_kafka_queue_destroy(queue);
-    rd_kafka_NewTopic_destroy(nt);
-    rd_kafka_destroy(rk);
-    return !err || err == RD_KAFKA_RESP_ERR_TOPIC_ALREADY_EXISTS;
+    return ex_create_topic("exactly_once_pipeline", opt->bootstrap, topic, opt->parallelism);
 }
 
 /* ---- --fill: records FIRST .. FIRST+N-1 into the input topic, in order per partition -------- */

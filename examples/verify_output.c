@@ -16,8 +16,15 @@
  * numbers of one key may start again from the beginning T - 1 times. Exit status: 0 when both
  * outputs hold every record exactly once, 1 when anything is missing, repeated, wrong or out of
  * order, 2 when it could not read.
+ *
+ * With --totals it reads what keyed_totals wrote instead (keyed_totals_records.h; --keys is then
+ * the number of users, default 300, and the table defaults to NAME_totals): the topic must hold,
+ * per user and in order, the user's running total after each of the user's purchases exactly
+ * once ("<n>,<total>", the prefix sums of that user's amounts in input order: no gap, no repeat,
+ * no wrong total), and the table one row per user with the final count and total. Record i of the
+ * input stands for the total after purchase i, so the same table of counts serves both readers.
  */
-#include "exactly_once_records.h"
+#include "keyed_totals_records.h"
 
 #include <getopt.h>
 #include <libpq-fe.h>
@@ -39,6 +46,7 @@ typedef struct {
     uint64_t dup_examples[EXAMPLES_SHOWN], miss_examples[EXAMPLES_SHOWN];
     int ndup_examples, nmiss_examples;
     char blocked[512]; /* Kafka: partitions whose last stable offset is below the high watermark */
+    bool final_only;   /* --totals, PostgreSQL: only each user's last purchase, once */
 } tally_t;
 
 typedef struct {
@@ -47,7 +55,46 @@ typedef struct {
     uint64_t records;
     uint32_t keys;
     uint32_t times;
+    bool totals;
+    uint64_t *prefix; /* --totals: the total of user i % keys after purchase i */
 } options_t;
+
+enum { REC_OK, REC_FOREIGN, REC_WRONG };
+
+/* A record of exactly_once_pipeline: key and value of record number *i. */
+static int plain_record(const options_t *opt, const void *key, size_t key_len, const void *value,
+                        size_t value_len, uint64_t *i)
+{
+    char want_key[EO_KEY_MAX], want_value[EO_VALUE_MAX];
+    if (!eo_parse_number(value, value_len, i) || *i >= opt->records)
+        return REC_FOREIGN;
+    size_t kl = (size_t)eo_key(*i, opt->keys, want_key);
+    size_t vl = (size_t)eo_output_value(*i, want_value);
+    if (kl != key_len || memcmp(key, want_key, kl) || vl != value_len ||
+        memcmp(value, want_value, vl))
+        return REC_WRONG;
+    return REC_OK;
+}
+
+/* A total of keyed_totals: user u's n-th purchase is input record *i = u + (n - 1) * users, and
+ * the total must be the prefix sum there; a final row must be of the user's last purchase. */
+static int totals_record(const options_t *opt, const tally_t *t, const char *key, size_t key_len,
+                         const void *value, size_t value_len, uint64_t *i)
+{
+    uint64_t u, n, total;
+    if (key_len <= 5 || memcmp(key, "user-", 5) || !eo_parse_number(key + 5, key_len - 5, &u) ||
+        u >= opt->keys || u >= opt->records || !kt_parse_pair(value, value_len, &n, &total) ||
+        n == 0 || n - 1 > (opt->records - u) / opt->keys)
+        return REC_FOREIGN;
+    char want[KT_USER_MAX];
+    *i = u + (n - 1) * opt->keys;
+    if (*i >= opt->records || (size_t)kt_user(*i, opt->keys, want) != key_len ||
+        memcmp(want, key, key_len))
+        return REC_FOREIGN;
+    if (total != opt->prefix[*i] || (t->final_only && *i + opt->keys < opt->records))
+        return REC_WRONG;
+    return REC_OK;
+}
 
 static bool tally_init(tally_t *t, const char *what, const options_t *opt, bool ordered)
 {
@@ -58,25 +105,29 @@ static bool tally_init(tally_t *t, const char *what, const options_t *opt, bool 
     return t->seen && (!ordered || (t->last && t->passes));
 }
 
+/* How often each record must appear. */
+static uint32_t tally_times(const tally_t *t, const options_t *opt)
+{
+    return t->final_only ? 1 : opt->times; /* an upsert leaves one row however often it ran */
+}
+
 /* One record found in an output. */
 static void tally_add(tally_t *t, const options_t *opt, const void *key, size_t key_len,
                       const void *value, size_t value_len)
 {
-    char want_key[EO_KEY_MAX], want_value[EO_VALUE_MAX];
-    uint64_t i;
+    uint64_t i = 0;
     t->total++;
-    if (!eo_parse_number(value, value_len, &i) || i >= opt->records) {
+    int kind = opt->totals ? totals_record(opt, t, key, key_len, value, value_len, &i)
+                           : plain_record(opt, key, key_len, value, value_len, &i);
+    if (kind == REC_FOREIGN) {
         t->unexpected++;
         return;
     }
-    size_t kl = (size_t)eo_key(i, opt->keys, want_key);
-    size_t vl = (size_t)eo_output_value(i, want_value);
-    if (kl != key_len || memcmp(key, want_key, kl) || vl != value_len ||
-        memcmp(value, want_value, vl)) {
+    if (kind == REC_WRONG) {
         t->bad++;
         return;
     }
-    if (t->seen[i] >= opt->times) {
+    if (t->seen[i] >= tally_times(t, opt)) {
         if (t->ndup_examples < EXAMPLES_SHOWN)
             t->dup_examples[t->ndup_examples++] = i;
         t->duplicates++;
@@ -99,8 +150,9 @@ static void tally_add(tally_t *t, const options_t *opt, const void *key, size_t 
 
 static void tally_finish(tally_t *t, const options_t *opt)
 {
-    for (uint64_t i = 0; i < opt->records; i++) {
-        if (t->seen[i] >= opt->times)
+    uint64_t first = t->final_only && opt->records > opt->keys ? opt->records - opt->keys : 0;
+    for (uint64_t i = first; i < opt->records; i++) {
+        if (t->seen[i] >= tally_times(t, opt))
             continue;
         if (t->nmiss_examples < EXAMPLES_SHOWN)
             t->miss_examples[t->nmiss_examples++] = i;
@@ -257,7 +309,11 @@ static bool read_pg(const options_t *opt, tally_t *t)
     }
     char *ident = PQescapeIdentifier(pg, opt->table, strlen(opt->table));
     char sql[1024];
-    snprintf(sql, sizeof sql, "SELECT k, v FROM %s", ident ? ident : "\"\"");
+    if (opt->totals) /* the row as the Kafka record of the same total would be */
+        snprintf(sql, sizeof sql, "SELECT user_id, n || ',' || total FROM %s",
+                 ident ? ident : "\"\"");
+    else
+        snprintf(sql, sizeof sql, "SELECT k, v FROM %s", ident ? ident : "\"\"");
     PQfreemem(ident);
     bool ok = PQsendQuery(pg, sql) && PQsetSingleRowMode(pg);
     PGresult *res;
@@ -282,28 +338,26 @@ static int usage(const char *msg)
     fprintf(stderr,
             "verify_output: %s\n"
             "usage: verify_output --records N [--topic T] [--table T] [--name NAME]\n"
-            "         [--bootstrap HOST:PORT] [--pg CONNINFO] [--keys K] [--times T]\n",
+            "         [--bootstrap HOST:PORT] [--pg CONNINFO] [--keys K] [--times T]\n"
+            "         [--totals]\n",
             msg);
     return 2;
 }
 
 static int parse_options(int argc, char **argv, options_t *opt)
 {
-    static const struct option longopts[] = {{"bootstrap", required_argument, 0, 'b'},
-                                             {"pg", required_argument, 0, 'g'},
-                                             {"name", required_argument, 0, 'n'},
-                                             {"topic", required_argument, 0, 't'},
-                                             {"table", required_argument, 0, 'T'},
-                                             {"records", required_argument, 0, 'r'},
-                                             {"keys", required_argument, 0, 'k'},
-                                             {"times", required_argument, 0, 'x'},
-                                             {0, 0, 0, 0}};
+    static const struct option longopts[] = {
+        {"bootstrap", required_argument, 0, 'b'}, {"pg", required_argument, 0, 'g'},
+        {"name", required_argument, 0, 'n'},      {"topic", required_argument, 0, 't'},
+        {"table", required_argument, 0, 'T'},     {"records", required_argument, 0, 'r'},
+        {"keys", required_argument, 0, 'k'},      {"times", required_argument, 0, 'x'},
+        {"totals", no_argument, 0, 'S'},          {0, 0, 0, 0}};
     const char *name = "twopc-demo";
     *opt = (options_t){.bootstrap = getenv("TWOPC_KAFKA_BOOTSTRAP"),
                        .pg = getenv("TWOPC_PG_CONNINFO"),
                        .keys = EO_DEFAULT_KEYS,
                        .times = 1};
-    bool have_records = false;
+    bool have_records = false, have_keys = false;
     int c;
     while ((c = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
         switch (c) {
@@ -326,7 +380,10 @@ static int parse_options(int argc, char **argv, options_t *opt)
             opt->records = strtoull(optarg, NULL, 10), have_records = true;
             break;
         case 'k':
-            opt->keys = (uint32_t)strtoul(optarg, NULL, 10);
+            opt->keys = (uint32_t)strtoul(optarg, NULL, 10), have_keys = true;
+            break;
+        case 'S':
+            opt->totals = true;
             break;
         case 'x':
             opt->times = (uint32_t)strtoul(optarg, NULL, 10);
@@ -335,6 +392,8 @@ static int parse_options(int argc, char **argv, options_t *opt)
             return usage("unknown option");
         }
     }
+    if (opt->totals && !have_keys)
+        opt->keys = KT_DEFAULT_USERS;
     if (optind != argc || !have_records || opt->keys == 0)
         return usage("give --records (and --keys, when not the default)");
     if (opt->times < 1 || opt->times > 200)
@@ -347,7 +406,7 @@ static int parse_options(int argc, char **argv, options_t *opt)
         opt->topic = opt->topic_buf;
     }
     if (!opt->table) {
-        snprintf(opt->table_buf, sizeof opt->table_buf, "%s_out", name);
+        snprintf(opt->table_buf, sizeof opt->table_buf, opt->totals ? "%s_totals" : "%s_out", name);
         for (char *p = opt->table_buf; *p; p++)
             if (*p == '-' || *p == '.')
                 *p = '_';
@@ -363,10 +422,14 @@ int main(int argc, char **argv)
     if (rc)
         return rc;
     tally_t pg, kafka;
-    if (!tally_init(&pg, "PostgreSQL", &opt, false) || !tally_init(&kafka, "Kafka", &opt, true)) {
+    if (!tally_init(&pg, "PostgreSQL", &opt, false) || !tally_init(&kafka, "Kafka", &opt, true) ||
+        (opt.totals && !(opt.prefix = calloc(opt.records, sizeof *opt.prefix)))) {
         fprintf(stderr, "verify_output: out of memory\n");
         return 2;
     }
+    pg.final_only = opt.totals;
+    for (uint64_t i = 0; opt.totals && i < opt.records; i++)
+        opt.prefix[i] = (i >= opt.keys ? opt.prefix[i - opt.keys] : 0) + kt_amount(i);
     bool read = read_pg(&opt, &pg) && read_kafka(&opt, &kafka);
     tally_finish(&pg, &opt);
     tally_finish(&kafka, &opt);
@@ -390,11 +453,14 @@ int main(int argc, char **argv)
     tally_examples(&pg);
     tally_examples(&kafka);
     printf("result: %s\n", !read ? "could not read the outputs"
-                           : ok  ? "every record exactly once"
-                                 : "MISMATCH");
+                           : !ok ? "MISMATCH"
+                           : opt.totals
+                               ? "every running total exactly once and in order, every final total"
+                               : "every record exactly once");
     free(pg.seen);
     free(kafka.seen);
     free(kafka.last);
     free(kafka.passes);
+    free(opt.prefix);
     return !read ? 2 : ok ? 0 : 1;
 }

@@ -226,9 +226,9 @@ tpc_error_t *tpc_job_add_vertex(tpc_job_t *job, const char *name, int parallelis
 {
     if (!job || !name || !*name || !ops)
         return tpc_error_new(TPC_ERR_INVALID_ARG, 0, "a vertex needs a name and an ops table");
-    if (ops->version != TPC_OPERATOR_OPS_VERSION)
+    if (ops->version < 1 || ops->version > TPC_OPERATOR_OPS_VERSION)
         return tpc_error_new(TPC_ERR_INVALID_ARG, 0,
-                             "vertex \"%s\": ops version %d, this library supports %d", name,
+                             "vertex \"%s\": ops version %d, this library supports 1 to %d", name,
                              ops->version, TPC_OPERATOR_OPS_VERSION);
     if (!ops->open || (!ops->poll && !ops->process))
         return tpc_error_new(TPC_ERR_INVALID_ARG, 0,
@@ -369,6 +369,7 @@ static void attempt_destroy(tpc__attempt_t *a)
         free(t->mbox);
         tpc__state_reader_free(&t->restored);
         tpc__keyed_free(t->keyed);
+        tpc__timers_free(t->timers);
         pthread_cond_destroy(&t->cv);
         pthread_mutex_destroy(&t->mu);
     }

@@ -6,11 +6,14 @@
  * owns its key's group, so an operator behind it sees every record of the keys of its groups, and
  * only those, at any parallelism.
  *
- * Keyed state is a per-subtask table from (state name, key) to value bytes, read and written on the
- * subtask's thread. At a checkpoint it is written next to the operator's own state, one entry per
- * (name, key) with its key group; a restore at any parallelism up to max-parallelism hands each
- * subtask the entries of its groups (restore.c). The snapshot copies the table's entries: its cost
- * grows with the state (docs/architecture.md).
+ * Keyed state is a per-subtask table from (state name, key) to either value bytes (value state) or
+ * a small table of its own from map key to value bytes (map state), read and written on the
+ * subtask's thread. Only a vertex whose every input is a hash edge may use it: anywhere else the
+ * records of one key would meet several subtasks. At a checkpoint it is written next to the
+ * operator's own state, one entry per value and per map entry, each with its key group; a restore
+ * at any parallelism up to max-parallelism hands each subtask the entries of its groups
+ * (restore.c). Processing-time timers (timers.c) travel in the same entries. The snapshot copies
+ * the table's entries: its cost grows with the state (docs/keyed-state.md).
  */
 #include "runtime_task.h"
 
@@ -43,48 +46,41 @@ int tpc_key_group_subtask(int group, int max_parallelism, int parallelism)
     return tpc__group_owner(group, max_parallelism, parallelism);
 }
 
-/* ---- the table ---------------------------------------------------------------------------- */
+/* ---- a table of byte keys and values -------------------------------------------------------- */
 
 typedef struct entry {
     struct entry *next;
     uint64_t hash;
-    int name; /* index in names */
+    int name; /* index in names; 0 in a map's own table */
     int group;
     size_t key_len, value_len, value_cap;
     uint8_t *value; /* inside the entry, after the key: one allocation per entry */
     uint8_t key[];
 } entry_t;
 
-struct tpc__keyed {
-    char **names;
-    int nnames;
+typedef struct {
     entry_t **buckets;
     size_t nbuckets, count;
+} table_t;
+
+enum { KIND_VALUE = 0, KIND_MAP = 1 };
+
+typedef struct {
+    char *name;
+    int kind;
+} name_t;
+
+struct tpc__keyed {
+    name_t *names;
+    int nnames;
+    table_t t; /* value state: the value; map state: a table_t * in the value bytes */
 };
 
-static int name_index(tpc__keyed_t *k, const char *name, bool add)
+static entry_t **find(table_t *t, int name, uint64_t h, const void *key, size_t len)
 {
-    for (int i = 0; i < k->nnames; i++)
-        if (strcmp(k->names[i], name) == 0)
-            return i;
-    if (!add)
-        return -1;
-    k->names = tpc__xrealloc(k->names, (size_t)(k->nnames + 1) * sizeof *k->names);
-    k->names[k->nnames] = tpc__xstrdup(name);
-    return k->nnames++;
-}
-
-/* The table's hash of (state, key), from the key's hash that routing computed already. */
-static uint64_t entry_hash(int name, uint64_t key_hash)
-{
-    return key_hash ^ ((uint64_t)(name + 1) * 0x9e3779b97f4a7c15ull);
-}
-
-static entry_t **find(tpc__keyed_t *k, int name, uint64_t h, const void *key, size_t len)
-{
-    if (!k->nbuckets)
+    if (!t->nbuckets)
         return NULL;
-    entry_t **e = &k->buckets[h & (k->nbuckets - 1)];
+    entry_t **e = &t->buckets[h & (t->nbuckets - 1)];
     for (; *e; e = &(*e)->next)
         if ((*e)->hash == h && (*e)->name == name && (*e)->key_len == len &&
             (len == 0 || memcmp((*e)->key, key, len) == 0))
@@ -92,50 +88,34 @@ static entry_t **find(tpc__keyed_t *k, int name, uint64_t h, const void *key, si
     return e;
 }
 
-static void grow(tpc__keyed_t *k)
+static void grow(table_t *t)
 {
-    size_t n = k->nbuckets ? k->nbuckets * 2 : 1024;
+    size_t n = t->nbuckets ? t->nbuckets * 2 : 16;
     entry_t **b = tpc__xcalloc(n, sizeof *b);
-    for (size_t i = 0; i < k->nbuckets; i++)
-        for (entry_t *e = k->buckets[i], *nx; e; e = nx) {
+    for (size_t i = 0; i < t->nbuckets; i++)
+        for (entry_t *e = t->buckets[i], *nx; e; e = nx) {
             nx = e->next;
             e->next = b[e->hash & (n - 1)];
             b[e->hash & (n - 1)] = e;
         }
-    free(k->buckets);
-    k->buckets = b;
-    k->nbuckets = n;
+    free(t->buckets);
+    t->buckets = b;
+    t->nbuckets = n;
 }
 
-void tpc__keyed_free(tpc__keyed_t *k)
+/* Set (name, key) to @p value in @p t; returns the entry. */
+static entry_t *put(table_t *t, int name, int group, uint64_t h, const void *key, size_t klen,
+                    const void *value, size_t vlen)
 {
-    if (!k)
-        return;
-    for (size_t i = 0; i < k->nbuckets; i++)
-        for (entry_t *e = k->buckets[i], *nx; e; e = nx) {
-            nx = e->next;
-            free(e);
-        }
-    for (int i = 0; i < k->nnames; i++)
-        free(k->names[i]);
-    free(k->names);
-    free(k->buckets);
-    free(k);
-}
-
-static void put(tpc__keyed_t *k, int name, int group, uint64_t key_hash, const void *key,
-                size_t klen, const void *value, size_t vlen)
-{
-    if (k->count + 1 > k->nbuckets * 3 / 4)
-        grow(k);
-    uint64_t h = entry_hash(name, key_hash);
-    entry_t **slot = find(k, name, h, key, klen);
+    if (t->count + 1 > t->nbuckets * 3 / 4)
+        grow(t);
+    entry_t **slot = find(t, name, h, key, klen);
     entry_t *e = *slot;
     if (e && vlen <= e->value_cap) { /* the common case: the value fits where the old one was */
         if (vlen)
             memmove(e->value, value, vlen);
         e->value_len = vlen;
-        return;
+        return e;
     }
     size_t cap = vlen < 16 ? 16 : vlen;
     entry_t *n = tpc__xmalloc(sizeof *n + klen + cap);
@@ -143,7 +123,7 @@ static void put(tpc__keyed_t *k, int name, int group, uint64_t key_hash, const v
         *n = *e;
     } else {
         *n = (entry_t){.hash = h, .name = name, .group = group, .key_len = klen};
-        k->count++;
+        t->count++;
     }
     if (klen)
         memcpy(n->key, key, klen);
@@ -154,17 +134,112 @@ static void put(tpc__keyed_t *k, int name, int group, uint64_t key_hash, const v
         memcpy(n->value, value, vlen);
     *slot = n; /* the link that held the old entry, or the end of its chain */
     free(e);
+    return n;
 }
 
-/* ---- the operator's API --------------------------------------------------------------------- */
+static void unlink_entry(table_t *t, entry_t **slot)
+{
+    entry_t *e = *slot;
+    *slot = e->next;
+    free(e);
+    t->count--;
+}
 
-static tpc_error_t *check_key(tpc_ctx_t *ctx, const char *state, const void *key, size_t len,
-                              int *group, uint64_t *key_hash)
+static table_t *map_of(const entry_t *e)
+{
+    table_t *m;
+    memcpy(&m, e->value, sizeof m);
+    return m;
+}
+
+static void table_clear(table_t *t, const name_t *names)
+{
+    for (size_t i = 0; i < t->nbuckets; i++)
+        for (entry_t *e = t->buckets[i], *nx; e; e = nx) {
+            nx = e->next;
+            if (names && names[e->name].kind == KIND_MAP) {
+                table_t *m = map_of(e);
+                table_clear(m, NULL);
+                free(m);
+            }
+            free(e);
+        }
+    free(t->buckets);
+    *t = (table_t){0};
+}
+
+static int name_index(tpc__keyed_t *k, const char *name, int kind, bool add)
+{
+    for (int i = 0; i < k->nnames; i++)
+        if (strcmp(k->names[i].name, name) == 0)
+            return i;
+    if (!add)
+        return -1;
+    k->names = tpc__xrealloc(k->names, (size_t)(k->nnames + 1) * sizeof *k->names);
+    k->names[k->nnames] = (name_t){tpc__xstrdup(name), kind};
+    return k->nnames++;
+}
+
+/* The table's hash of (state, key), from the key's hash that routing computed already. */
+static uint64_t entry_hash(int name, uint64_t key_hash)
+{
+    return key_hash ^ ((uint64_t)(name + 1) * 0x9e3779b97f4a7c15ull);
+}
+
+void tpc__keyed_free(tpc__keyed_t *k)
+{
+    if (!k)
+        return;
+    table_clear(&k->t, k->names);
+    for (int i = 0; i < k->nnames; i++)
+        free(k->names[i].name);
+    free(k->names);
+    free(k);
+}
+
+/* ---- the rule: keyed state behind hash edges, for the keys of the subtask's groups ----------- */
+
+static tpc_error_t *check_inputs(const tpc__task_t *t, const char *what)
+{
+    const tpc_job_t *job = t->attempt->job;
+    const char *vertex = job->vertices[t->vertex].name;
+    int inputs = 0;
+    for (int e = 0; e < job->nedges; e++) {
+        if (job->edges[e].to != t->vertex)
+            continue;
+        inputs++;
+        if (job->edges[e].kind != TPC_EDGE_HASH)
+            return tpc_error_hint(
+                tpc_error_new(TPC_ERR_STATE, TPC_ERROR_FATAL,
+                              "%s in vertex \"%s\": its input from \"%s\" is not a hash edge", what,
+                              vertex, job->vertices[job->edges[e].from].name),
+                "keyed state and timers are for operators whose every input is a hash edge "
+                "(TPC_EDGE_HASH): connect \"%s\" to \"%s\" with one, or keep the state in list "
+                "state",
+                job->vertices[job->edges[e].from].name, vertex);
+    }
+    if (!inputs)
+        return tpc_error_hint(tpc_error_new(TPC_ERR_STATE, TPC_ERROR_FATAL,
+                                            "%s in vertex \"%s\", which has no input", what,
+                                            vertex),
+                              "keyed state and timers are for operators behind a hash edge "
+                              "(TPC_EDGE_HASH); a source keeps its state in list state");
+    return NULL;
+}
+
+tpc_error_t *tpc__keyed_check(tpc_ctx_t *ctx, const char *what, const char *state, const void *key,
+                              size_t len, int *group, uint64_t *key_hash)
 {
     if (!ctx || !state || !*state || (len && !key))
         return tpc_error_new(TPC_ERR_INVALID_ARG, TPC_ERROR_FATAL,
-                             "keyed state needs a context, a state name and a key");
-    const tpc__task_t *t = ctx->task;
+                             "%s needs a context, a name and a key", what);
+    tpc__task_t *t = ctx->task;
+    if (!t->keyed_allowed) {
+        tpc_error_t *err = check_inputs(t, what);
+        if (err)
+            return err;
+        t->keyed_allowed = true;
+    }
     const tpc_job_t *job = t->attempt->job;
     int maxp = job->conf.max_parallelism;
     *key_hash = tpc__key_hash(key, len);
@@ -173,31 +248,61 @@ static tpc_error_t *check_key(tpc_ctx_t *ctx, const char *state, const void *key
     if (owner != t->subtask)
         return tpc_error_hint(
             tpc_error_new(TPC_ERR_STATE, TPC_ERROR_FATAL,
-                          "keyed state \"%s\" of \"%s\"[%d]: the key is in key group %d, which "
-                          "subtask %d owns",
-                          state, job->vertices[t->vertex].name, t->subtask, *group, owner),
-            "use keyed state only for the key of the record being processed, behind a hash edge "
-            "(TPC_EDGE_HASH)");
+                          "%s \"%s\" of \"%s\"[%d]: the key is in key group %d, which subtask %d "
+                          "owns",
+                          what, state, job->vertices[t->vertex].name, t->subtask, *group, owner),
+            "use keyed state and timers only for the key of the record being processed (or of "
+            "the timer that fired), behind a hash edge (TPC_EDGE_HASH)");
     return NULL;
 }
 
-/* The slot of (@state, @key) in the subtask's table, or NULL when the state has no entries; the
- * key must be the subtask's. */
-static tpc_error_t *lookup(tpc_ctx_t *ctx, const char *state, const void *key, size_t key_len,
-                           entry_t ***slot)
+static tpc__keyed_t *keyed_of(tpc__task_t *t)
 {
-    *slot = NULL;
-    int group;
-    uint64_t kh;
-    tpc_error_t *err = check_key(ctx, state, key, key_len, &group, &kh);
-    if (err)
-        return err;
-    tpc__keyed_t *k = ctx->task->keyed;
-    int name = k ? name_index(k, state, false) : -1;
-    if (name >= 0)
-        *slot = find(k, name, entry_hash(name, kh), key, key_len);
+    if (!t->keyed)
+        t->keyed = tpc__xcalloc(1, sizeof *t->keyed);
+    return t->keyed;
+}
+
+/* The index of state @p state, which must be of @p kind; -1 when it has no entries yet (and
+ * @p add is false). */
+static tpc_error_t *state_index(tpc__task_t *t, const char *state, int kind, bool add, int *index)
+{
+    tpc__keyed_t *k = add ? keyed_of(t) : t->keyed;
+    *index = k ? name_index(k, state, kind, add) : -1;
+    if (*index >= 0 && k->names[*index].kind != kind)
+        return tpc_error_new(TPC_ERR_INVALID_ARG, TPC_ERROR_FATAL,
+                             "keyed state \"%s\" is a %s state, not a %s state", state,
+                             kind == KIND_MAP ? "value" : "map",
+                             kind == KIND_MAP ? "map" : "value");
     return NULL;
 }
+
+/* The slot of (@state, @key) in the subtask's table (NULL when the state has no entries) and the
+ * state's index, for the key of the subtask's groups. */
+static tpc_error_t *lookup(tpc_ctx_t *ctx, const char *state, int kind, const void *key,
+                           size_t key_len, entry_t ***slot)
+{
+    *slot = NULL;
+    int group, name;
+    uint64_t kh;
+    tpc_error_t *err = tpc__keyed_check(ctx, "keyed state", state, key, key_len, &group, &kh);
+    if (!err)
+        err = state_index(ctx->task, state, kind, false, &name);
+    if (!err && name >= 0)
+        *slot = find(&ctx->task->keyed->t, name, entry_hash(name, kh), key, key_len);
+    return err;
+}
+
+static tpc_error_t *check_sizes(size_t key_len, const void *value, size_t value_len)
+{
+    if (value_len && !value)
+        return tpc_error_new(TPC_ERR_INVALID_ARG, TPC_ERROR_FATAL, "keyed value without bytes");
+    if (key_len > UINT32_MAX / 4 || value_len > UINT32_MAX / 4)
+        return tpc_error_new(TPC_ERR_INVALID_ARG, TPC_ERROR_FATAL, "keyed entry too large");
+    return NULL;
+}
+
+/* ---- value state ---------------------------------------------------------------------------- */
 
 tpc_error_t *tpc_keyed_get(tpc_ctx_t *ctx, const char *state, const void *key, size_t key_len,
                            const void **value, size_t *value_len)
@@ -205,7 +310,7 @@ tpc_error_t *tpc_keyed_get(tpc_ctx_t *ctx, const char *state, const void *key, s
     *value = NULL;
     *value_len = 0;
     entry_t **e;
-    tpc_error_t *err = lookup(ctx, state, key, key_len, &e);
+    tpc_error_t *err = lookup(ctx, state, KIND_VALUE, key, key_len, &e);
     if (err)
         return err;
     if (e && *e) {
@@ -218,34 +323,36 @@ tpc_error_t *tpc_keyed_get(tpc_ctx_t *ctx, const char *state, const void *key, s
 tpc_error_t *tpc_keyed_put(tpc_ctx_t *ctx, const char *state, const void *key, size_t key_len,
                            const void *value, size_t value_len)
 {
-    int group;
+    int group, name;
     uint64_t kh;
-    tpc_error_t *err = check_key(ctx, state, key, key_len, &group, &kh);
+    tpc_error_t *err = tpc__keyed_check(ctx, "keyed state", state, key, key_len, &group, &kh);
+    if (!err)
+        err = check_sizes(key_len, value, value_len);
+    if (!err)
+        err = state_index(ctx->task, state, KIND_VALUE, true, &name);
     if (err)
         return err;
-    if (value_len && !value)
-        return tpc_error_new(TPC_ERR_INVALID_ARG, TPC_ERROR_FATAL, "keyed value without bytes");
-    if (key_len > UINT32_MAX / 4 || value_len > UINT32_MAX / 4)
-        return tpc_error_new(TPC_ERR_INVALID_ARG, TPC_ERROR_FATAL, "keyed entry too large");
-    tpc__task_t *t = ctx->task;
-    if (!t->keyed)
-        t->keyed = tpc__xcalloc(1, sizeof *t->keyed);
-    put(t->keyed, name_index(t->keyed, state, true), group, kh, key, key_len, value, value_len);
+    put(&ctx->task->keyed->t, name, group, entry_hash(name, kh), key, key_len, value, value_len);
     return NULL;
 }
 
 tpc_error_t *tpc_keyed_delete(tpc_ctx_t *ctx, const char *state, const void *key, size_t key_len)
 {
-    entry_t **slot;
-    tpc_error_t *err = lookup(ctx, state, key, key_len, &slot);
-    if (err)
+    int group, name = -1;
+    uint64_t kh;
+    tpc_error_t *err = tpc__keyed_check(ctx, "keyed state", state, key, key_len, &group, &kh);
+    tpc__keyed_t *k = ctx ? ctx->task->keyed : NULL;
+    if (err || !k || (name = name_index(k, state, 0, false)) < 0)
         return err;
-    if (slot && *slot) {
-        entry_t *e = *slot;
-        *slot = e->next;
-        free(e);
-        ctx->task->keyed->count--;
+    entry_t **slot = find(&k->t, name, entry_hash(name, kh), key, key_len);
+    if (!slot || !*slot)
+        return NULL;
+    if (k->names[name].kind == KIND_MAP) {
+        table_t *m = map_of(*slot);
+        table_clear(m, NULL);
+        free(m);
     }
+    unlink_entry(&k->t, slot);
     return NULL;
 }
 
@@ -256,37 +363,166 @@ tpc_error_t *tpc_keyed_foreach(tpc_ctx_t *ctx, const char *state, tpc_keyed_visi
         return tpc_error_new(TPC_ERR_INVALID_ARG, TPC_ERROR_FATAL,
                              "keyed iteration needs a context, a state name and a function");
     tpc__keyed_t *k = ctx->task->keyed;
-    int name = k ? name_index(k, state, false) : -1;
+    int name = k ? name_index(k, state, 0, false) : -1;
     if (name < 0)
         return NULL;
-    for (size_t i = 0; i < k->nbuckets; i++)
-        for (entry_t *e = k->buckets[i]; e; e = e->next)
+    bool map = k->names[name].kind == KIND_MAP;
+    for (size_t i = 0; i < k->t.nbuckets; i++)
+        for (entry_t *e = k->t.buckets[i]; e; e = e->next)
             if (e->name == name) {
-                tpc_error_t *err = visit(opaque, e->key, e->key_len, e->value, e->value_len);
+                tpc_error_t *err = visit(opaque, e->key, e->key_len, map ? NULL : e->value,
+                                         map ? 0 : e->value_len);
                 if (err)
                     return err;
             }
     return NULL;
 }
 
+/* ---- map state: per (state, key) a table of map key -> value -------------------------------- */
+
+static tpc_error_t *map_lookup(tpc_ctx_t *ctx, const char *state, const void *key, size_t key_len,
+                               const void *map_key, size_t map_key_len, table_t **map,
+                               entry_t ***item)
+{
+    *map = NULL;
+    *item = NULL;
+    if (map_key_len && !map_key)
+        return tpc_error_new(TPC_ERR_INVALID_ARG, TPC_ERROR_FATAL, "map key without bytes");
+    entry_t **e;
+    tpc_error_t *err = lookup(ctx, state, KIND_MAP, key, key_len, &e);
+    if (!err && e && *e) {
+        *map = map_of(*e);
+        *item = find(*map, 0, tpc__key_hash(map_key, map_key_len), map_key, map_key_len);
+    }
+    return err;
+}
+
+tpc_error_t *tpc_keyed_map_get(tpc_ctx_t *ctx, const char *state, const void *key, size_t key_len,
+                               const void *map_key, size_t map_key_len, const void **value,
+                               size_t *value_len)
+{
+    *value = NULL;
+    *value_len = 0;
+    table_t *m;
+    entry_t **it;
+    tpc_error_t *err = map_lookup(ctx, state, key, key_len, map_key, map_key_len, &m, &it);
+    if (!err && it && *it) {
+        *value = (*it)->value;
+        *value_len = (*it)->value_len;
+    }
+    return err;
+}
+
+/* The map of (name, key), created empty when absent. */
+static table_t *map_for(tpc__keyed_t *k, int name, int group, uint64_t kh, const void *key,
+                        size_t key_len)
+{
+    entry_t **e = find(&k->t, name, entry_hash(name, kh), key, key_len);
+    if (e && *e)
+        return map_of(*e);
+    table_t *m = tpc__xcalloc(1, sizeof *m);
+    put(&k->t, name, group, entry_hash(name, kh), key, key_len, &m, sizeof m);
+    return m;
+}
+
+static void map_put(tpc__keyed_t *k, int name, int group, uint64_t kh, const void *key,
+                    size_t key_len, const void *map_key, size_t map_key_len, const void *value,
+                    size_t value_len)
+{
+    table_t *m = map_for(k, name, group, kh, key, key_len);
+    put(m, 0, group, tpc__key_hash(map_key, map_key_len), map_key, map_key_len, value, value_len);
+}
+
+tpc_error_t *tpc_keyed_map_put(tpc_ctx_t *ctx, const char *state, const void *key, size_t key_len,
+                               const void *map_key, size_t map_key_len, const void *value,
+                               size_t value_len)
+{
+    int group, name;
+    uint64_t kh;
+    tpc_error_t *err = tpc__keyed_check(ctx, "keyed state", state, key, key_len, &group, &kh);
+    if (!err && map_key_len && !map_key)
+        err = tpc_error_new(TPC_ERR_INVALID_ARG, TPC_ERROR_FATAL, "map key without bytes");
+    if (!err)
+        err = check_sizes(key_len > map_key_len ? key_len : map_key_len, value, value_len);
+    if (!err)
+        err = state_index(ctx->task, state, KIND_MAP, true, &name);
+    if (err)
+        return err;
+    map_put(ctx->task->keyed, name, group, kh, key, key_len, map_key, map_key_len, value,
+            value_len);
+    return NULL;
+}
+
+tpc_error_t *tpc_keyed_map_delete(tpc_ctx_t *ctx, const char *state, const void *key,
+                                  size_t key_len, const void *map_key, size_t map_key_len)
+{
+    table_t *m;
+    entry_t **it;
+    tpc_error_t *err = map_lookup(ctx, state, key, key_len, map_key, map_key_len, &m, &it);
+    if (err || !it || !*it)
+        return err;
+    unlink_entry(m, it);
+    if (m->count == 0) /* an empty map is no state: the key reads as it did before its first put */
+        return tpc_keyed_delete(ctx, state, key, key_len);
+    return NULL;
+}
+
+tpc_error_t *tpc_keyed_map_foreach(tpc_ctx_t *ctx, const char *state, const void *key,
+                                   size_t key_len, tpc_keyed_visit_fn visit, void *opaque)
+{
+    if (!visit)
+        return tpc_error_new(TPC_ERR_INVALID_ARG, TPC_ERROR_FATAL,
+                             "map iteration needs a function");
+    entry_t **e;
+    tpc_error_t *err = lookup(ctx, state, KIND_MAP, key, key_len, &e);
+    if (err || !e || !*e)
+        return err;
+    const table_t *m = map_of(*e);
+    for (size_t i = 0; i < m->nbuckets; i++)
+        for (entry_t *it = m->buckets[i]; it; it = it->next)
+            if ((err = visit(opaque, it->key, it->key_len, it->value, it->value_len)))
+                return err;
+    return NULL;
+}
+
 /* ---- checkpoints ---------------------------------------------------------------------------- */
 
-/* One keyed entry in a checkpoint: u32 key group, then name, key and value as `bytes`. */
+/* One keyed entry in a checkpoint: u32 key group | kind << 24, then as `bytes` the state's name,
+ * the key, for a map entry its map key, and the value (a timer: its time, u64). */
+void tpc__keyed_entry_write(tpc_state_writer_t *w, tpc__buf_t *one, int group, int kind,
+                            const char *name, const void *key, size_t key_len, const void *map_key,
+                            size_t map_key_len, const void *value, size_t value_len)
+{
+    one->len = 0;
+    tpc__buf_put_u32(one, (uint32_t)group | (uint32_t)kind << 24);
+    tpc__buf_put_bytes(one, name, strlen(name));
+    tpc__buf_put_bytes(one, key, key_len);
+    if (kind == TPC__KEYED_MAP)
+        tpc__buf_put_bytes(one, map_key, map_key_len);
+    tpc__buf_put_bytes(one, value, value_len);
+    tpc__buf_put_bytes(&w->keyed, one->data, one->len);
+    w->nkeyed++;
+}
+
 void tpc__keyed_snapshot(const tpc__keyed_t *k, tpc_state_writer_t *w)
 {
     if (!k)
         return;
     tpc__buf_t one = {0};
-    for (size_t i = 0; i < k->nbuckets; i++)
-        for (const entry_t *e = k->buckets[i]; e; e = e->next) {
-            one.len = 0;
-            tpc__buf_put_u32(&one, (uint32_t)e->group);
-            const char *name = k->names[e->name];
-            tpc__buf_put_bytes(&one, name, strlen(name));
-            tpc__buf_put_bytes(&one, e->key, e->key_len);
-            tpc__buf_put_bytes(&one, e->value, e->value_len);
-            tpc__buf_put_bytes(&w->keyed, one.data, one.len);
-            w->nkeyed++;
+    for (size_t i = 0; i < k->t.nbuckets; i++)
+        for (const entry_t *e = k->t.buckets[i]; e; e = e->next) {
+            const name_t *n = &k->names[e->name];
+            if (n->kind == KIND_VALUE) {
+                tpc__keyed_entry_write(w, &one, e->group, TPC__KEYED_VALUE, n->name, e->key,
+                                       e->key_len, NULL, 0, e->value, e->value_len);
+                continue;
+            }
+            const table_t *m = map_of(e);
+            for (size_t j = 0; j < m->nbuckets; j++)
+                for (const entry_t *it = m->buckets[j]; it; it = it->next)
+                    tpc__keyed_entry_write(w, &one, e->group, TPC__KEYED_MAP, n->name, e->key,
+                                           e->key_len, it->key, it->key_len, it->value,
+                                           it->value_len);
         }
     tpc__buf_free(&one);
 }
@@ -294,33 +530,51 @@ void tpc__keyed_snapshot(const tpc__keyed_t *k, tpc_state_writer_t *w)
 bool tpc__keyed_parse(const uint8_t *p, size_t len, tpc__keyed_entry_t *e)
 {
     tpc__rd_t r = {p, len, 0, false};
-    uint32_t group = tpc__rd_u32(&r);
+    uint32_t word = tpc__rd_u32(&r);
+    *e = (tpc__keyed_entry_t){.group = (int)(word & 0xffffff), .kind = (int)(word >> 24)};
     e->name = tpc__rd_bytes(&r, &e->name_len);
     e->key = tpc__rd_bytes(&r, &e->key_len);
+    if (e->kind == TPC__KEYED_MAP)
+        e->map_key = tpc__rd_bytes(&r, &e->map_key_len);
     e->value = tpc__rd_bytes(&r, &e->value_len);
-    e->group = (int)(group & 0x7fffffff);
-    return !r.bad && r.off == r.len && group <= INT32_MAX && e->name_len > 0 &&
-           !memchr(e->name, 0, e->name_len);
+    if (r.bad || r.off != r.len || e->kind > TPC__KEYED_TIMER)
+        return false;
+    if (e->kind == TPC__KEYED_TIMER) { /* a timer has no name; its value is its time */
+        tpc__rd_t v = {e->value, e->value_len, 0, false};
+        e->at_ms = (int64_t)tpc__rd_u64(&v);
+        return e->name_len == 0 && e->value_len == 8;
+    }
+    return e->name_len > 0 && !memchr(e->name, 0, e->name_len);
 }
 
 tpc_error_t *tpc__keyed_load(tpc__task_t *t, const tpc__slice_t *entries, size_t n)
 {
-    if (!n)
-        return NULL;
-    if (!t->keyed)
-        t->keyed = tpc__xcalloc(1, sizeof *t->keyed);
     for (size_t i = 0; i < n; i++) {
         tpc__keyed_entry_t e;
         if (!tpc__keyed_parse(entries[i].p, entries[i].len, &e))
             return tpc_error_new(TPC_ERR_CORRUPT, TPC_ERROR_FATAL,
                                  "malformed keyed state entry %zu of %zu bytes", i, entries[i].len);
+        uint64_t kh = tpc__key_hash(e.key, e.key_len);
+        if (e.kind == TPC__KEYED_TIMER) {
+            tpc__timers_add(t, e.group, kh, e.key, e.key_len, e.at_ms);
+            continue;
+        }
+        tpc__keyed_t *k = keyed_of(t);
         char *s = tpc__xmalloc(e.name_len + 1);
         memcpy(s, e.name, e.name_len);
         s[e.name_len] = 0;
-        int idx = name_index(t->keyed, s, true);
+        int kind = e.kind == TPC__KEYED_MAP ? KIND_MAP : KIND_VALUE;
+        int idx = name_index(k, s, kind, true);
         free(s);
-        put(t->keyed, idx, e.group, tpc__key_hash(e.key, e.key_len), e.key, e.key_len, e.value,
-            e.value_len);
+        if (k->names[idx].kind != kind)
+            return tpc_error_new(TPC_ERR_CORRUPT, TPC_ERROR_FATAL,
+                                 "keyed state \"%s\" holds both value and map entries",
+                                 k->names[idx].name);
+        if (kind == KIND_VALUE)
+            put(&k->t, idx, e.group, entry_hash(idx, kh), e.key, e.key_len, e.value, e.value_len);
+        else
+            map_put(k, idx, e.group, kh, e.key, e.key_len, e.map_key, e.map_key_len, e.value,
+                    e.value_len);
     }
     return NULL;
 }

@@ -52,14 +52,19 @@ const uint8_t *tpc__rd_bytes(tpc__rd_t *r, size_t *len); /* u32 length + bytes *
 
 typedef struct {
     uint32_t key_off, key_len, value_off, value_len;
+    uint32_t hdr_first, hdr_count; /* the record's headers in hdrs */
     int64_t timestamp;
 } tpc__rec_t;
 
+/* Headers' descriptors point into bytes; the arena's growth moves them along. Records without
+ * headers cost nothing here. */
 struct tpc_batch_s {
     tpc__rec_t *recs;
     size_t count, cap;
     uint8_t *bytes;
     size_t used, bytes_cap;
+    tpc_header_t *hdrs;
+    size_t nhdrs, hdrs_cap;
 };
 
 tpc_batch_t *tpc__batch_new(size_t cap);
@@ -197,12 +202,16 @@ tpc_error_t *tpc__file_replace(const char *dir, const char *path, const uint8_t 
 
 /* ---- keyed state entries in a checkpoint (keyed.c) ----------------------------------------- */
 
+enum { TPC__KEYED_VALUE = 0, TPC__KEYED_MAP = 1, TPC__KEYED_TIMER = 2 };
+
 typedef struct {
-    int group;
-    const uint8_t *name, *key, *value; /* point into the entry */
-    size_t name_len, key_len, value_len;
+    int group, kind;                             /* kind: TPC__KEYED_* */
+    const uint8_t *name, *key, *map_key, *value; /* point into the entry */
+    size_t name_len, key_len, map_key_len, value_len;
+    int64_t at_ms; /* a timer's time */
 } tpc__keyed_entry_t;
-/* Parse one keyed entry: u32 key group, then name, key and value as `bytes`. */
+/* Parse one keyed entry: u32 key group | kind << 24, then as `bytes` the state's name, the key,
+ * a map entry's map key, and the value (a timer: no name, its time as u64). */
 bool tpc__keyed_parse(const uint8_t *p, size_t len, tpc__keyed_entry_t *e);
 
 /* ---- the completion record (record.c) ----------------------------------------------------- */

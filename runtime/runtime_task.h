@@ -78,6 +78,7 @@ typedef struct {
 } tpc__input_t;
 
 typedef struct tpc__keyed tpc__keyed_t;
+typedef struct tpc__timers tpc__timers_t;
 
 struct tpc__task {
     tpc__attempt_t *attempt;
@@ -112,7 +113,9 @@ struct tpc__task {
     bool restored_finished;
     tpc_state_reader_t restored;
     bool has_restored;
-    tpc__keyed_t *keyed; /* keyed state, NULL until first used or restored (keyed.c) */
+    tpc__keyed_t *keyed;   /* keyed state, NULL until first used or restored (keyed.c) */
+    tpc__timers_t *timers; /* processing-time timers, NULL until first used (timers.c) */
+    bool keyed_allowed;    /* every input is a hash edge: checked at the first keyed call */
 
     /* Subtask-thread state. */
     tpc__task_state_t state;
@@ -247,7 +250,26 @@ static inline int tpc__group_owner(int group, int max_parallelism, int paralleli
 }
 void tpc__keyed_free(tpc__keyed_t *k);
 void tpc__keyed_snapshot(const tpc__keyed_t *k, tpc_state_writer_t *w);
+/* Keyed entries (state and timers) of a restore into the subtask's tables. */
 tpc_error_t *tpc__keyed_load(tpc__task_t *t, const tpc__slice_t *entries, size_t n);
+/* The rule for keyed state and timers (every input a hash edge, a key of the subtask's groups);
+ * gives the key's group and hash. @what names the caller in errors. */
+tpc_error_t *tpc__keyed_check(tpc_ctx_t *ctx, const char *what, const char *state, const void *key,
+                              size_t key_len, int *group, uint64_t *key_hash);
+/* Append one keyed entry to @w (@one is scratch space). */
+void tpc__keyed_entry_write(tpc_state_writer_t *w, tpc__buf_t *one, int group, int kind,
+                            const char *name, const void *key, size_t key_len, const void *map_key,
+                            size_t map_key_len, const void *value, size_t value_len);
+
+/* timers.c */
+void tpc__timers_add(tpc__task_t *t, int group, uint64_t key_hash, const void *key, size_t key_len,
+                     int64_t at_ms);
+void tpc__timers_free(tpc__timers_t *tm);
+void tpc__timers_snapshot(const tpc__timers_t *tm, tpc_state_writer_t *w);
+/* The time of the earliest timer, INT64_MAX when none. */
+int64_t tpc__timers_next(const tpc__timers_t *tm);
+/* Fire the timers due now (a bounded number per call), in time order. */
+tpc_error_t *tpc__timers_fire(tpc__task_t *t);
 
 /* restore.c: checkpoint @id is durable; record it as the newest completed before any sink hears
  * of it. An error fails the attempt (nothing may be committed on an unrecorded checkpoint). */

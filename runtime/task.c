@@ -114,8 +114,10 @@ static tpc_error_t *snapshot(tpc__task_t *t, uint64_t id)
     tpc_error_t *err = NULL;
     if (t->ops->snapshot_state)
         err = t->ops->snapshot_state(t->self, &t->ctx, id, &w);
-    if (!err)
+    if (!err) {
         tpc__keyed_snapshot(t->keyed, &w);
+        tpc__timers_snapshot(t->timers, &w);
+    }
     if (err) {
         tpc__state_writer_free(&w);
         return tpc_error_prefix(err, "snapshot of checkpoint %llu failed", (unsigned long long)id);
@@ -347,6 +349,32 @@ static bool ready_to_close(tpc__task_t *t)
     return tpc__task_outputs_drained(t);
 }
 
+/* Timers that came due, with what they emitted sent on. */
+static tpc_error_t *fire_timers(tpc__task_t *t)
+{
+    tpc_error_t *err = tpc__timers_fire(t);
+    if (!err) {
+        tpc_err_t rc = tpc__task_flush(t);
+        if (rc != TPC_OK)
+            err = from_code(t, rc, "could not send records");
+    }
+    return err;
+}
+
+/* How long an idle subtask sleeps: a source polls again soon, others wait for a wake-up, but not
+ * past their next timer. */
+static uint64_t sleep_us(const tpc__task_t *t)
+{
+    uint64_t us = t->ninputs == 0 && t->state == TPC__TASK_RUNNING ? 1000 : 100000;
+    int64_t next = tpc__timers_next(t->timers);
+    if (next != INT64_MAX && !t->finished_operator) {
+        int64_t wait_ms = next - tpc_processing_time_ms();
+        uint64_t until = wait_ms <= 0 ? 0 : (uint64_t)wait_ms * 1000u;
+        us = until < us ? until : us;
+    }
+    return us;
+}
+
 static tpc_error_t *run(tpc__task_t *t)
 {
     tpc_job_t *job = t->attempt->job;
@@ -370,6 +398,8 @@ static tpc_error_t *run(tpc__task_t *t)
             return cancel_error();
         if (ready_to_close(t))
             return NULL;
+        if (t->timers && !t->finished_operator && (err = fire_timers(t)))
+            return err;
         bool worked = false;
         if (t->ninputs == 0 && t->state == TPC__TASK_RUNNING)
             err = poll_source(t, &worked);
@@ -378,7 +408,7 @@ static tpc_error_t *run(tpc__task_t *t)
         if (err)
             return err;
         if (!worked && !ready_to_close(t))
-            sleep_until_woken(t, t->ninputs == 0 && t->state == TPC__TASK_RUNNING ? 1000 : 100000);
+            sleep_until_woken(t, sleep_us(t));
     }
     return cancel_error();
 }

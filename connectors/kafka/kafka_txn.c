@@ -117,8 +117,9 @@ static tpc_error_t *produce(tpc__kafka_sub_t *c, tpc__kafka_producer_t *p,
     if (m->header_count) {
         hdrs = rd_kafka_headers_new(m->header_count);
         for (size_t i = 0; i < m->header_count; i++)
-            rd_kafka_header_add(hdrs, m->headers[i].name, -1, m->headers[i].value,
-                                (ssize_t)m->headers[i].value_len);
+            rd_kafka_header_add(hdrs, m->headers[i].name, (ssize_t)m->headers[i].name_len,
+                                m->headers[i].value,
+                                m->headers[i].value ? (ssize_t)m->headers[i].value_len : 0);
     }
     for (;;) {
         rd_kafka_headers_t *copy = hdrs ? rd_kafka_headers_copy(hdrs) : NULL;
@@ -164,6 +165,8 @@ tpc_error_t *tpc__kafka_write(void *conn, void *txn, const tpc_record_t *records
             .value = records[i].value,
             .value_len = records[i].value_len,
             .timestamp = records[i].timestamp,
+            .headers = records[i].headers,
+            .header_count = records[i].header_count,
         };
         if (c->conf->mapper)
             err = c->conf->mapper(c->conf->mapper_opaque, &records[i], &m);

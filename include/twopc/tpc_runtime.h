@@ -122,6 +122,15 @@ TPC_API bool tpc_parse_int(const char *s, int64_t min, int64_t max, int64_t *out
 /** @name Records and batches
  * @{ */
 
+/** A record header (as Kafka has them): a name and a value, both bytes. A NULL @p value is a
+ * null value, which is not the same as an empty one. Bytes are borrowed like the record's. */
+typedef struct {
+    const char *name; /**< @p name_len bytes, not necessarily NUL-terminated */
+    size_t name_len;
+    const void *value; /**< NULL: a null value */
+    size_t value_len;
+} tpc_header_t;
+
 /** A record. Bytes are borrowed: valid only during the callback that received them. */
 typedef struct {
     const void *key;
@@ -129,6 +138,10 @@ typedef struct {
     const void *value;
     size_t value_len;
     int64_t timestamp; /**< milliseconds since the epoch, or whatever the job uses */
+    /** Headers, in order; names may repeat. NULL and 0 for none (a record written without them).
+     * tpc_emit() copies them with the record, so they travel through every edge to the sinks. */
+    const tpc_header_t *headers;
+    size_t header_count;
 } tpc_record_t;
 
 /** A read-only batch of records handed to tpc_operator_ops_t.process. */
@@ -233,13 +246,17 @@ TPC_API void tpc_state_get(const tpc_state_reader_t *r, tpc_state_kind_t kind, s
  * g * P / max-parallelism == s. A TPC_EDGE_HASH edge sends each record to the subtask that owns its
  * key's group. The mapping is part of the format: it does not change between versions.
  *
- * Keyed state: named values per key, for an operator behind a hash edge, read and written on its
- * subtask's thread (in process(), finish() or snapshot_state()) for keys of its own groups (the key
- * of the record being processed); another key is an error. State that was never put reads as
- * absent. It is checkpointed with the operator's state and a restore at any parallelism up to
- * max-parallelism gives each subtask exactly the keys of its groups. Use list state for what
- * belongs to a subtask (offsets, buffers), keyed state for what belongs to a key (totals,
- * sessions).
+ * Keyed state: named state per key, for an operator whose every input is a hash edge (any other
+ * vertex gets TPC_ERR_STATE, fatal, at its first keyed call), read and written on its subtask's
+ * thread (in process(), on_timer(), finish() or snapshot_state()) for keys of its own groups (the
+ * key of the record being processed, or of the timer that fired); another key is an error too.
+ * A state is either a *value* state (tpc_keyed_get/put/delete) or a *map* state
+ * (tpc_keyed_map_get/put/delete/foreach: per key a map from map key to value); its first use
+ * decides which. State that was never put reads as absent (empty), not as an error. It is
+ * checkpointed with the operator's state, one entry per value and per map entry with its key
+ * group, and a restore at any parallelism up to max-parallelism gives each subtask exactly the
+ * keys of its groups. Use list state for what belongs to a subtask (offsets, buffers), keyed state
+ * for what belongs to a key (totals, sessions). docs/keyed-state.md has the details.
  * @{ */
 
 /** @returns the key group of @p key (0 .. max_parallelism - 1), or -1 for bad arguments. */
@@ -262,10 +279,49 @@ TPC_API tpc_error_t *tpc_keyed_delete(tpc_ctx_t *ctx, const char *state, const v
                                       size_t key_len);
 typedef tpc_error_t *(*tpc_keyed_visit_fn)(void *opaque, const void *key, size_t key_len,
                                            const void *value, size_t value_len);
-/** @brief Call @p visit for every key of state @p state in this subtask, in no order; an error
- * from it stops the walk and is returned. Do not put or delete during the walk. */
+/** @brief Call @p visit for every key of state @p state in this subtask, in no order (for a map
+ * state: each key whose map is not empty, with value NULL); an error from it stops the walk and is
+ * returned. Do not put or delete during the walk. */
 TPC_API tpc_error_t *tpc_keyed_foreach(tpc_ctx_t *ctx, const char *state, tpc_keyed_visit_fn visit,
                                        void *opaque);
+
+/** @brief The value under @p map_key in map state @p state of @p key, or *value = NULL when
+ * absent (also when the key has no map yet). The bytes stay valid until the next change of that
+ * map. Errors as tpc_keyed_get(), and TPC_ERR_INVALID_ARG when @p state is a value state. */
+TPC_API tpc_error_t *tpc_keyed_map_get(tpc_ctx_t *ctx, const char *state, const void *key,
+                                       size_t key_len, const void *map_key, size_t map_key_len,
+                                       const void **value, size_t *value_len);
+/** @brief Set @p map_key in map state @p state of @p key to a copy of @p value. */
+TPC_API tpc_error_t *tpc_keyed_map_put(tpc_ctx_t *ctx, const char *state, const void *key,
+                                       size_t key_len, const void *map_key, size_t map_key_len,
+                                       const void *value, size_t value_len);
+/** @brief Remove @p map_key from map state @p state of @p key (absent is fine); a map left empty
+ * is gone. tpc_keyed_delete() removes a key's whole map. */
+TPC_API tpc_error_t *tpc_keyed_map_delete(tpc_ctx_t *ctx, const char *state, const void *key,
+                                          size_t key_len, const void *map_key, size_t map_key_len);
+/** @brief Call @p visit(opaque, map key, value) for every entry of the map of @p key in map state
+ * @p state, in no order; nothing for a key without a map. Do not change that map during the walk.
+ */
+TPC_API tpc_error_t *tpc_keyed_map_foreach(tpc_ctx_t *ctx, const char *state, const void *key,
+                                           size_t key_len, tpc_keyed_visit_fn visit, void *opaque);
+
+/** @brief Processing time: the wall clock in milliseconds since 1970, as timers read it. Any
+ * thread. */
+TPC_API int64_t tpc_processing_time_ms(void);
+/** @brief A processing-time timer for @p key at @p at_ms (tpc_processing_time_ms() scale): once
+ * that time has come the subtask's thread calls the operator's on_timer() with the key and time,
+ * between two batches. Registering the same key and time again is one timer. Timers are keyed
+ * state: the same rule applies (every input a hash edge, a key of this subtask's groups), they are
+ * checkpointed per key group and, after a restore at any parallelism, a timer fires on the subtask
+ * that owns its key then — once for the restored state: one that fired before the checkpoint was
+ * taken is not in it. A timer whose time passed while the job was down fires soon after the
+ * restore. Timers still pending when the operator's input ends do not fire (finish() may read
+ * the keyed state instead). The operator needs on_timer (TPC_OPERATOR_OPS_VERSION 2). */
+TPC_API tpc_error_t *tpc_timer_register(tpc_ctx_t *ctx, const void *key, size_t key_len,
+                                        int64_t at_ms);
+/** @brief Remove the timer of @p key at @p at_ms (absent is fine). Same rules. */
+TPC_API tpc_error_t *tpc_timer_delete(tpc_ctx_t *ctx, const void *key, size_t key_len,
+                                      int64_t at_ms);
 /** @} */
 
 /* ------------------------------------------------------------------------------------------ */
@@ -282,7 +338,8 @@ TPC_API tpc_error_t *tpc_keyed_foreach(tpc_ctx_t *ctx, const char *state, tpc_ke
  * always called once open() succeeded, also on failure and cancel (then without finish()).
  * @{ */
 
-#define TPC_OPERATOR_OPS_VERSION 1
+/** Version 2 added on_timer; tables of version 1 are still accepted. */
+#define TPC_OPERATOR_OPS_VERSION 2
 
 /** What a source's poll reports. */
 typedef enum {
@@ -316,6 +373,10 @@ typedef struct tpc_operator_ops {
     tpc_error_t *(*finish)(void *self, tpc_ctx_t *ctx);
     /** Release everything. Called once, whatever happened. Optional. */
     void (*close)(void *self, tpc_ctx_t *ctx);
+    /** Version 2: the timer of @p key at @p at_ms came due (tpc_timer_register()). It may use
+     * keyed state of @p key, emit records and register timers. Optional. */
+    tpc_error_t *(*on_timer)(void *self, tpc_ctx_t *ctx, const void *key, size_t key_len,
+                             int64_t at_ms);
 } tpc_operator_ops_t;
 
 /** @} */

@@ -23,6 +23,15 @@
 # verifier then wants every record exactly twice. Either way the verifier accepts nothing but every
 # record exactly once (twice after a start over): a refusal never hides a duplicate or a gap.
 #
+# Keyed runs: with TORTURE_EXAMPLE=keyed every run, with TORTURE_EXAMPLE=mixed (the default) one
+# run in three (seeds divisible by 3), and with TORTURE_EXAMPLE=records none, runs keyed_totals
+# instead: a running total per user in keyed state, upserted into PostgreSQL and written to Kafka.
+# Every kill of a keyed run is followed by a rescale: a new parallelism for the keyed vertex (1 to
+# 4, never the one before) and for the source and each sink (1 to 3); damaged and removed
+# checkpoints and starts over come on top as above. `verify_output --totals` then wants, per user,
+# every running total in the topic exactly once and in input order (the prefix sums of the user's
+# amounts: no gap, no repeat, no wrong total), and each user's final total in the table.
+#
 # Every run prints its seed and its time. The seed fixes the run's plan (parallelism, checkpoint
 # interval, pace, number of kills, the delay before each kill, which server is restarted and when);
 # the moment a delay lands in the pipeline's work still depends on timing, so a seed reproduces the
@@ -38,10 +47,16 @@ source "$(dirname "${BASH_SOURCE[0]}")/e2e_lib.sh"
 RUNS=${1:-5}
 RECORDS=${TORTURE_RECORDS:-20000}
 FAULTS=${TORTURE_FAULTS:-1}
+EXAMPLE=${TORTURE_EXAMPLE:-mixed}
+[[ "$EXAMPLE" =~ ^(mixed|keyed|records)$ ]] || e2e_die "TORTURE_EXAMPLE is mixed, keyed or records"
 [[ "$RUNS" =~ ^[0-9]+$ && "$RUNS" -ge 1 ]] || e2e_die "usage: torture.sh [RUNS]"
 [[ -n "${TWOPC_TEST_PG_CONNINFO:-}" && -n "${TWOPC_TEST_KAFKA_BOOTSTRAP:-}" ]] ||
     e2e_die "TWOPC_TEST_PG_CONNINFO and TWOPC_TEST_KAFKA_BOOTSTRAP are not set; run 'make torture'"
 e2e_check_programs
+E2E_RECORDS_PIPELINE=$E2E_PIPELINE
+E2E_KEYED_PIPELINE="$E2E_BIN/keyed_totals"
+[ "$EXAMPLE" = records ] || [ -x "$E2E_KEYED_PIPELINE" ] ||
+    e2e_die "keyed_totals not found in $E2E_BIN; run 'make examples'"
 export TWOPC_PG_CONNINFO="$TWOPC_TEST_PG_CONNINFO" TWOPC_KAFKA_BOOTSTRAP="$TWOPC_TEST_KAFKA_BOOTSTRAP"
 
 WORK="$E2E_ROOT/build/torture/$$"
@@ -122,27 +137,50 @@ newest_checkpoint() {
     find "$dir/checkpoints" -maxdepth 1 -name 'chk-*' -printf '%f\n' 2>/dev/null | sort | tail -n 1
 }
 
-# An operator fault between two starts, drawn from RANDOM. A rescale changes run_args; a damaged or
-# removed checkpoint starts the pipeline and expects a refusal, then copies the folder back. Leaves
-# the pipeline running when it accepted the restore. Returns 1 when the job ended by itself.
+# A new parallelism for every vertex in run_args (the one before kept in prev_args). A keyed run's
+# keyed vertex always gets another one than it had.
+rescale() {
+    local tp
+    prev_args=("${run_args[@]}")
+    sp=$((1 + RANDOM % 3)) pp=$((1 + RANDOM % 3)) kp=$((1 + RANDOM % 3))
+    f_rescale=$((f_rescale + 1))
+    if [ "$keyed" = 1 ]; then
+        tp=$((1 + (keyed_par + RANDOM % 3) % 4)) # 1 to 4, not keyed_par
+        keyed_par=$tp
+        run_args=("${args[@]}" --source-parallelism "$sp" --totals-parallelism "$tp"
+            --pg-parallelism "$pp" --kafka-parallelism "$kp")
+        faults="$faults r$sp$tp$pp$kp"
+        echo "---- operator: parallelism source $sp, totals $tp, postgres $pp, kafka $kp" \
+            >>"$dir/pipeline.log"
+        return
+    fi
+    run_args=("${args[@]}" --source-parallelism "$sp" --pg-parallelism "$pp"
+        --kafka-parallelism "$kp")
+    faults="$faults r$sp$pp$kp"
+    echo "---- operator: parallelism source $sp, postgres $pp, kafka $kp" >>"$dir/pipeline.log"
+}
+
+# An operator fault between two starts, drawn from RANDOM. A rescale changes run_args (in a keyed
+# run after every kill, before any other fault); a damaged or removed checkpoint starts the
+# pipeline and expects a refusal, then copies the folder back. Leaves the pipeline running when it
+# accepted the restore. Returns 1 when the job ended by itself.
 operator_fault() {
     local kind newest size at byte
     case $((RANDOM % 6)) in
     0 | 1) kind=rescale ;;
     2) kind=damage ;;
     3) kind=remove ;;
-    *) return 0 ;;
+    *) kind=none ;;
     esac
     prev_args=()
-    if [ "$kind" = rescale ]; then
-        prev_args=("${run_args[@]}")
-        sp=$((1 + RANDOM % 3)) pp=$((1 + RANDOM % 3)) kp=$((1 + RANDOM % 3))
-        run_args=("${args[@]}" --source-parallelism "$sp" --pg-parallelism "$pp"
-            --kafka-parallelism "$kp")
-        f_rescale=$((f_rescale + 1)) faults="$faults r$sp$pp$kp"
-        echo "---- operator: parallelism source $sp, postgres $pp, kafka $kp" >>"$dir/pipeline.log"
+    if [ "$keyed" = 1 ]; then
+        rescale
+        [ "$kind" != rescale ] || kind=none
+    elif [ "$kind" = rescale ]; then
+        rescale
         return 0
     fi
+    [ "$kind" != none ] || return 0
     newest=$(newest_checkpoint)
     [ -n "$newest" ] || return 0
     rm -rf "$dir/backup"
@@ -211,15 +249,19 @@ start_over() {
             ended && break
         fi
     done
-    "$E2E_VERIFY" --name "$name" --records "$RECORDS" --times 2 >"$dir/verify.txt" 2>&1 ||
+    "$E2E_VERIFY" "${verify_args[@]}" --times 2 >"$dir/verify.txt" 2>&1 ||
         fail "verify_output --times 2 found a mismatch after the start over"
 }
 
 one_run() {
     RANDOM=$seed
     local name par interval rate kills_planned disrupt disrupt_at server delay started ms sp pp kp
-    local faults=
+    local faults= keyed=0 keyed_par example=records
     prev_args=()
+    case "$EXAMPLE" in
+    keyed) keyed=1 ;;
+    mixed) [ $((seed % 3)) -ne 0 ] || keyed=1 ;;
+    esac
     name="torture-$seed-$$-$run"
     dir="$WORK/$name"
     mkdir -p "$dir"
@@ -235,12 +277,21 @@ one_run() {
     1) server=kafka ;;
     esac
     local args=(--name "$name" --checkpoint-dir "$dir/checkpoints" --parallelism "$par"
-        --interval "$interval" --rate "$rate" --records "$RECORDS" --progress lines)
+        --interval "$interval" --rate "$rate" --records "$RECORDS")
+    verify_args=(--name "$name" --records "$RECORDS")
+    E2E_PIPELINE=$E2E_RECORDS_PIPELINE
+    if [ "$keyed" = 1 ]; then
+        example=keyed keyed_par=$par keyed_runs=$((keyed_runs + 1))
+        E2E_PIPELINE=$E2E_KEYED_PIPELINE
+        verify_args+=(--totals)
+    else
+        args+=(--progress lines)
+    fi
     run_args=("${args[@]}")
     started=$(e2e_now_ms)
     "$E2E_PIPELINE" --fill "${args[@]}" >>"$dir/pipeline.log" 2>&1 || fail "could not fill the input"
 
-    local kills=0 restarted=none
+    local kills=0 restarted=none rescales_before=$f_rescale
     errors=0
     while :; do
         [ -n "$E2E_PID" ] || e2e_pipeline_start "${run_args[@]}" 2>>"$dir/pipeline.log"
@@ -255,7 +306,8 @@ one_run() {
                 ended && break
             else
                 e2e_pipeline_kill
-                kills=$((kills + 1))
+                kills=$((kills + 1)) total_kills=$((total_kills + 1))
+                [ "$keyed" = 0 ] || keyed_kills=$((keyed_kills + 1))
                 echo "---- kill -9 after $delay ms" >>"$dir/pipeline.log"
                 if [ "$FAULTS" = 1 ] && ! operator_fault; then
                     break
@@ -267,7 +319,7 @@ one_run() {
         fi
     done
 
-    if ! "$E2E_VERIFY" --name "$name" --records "$RECORDS" >"$dir/verify.txt" 2>&1; then
+    if ! "$E2E_VERIFY" "${verify_args[@]}" >"$dir/verify.txt" 2>&1; then
         if [ "$restarted" != kafka ] || ! broker_skipped_markers; then
             fail "verify_output found a mismatch"
         fi
@@ -277,18 +329,30 @@ one_run() {
             "Kafka holds no duplicate: counted as a broker fault, not a violation (docs/examples.md)"
         e2e_log "broker log: $skipped"
     fi
+    if [ "$keyed" = 1 ]; then
+        keyed_rescales=$((keyed_rescales + f_rescale - rescales_before))
+        # Sums of the verifier's table: Kafka's running totals, PostgreSQL's final ones.
+        read -r -a sums < <(awk '$1 == "rows" { r = $NF } /^records in Kafka/ { k = $NF }
+            $1 == "duplicates" { d = $2 + $3 } $1 == "missing" { m = $2 + $3 }
+            /^wrong key or value/ { w = $(NF - 1) + $NF } END { print r, k, d, m, w }' "$dir/verify.txt")
+        keyed_finals=$((keyed_finals + sums[0])) keyed_totals=$((keyed_totals + sums[1]))
+        keyed_dups=$((keyed_dups + sums[2])) keyed_missing=$((keyed_missing + sums[3]))
+        keyed_wrong=$((keyed_wrong + sums[4]))
+    fi
     if [ "$FAULTS" = 1 ] && [ $((RANDOM % 4)) -eq 0 ]; then
         start_over
     fi
     ms=$(($(e2e_now_ms) - started))
-    printf 'torture: run %d/%d seed %d: parallelism %d, interval %3d ms, %d kills, restart %-5s, %d errors, faults [%s]: ok in %d.%01d s\n' \
-        "$run" "$RUNS" "$seed" "$par" "$interval" "$kills" "$restarted" "$errors" "${faults# }" \
-        $((ms / 1000)) $((ms % 1000 / 100))
+    printf 'torture: run %d/%d seed %d: %-7s parallelism %d, interval %3d ms, %d kills, restart %-5s, %d errors, faults [%s]: ok in %d.%01d s\n' \
+        "$run" "$RUNS" "$seed" "$example" "$par" "$interval" "$kills" "$restarted" "$errors" \
+        "${faults# }" $((ms / 1000)) $((ms % 1000 / 100))
     total_ms=$((total_ms + ms))
     rm -rf "$dir"
 }
 
-total_ms=0
+total_ms=0 total_kills=0
+keyed_runs=0 keyed_kills=0 keyed_rescales=0 keyed_finals=0 keyed_totals=0 keyed_dups=0
+keyed_missing=0 keyed_wrong=0 sums=() verify_args=()
 broker_faults=0
 f_rescale=0 f_damage=0 f_remove=0 f_startover=0 refusals=0 accepted=0 rescale_refusals=0
 run_args=() prev_args=()
@@ -297,8 +361,11 @@ for ((run = 1; run <= RUNS; run++)); do
     seed=$((FIRST_SEED + run - 1))
     one_run
 done
-printf 'torture: %d runs, 0 violations, %d broker faults, %d.%01d s per run on average\n' "$RUNS" \
-    "$broker_faults" $((total_ms / RUNS / 1000)) $((total_ms / RUNS % 1000 / 100))
+printf 'torture: %d runs, %d kills, 0 violations, %d broker faults, %d.%01d s per run on average\n' \
+    "$RUNS" "$total_kills" "$broker_faults" $((total_ms / RUNS / 1000)) $((total_ms / RUNS % 1000 / 100))
 printf 'torture: operator faults: %d rescales (%d refused: partly finished source), %d damaged and %d removed newest checkpoints (%d refused and copied back, %d restores allowed to go on), %d starts over; 0 silent duplicates, 0 losses\n' \
     "$f_rescale" "$rescale_refusals" "$f_damage" "$f_remove" "$refusals" "$accepted" "$f_startover"
+printf 'torture: keyed runs: %d (%d kills, %d rescales); verified (first verification of each run) %d running totals in Kafka and %d final totals in PostgreSQL: %d wrong totals, %d duplicates, %d missing\n' \
+    "$keyed_runs" "$keyed_kills" "$keyed_rescales" "$keyed_totals" "$keyed_finals" "$keyed_wrong" \
+    "$keyed_dups" "$keyed_missing"
 rm -rf "$WORK"

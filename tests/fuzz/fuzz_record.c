@@ -39,8 +39,10 @@ static void keyed(const uint8_t *data, size_t size)
     tpc__keyed_entry_t e;
     if (!tpc__keyed_parse(data, size, &e))
         return;
-    if (e.group < 0 || e.name_len == 0 || e.name + e.name_len > data + size ||
-        e.key + e.key_len > data + size || e.value + e.value_len > data + size)
+    if (e.group < 0 || (e.name_len == 0) != (e.kind == TPC__KEYED_TIMER) ||
+        e.name + e.name_len > data + size || e.key + e.key_len > data + size ||
+        e.value + e.value_len > data + size ||
+        (e.kind == TPC__KEYED_MAP && e.map_key + e.map_key_len > data + size))
         abort();
 }
 

@@ -1,8 +1,11 @@
 /*
  * Key groups and keyed state: the key -> group -> subtask mapping against fixed vectors (computed
  * apart from the library: FNV-1a 64 of the key bytes modulo max-parallelism, contiguous ranges),
- * a keyed running total restored at parallelism 1 -> 4 -> 2 -> 3 with every key's total and count
- * intact, keyed state used without a hash edge refused, and a changed max-parallelism refused.
+ * a keyed running total (value state) and a count per residue (map state) restored at parallelism
+ * 1 -> 4 -> 2 -> 3 with every key's value and map intact, value and map state read before any put
+ * (empty, no error), map get/put/delete/iterate, keyed state refused behind any edge but a hash
+ * edge (also at parallelism 1, where every key is the subtask's), and a changed max-parallelism
+ * refused. Timers: check_keyed_timers.c.
  */
 #include "runtime_internal.h"
 #include "tpc_test_check.h"
@@ -76,10 +79,12 @@ static tpc_error_t *no_open(tpc_ctx_t *ctx, void *arg, void **self)
 static const tpc_operator_ops_t rekey_ops = {
     .version = TPC_OPERATOR_OPS_VERSION, .open = no_open, .process = rekey_process};
 
+#define MODS 5 /* map state "mod": per key, seq % MODS -> records with that residue */
+
 typedef struct {
     atomic_ullong total[KEYS], count[KEYS];
-    atomic_int reported[KEYS];
-    bool strict; /* keyed state behind any edge: to see the refusal */
+    atomic_ullong mod[KEYS][MODS];
+    atomic_int reported[KEYS], mod_entries[KEYS];
 } totals_t;
 
 typedef struct {
@@ -110,14 +115,51 @@ static tpc_error_t *sum_process(void *self, tpc_ctx_t *ctx, const tpc_batch_t *b
         err = tpc_keyed_put(ctx, "sum", r.key, r.key_len, &s, sizeof s);
         if (err)
             return err;
+        uint8_t m = (uint8_t)(seq % MODS);
+        uint64_t c = 0;
+        if ((err = tpc_keyed_map_get(ctx, "mod", r.key, r.key_len, &m, 1, &v, &len)))
+            return err;
+        if (v) {
+            ck_assert_uint_eq(len, sizeof c);
+            memcpy(&c, v, sizeof c);
+        }
+        c++;
+        if ((err = tpc_keyed_map_put(ctx, "mod", r.key, r.key_len, &m, 1, &c, sizeof c)))
+            return err;
     }
     return NULL;
 }
 
+typedef struct {
+    totals_t *t;
+    int key;
+} mod_visit_t;
+
+static tpc_error_t *report_mod(void *opaque, const void *map_key, size_t map_key_len,
+                               const void *value, size_t value_len)
+{
+    mod_visit_t *mv = opaque;
+    ck_assert_uint_eq(map_key_len, 1);
+    uint8_t m = *(const uint8_t *)map_key;
+    ck_assert_uint_lt(m, MODS);
+    uint64_t c;
+    ck_assert_uint_eq(value_len, sizeof c);
+    memcpy(&c, value, sizeof c);
+    atomic_store(&mv->t->mod[mv->key][m], c);
+    atomic_fetch_add(&mv->t->mod_entries[mv->key], 1);
+    return NULL;
+}
+
+typedef struct {
+    totals_t *t;
+    tpc_ctx_t *ctx;
+} report_t;
+
 static tpc_error_t *report(void *opaque, const void *key, size_t key_len, const void *value,
                            size_t value_len)
 {
-    totals_t *t = opaque;
+    report_t *rp = opaque;
+    totals_t *t = rp->t;
     char k[16] = {0};
     ck_assert_uint_lt(key_len, sizeof k);
     memcpy(k, key, key_len);
@@ -129,12 +171,14 @@ static tpc_error_t *report(void *opaque, const void *key, size_t key_len, const 
     atomic_store(&t->total[i], s.total);
     atomic_store(&t->count[i], s.count);
     atomic_fetch_add(&t->reported[i], 1);
-    return NULL;
+    mod_visit_t mv = {t, i};
+    return tpc_keyed_map_foreach(rp->ctx, "mod", key, key_len, report_mod, &mv);
 }
 
 static tpc_error_t *sum_finish(void *self, tpc_ctx_t *ctx)
 {
-    return tpc_keyed_foreach(ctx, "sum", report, self);
+    report_t rp = {self, ctx};
+    return tpc_keyed_foreach(ctx, "sum", report, &rp);
 }
 
 static const tpc_operator_ops_t sum_ops = {.version = TPC_OPERATOR_OPS_VERSION,
@@ -191,12 +235,15 @@ START_TEST(test_totals_survive_rescaling)
         tpc_job_destroy(job);
     }
     for (int k = 0; k < KEYS; k++) {
-        uint64_t total = 0, count = 0;
+        uint64_t total = 0, count = 0, mod[MODS] = {0};
         for (uint64_t i = (uint64_t)k; i < N; i += KEYS)
-            total += i, count++;
+            total += i, count++, mod[i % MODS]++;
         ck_assert_int_eq(atomic_load(&t.reported[k]), 1);
         ck_assert_uint_eq(atomic_load(&t.count[k]), count);
         ck_assert_uint_eq(atomic_load(&t.total[k]), total);
+        ck_assert_int_eq(atomic_load(&t.mod_entries[k]), MODS);
+        for (int m = 0; m < MODS; m++)
+            ck_assert_uint_eq(atomic_load(&t.mod[k][m]), mod[m]);
     }
     tpc_test_rmdir(dir);
     free(dir);
@@ -219,8 +266,101 @@ START_TEST(test_keyed_state_without_hash_edge_refused)
     ck_assert_uint_eq(st.restarts, 0); /* fatal: no restart can mend it */
     tpc_error_destroy(err);
     tpc_job_destroy(job);
+    /* At parallelism 1 every key is the subtask's, but a forward edge is still no hash edge: the
+     * state would be wrong at the first rescale, so it is refused from the start. */
+    job = totals_job(dir, &src, &t, 1, TPC_EDGE_FORWARD);
+    err = tpc_job_run(job, NULL);
+    ck_assert_ptr_nonnull(err);
+    ck_assert_int_eq(tpc_error_code(err), TPC_ERR_STATE);
+    ck_assert_msg(strstr(tpc_error_message(err), "its input from \"rekey\" is not a hash edge"),
+                  "%s", tpc_error_message(err));
+    tpc_error_destroy(err);
+    tpc_job_destroy(job);
     tpc_test_rmdir(dir);
     free(dir);
+}
+END_TEST
+
+/* ---- the API on one key: empty before any put, map get/put/delete/iterate ------------------ */
+
+static tpc_error_t *count_visit(void *opaque, const void *k, size_t kl, const void *v, size_t vl)
+{
+    (void)k, (void)kl, (void)v, (void)vl;
+    (*(int *)opaque)++;
+    return NULL;
+}
+
+static atomic_int api_checked;
+
+static tpc_error_t *api_process(void *self, tpc_ctx_t *ctx, const tpc_batch_t *batch)
+{
+    (void)self;
+    for (size_t i = 0; i < tpc_batch_count(batch); i++) {
+        tpc_record_t r;
+        tpc_batch_get(batch, i, &r);
+        const void *v = &r;
+        size_t len = 99;
+        int visits = 0;
+        /* Nothing was ever put for this key (each record has a key of its own). */
+        ck_assert_ptr_null(tpc_keyed_get(ctx, "v", r.key, r.key_len, &v, &len));
+        ck_assert_ptr_null(v);
+        ck_assert_uint_eq(len, 0);
+        ck_assert_ptr_null(tpc_keyed_map_get(ctx, "m", r.key, r.key_len, "a", 1, &v, &len));
+        ck_assert_ptr_null(v);
+        ck_assert_ptr_null(tpc_keyed_map_foreach(ctx, "m", r.key, r.key_len, count_visit, &visits));
+        ck_assert_int_eq(visits, 0);
+        ck_assert_ptr_null(tpc_keyed_foreach(ctx, "never", count_visit, &visits));
+        ck_assert_int_eq(visits, 0);
+        ck_assert_ptr_null(tpc_keyed_delete(ctx, "v", r.key, r.key_len));
+        ck_assert_ptr_null(tpc_keyed_map_delete(ctx, "m", r.key, r.key_len, "a", 1));
+
+        ck_assert_ptr_null(tpc_keyed_map_put(ctx, "m", r.key, r.key_len, "a", 1, "1", 1));
+        ck_assert_ptr_null(tpc_keyed_map_put(ctx, "m", r.key, r.key_len, "b", 1, "22", 2));
+        ck_assert_ptr_null(tpc_keyed_map_put(ctx, "m", r.key, r.key_len, "", 0, "e", 1));
+        ck_assert_ptr_null(tpc_keyed_map_put(ctx, "m", r.key, r.key_len, "b", 1, "333", 3));
+        ck_assert_ptr_null(tpc_keyed_map_get(ctx, "m", r.key, r.key_len, "b", 1, &v, &len));
+        ck_assert_uint_eq(len, 3);
+        ck_assert_int_eq(memcmp(v, "333", 3), 0);
+        ck_assert_ptr_null(tpc_keyed_map_delete(ctx, "m", r.key, r.key_len, "a", 1));
+        ck_assert_ptr_null(tpc_keyed_map_get(ctx, "m", r.key, r.key_len, "a", 1, &v, &len));
+        ck_assert_ptr_null(v);
+        ck_assert_ptr_null(tpc_keyed_map_foreach(ctx, "m", r.key, r.key_len, count_visit, &visits));
+        ck_assert_int_eq(visits, 2); /* "b" and the empty map key */
+        /* A state is value or map state, by its first use. */
+        tpc_error_t *err = tpc_keyed_get(ctx, "m", r.key, r.key_len, &v, &len);
+        ck_assert_ptr_nonnull(err);
+        ck_assert_int_eq(tpc_error_code(err), TPC_ERR_INVALID_ARG);
+        ck_assert_ptr_nonnull(strstr(tpc_error_message(err), "is a map state"));
+        tpc_error_destroy(err);
+        /* Deleting the key removes its whole map; the last map entry's delete does the same. */
+        ck_assert_ptr_null(tpc_keyed_delete(ctx, "m", r.key, r.key_len));
+        ck_assert_ptr_null(tpc_keyed_map_get(ctx, "m", r.key, r.key_len, "b", 1, &v, &len));
+        ck_assert_ptr_null(v);
+        ck_assert_ptr_null(tpc_keyed_map_put(ctx, "m", r.key, r.key_len, "z", 1, "", 0));
+        ck_assert_ptr_null(tpc_keyed_map_delete(ctx, "m", r.key, r.key_len, "z", 1));
+        visits = 0;
+        ck_assert_ptr_null(tpc_keyed_foreach(ctx, "m", count_visit, &visits));
+        ck_assert_int_eq(visits, 0);
+        ck_assert_ptr_null(tpc_keyed_put(ctx, "v", r.key, r.key_len, "x", 1));
+        atomic_fetch_add(&api_checked, 1);
+    }
+    return NULL;
+}
+
+static const tpc_operator_ops_t api_ops = {
+    .version = TPC_OPERATOR_OPS_VERSION, .open = no_open, .process = api_process};
+
+START_TEST(test_state_api_on_one_key)
+{
+    tpc_test_seq_conf_t src = {.count_default = 300, .per_poll = 16};
+    tpc_job_t *job = tpc_job_new("keyed-api");
+    int s, k;
+    ck_assert_ptr_null(tpc_job_add_vertex(job, "source", 1, &tpc_test_seq_source_ops, &src, &s));
+    ck_assert_ptr_null(tpc_job_add_vertex(job, "api", 2, &api_ops, NULL, &k));
+    ck_assert_ptr_null(tpc_job_connect(job, s, k, TPC_EDGE_HASH));
+    ck_assert_ptr_null(tpc_job_run(job, NULL));
+    ck_assert_int_eq(atomic_load(&api_checked), 300);
+    tpc_job_destroy(job);
 }
 END_TEST
 
@@ -266,6 +406,7 @@ int main(void)
     tcase_add_test(tc, test_mapping_vectors);
     tcase_add_test(tc, test_totals_survive_rescaling);
     tcase_add_test(tc, test_keyed_state_without_hash_edge_refused);
+    tcase_add_test(tc, test_state_api_on_one_key);
     tcase_add_test(tc, test_changed_max_parallelism_refused);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
