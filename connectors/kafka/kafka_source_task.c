@@ -74,7 +74,7 @@ static int64_t now_ms(void)
 
 static tpc_error_t *oom(void)
 {
-    return tpc_error_new(TPC_ERR_NOMEM, TPC_ERROR_FATAL, "out of memory");
+    return tpc_error_nomem();
 }
 
 static tpc_error_t *conf_set(rd_kafka_conf_t *rc, const char *name, const char *value)
