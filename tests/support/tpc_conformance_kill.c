@@ -121,8 +121,13 @@ typedef struct {
 static tpc_error_t *w_configure(void *arg, const char *key, const char *value)
 {
     wrap_t *w = arg;
-    return inner_ops->configure ? inner_ops->configure(w->arg, key, value)
-                                : tpc_error_new(TPC_ERR_NOT_FOUND, 0, "unknown key \"%s\"", key);
+    tpc_error_t *err = inner_ops->props ? tpc_props_set(inner_ops->props, w->arg, key, value)
+                                        : tpc_error_new(TPC_ERR_NOT_FOUND, 0, "unknown key");
+    if (err && tpc_error_code(err) == TPC_ERR_NOT_FOUND && inner_ops->configure) {
+        tpc_error_destroy(err);
+        err = inner_ops->configure(w->arg, key, value);
+    }
+    return err;
 }
 static void w_release(void *arg)
 {
