@@ -20,6 +20,7 @@
  * everything skipped, and any record at or past the end offset can.
  */
 #include "kafka_internal.h"
+#include "tpc_kit.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -64,18 +65,6 @@ typedef struct {
     uint64_t warnings;
     uint64_t discovery_failures;
 } source_t;
-
-static int64_t now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-static tpc_error_t *oom(void)
-{
-    return tpc_error_nomem();
-}
 
 static tpc_error_t *conf_set(rd_kafka_conf_t *rc, const char *name, const char *value)
 {
@@ -153,11 +142,10 @@ static tpc_error_t *read_metadata(source_t *s)
     tpc__kafka_meta_t *m = &s->opened;
     tpc__kafka_meta_read(s->rk, s->conf, s->conf->open_timeout_ms, m);
     /* A topic created a moment ago may have no leader yet. */
-    int64_t deadline = now_ms() + s->conf->open_timeout_ms;
-    while (!m->err && waiting_for_leader(m) && now_ms() < deadline) {
+    int64_t deadline = tpc_clock_ms() + s->conf->open_timeout_ms;
+    while (!m->err && waiting_for_leader(m) && tpc_clock_ms() < deadline) {
         tpc__kafka_meta_free(m);
-        struct timespec pause = {0, 100 * 1000 * 1000};
-        nanosleep(&pause, NULL);
+        tpc_sleep_ms(100, NULL, NULL);
         tpc__kafka_meta_read(s->rk, s->conf, s->conf->open_timeout_ms, m);
     }
     if (m->err) {
@@ -218,8 +206,8 @@ static void source_close(void *self, tpc_ctx_t *ctx)
     tpc__kafka_discovery_stop(s->discovery);
     if (s->commits) {
         /* The last checkpoint's offsets are usually still on their way. */
-        int64_t deadline = now_ms() + COMMIT_WAIT_MS;
-        while (s->commits_in_flight > 0 && now_ms() < deadline)
+        int64_t deadline = tpc_clock_ms() + COMMIT_WAIT_MS;
+        while (s->commits_in_flight > 0 && tpc_clock_ms() < deadline)
             commit_results(s, 100);
         rd_kafka_queue_destroy(s->commits);
     }
@@ -243,7 +231,7 @@ static tpc_error_t *source_open(tpc_ctx_t *ctx, void *arg, void **self)
 {
     source_t *s = calloc(1, sizeof *s);
     if (!s)
-        return oom();
+        return tpc_error_nomem();
     s->conf = arg;
     s->ctx = ctx;
     s->last_topic = -1;
@@ -282,14 +270,14 @@ static tpc_error_t *add_topic(source_t *s, const char *name, size_t len, int *at
         size_t cap = s->topics_cap ? 2 * s->topics_cap : 4;
         topic_t *topics = realloc(s->topics, cap * sizeof *topics);
         if (!topics)
-            return oom();
+            return tpc_error_nomem();
         s->topics = topics;
         s->topics_cap = cap;
     }
     topic_t *t = &s->topics[s->ntopics];
     *t = (topic_t){.name = strndup(name, len)};
     if (!t->name)
-        return oom();
+        return tpc_error_nomem();
     *at = (int)s->ntopics++;
     return NULL;
 }
@@ -301,7 +289,7 @@ static tpc_error_t *grow_topic(topic_t *t, int partitions)
         return NULL;
     int *index = realloc(t->index, (size_t)partitions * sizeof *index);
     if (!index)
-        return oom();
+        return tpc_error_nomem();
     for (int p = t->partitions; p < partitions; p++)
         index[p] = -1;
     t->index = index;
@@ -346,7 +334,7 @@ static tpc_error_t *own(source_t *s, const tpc__kafka_source_part_t *part)
         if (parts)
             s->parts = parts;
         if (!next)
-            return oom();
+            return tpc_error_nomem();
         s->snapshot_next = next;
         s->parts_cap = cap;
     }
@@ -753,7 +741,7 @@ static tpc_error_t *headers_of(source_t *s, const rd_kafka_message_t *msg, size_
     if (n > s->headers_cap) {
         tpc_header_t *headers = realloc(s->headers, n * sizeof *headers);
         if (!headers)
-            return oom();
+            return tpc_error_nomem();
         s->headers = headers;
         s->headers_cap = n;
     }
