@@ -74,6 +74,14 @@ typedef struct {
      * recovery is over and after a sink closed. */
     bool (*leftovers)(const char *ns, long long *out, char *why, size_t why_len);
 
+    /** A second sink writing into the same namespace, as another job would configure it: its
+     * own prefix, chosen so that its names resemble those of sink_new's sink as much as the
+     * connector allows (a prefix that starts with the first one's, a shared marker table). */
+    tpc_error_t *(*other_sink_new)(const char *ns, tpc_txn_sink_t **out);
+    /** read also shows the other sink's records (a table or topic both write into); leftovers
+     * counts only the first sink's transactions. */
+    bool other_visible;
+
     /** The kill -9 check: records per source subtask (2 source subtasks), the job's
      * checkpoint.interval.ms, and how long one run may take before it counts as stuck. */
     uint64_t crash_records;
