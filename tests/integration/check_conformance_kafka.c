@@ -138,7 +138,7 @@ static const tpc_conformance_t kafka_connector = {
     .read = read_back,
     .footprint = footprint,
     .leftovers = leftovers,
-    .crash_records = 3000,
+    .crash_records = 1500,
     .crash_interval_ms = 100,
     .crash_run_ms = 60000,
 };

@@ -111,7 +111,7 @@ static const tpc_conformance_t pg_connector = {
     .read = read_back,
     .footprint = footprint,
     .leftovers = leftovers,
-    .crash_records = 3000,
+    .crash_records = 1500,
     .crash_interval_ms = 50,
     .crash_run_ms = 60000,
 };

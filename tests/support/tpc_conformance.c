@@ -70,8 +70,10 @@ bool tpc_conformance_compare(const tpc_conformance_keys_t *got, const tpc_confor
         memcpy(g, got->keys, got->len * sizeof *g);
     if (want->len)
         memcpy(w, want->keys, want->len * sizeof *w);
-    qsort(g, got->len, sizeof *g, by_value);
-    qsort(w, want->len, sizeof *w, by_value);
+    if (got->len)
+        qsort(g, got->len, sizeof *g, by_value);
+    if (want->len)
+        qsort(w, want->len, sizeof *w, by_value);
     size_t i = 0, j = 0, missing = 0, extra = 0;
     char first[160] = "";
     while (i < got->len || j < want->len) {
@@ -117,7 +119,7 @@ typedef struct {
     size_t why_len;
     tpc_conformance_keys_t expect; /* must be visible, each once */
     tpc_test_txn_sub_t *open[MAX_SUBS];
-    bool in_child;
+    int crash_parallelism; /* for the crash function of the rescale checks */
 } ctx_t;
 
 static bool fail(ctx_t *x, const char *fmt, ...) TPC_PRINTF(2, 3);
@@ -339,7 +341,6 @@ static bool crash_after(ctx_t *x, crash_fn fn, tpc_test_txn_state_t *states, int
         return fail(x, "fork failed");
     if (pid == 0) {
         close(fds[0]);
-        x->in_child = true;
         for (int i = 0; i < MAX_SUBS; i++)
             x->open[i] = NULL; /* the parent's subtasks are not this process's to close */
         bool passed = fn(x, states);
@@ -699,18 +700,18 @@ static bool check_lingering_cleanup_fresh_start(const tpc_conformance_t *c, char
  * completes (subtask 0 alone gets the notification), [i * 1000 + 500, +20) pre-committed in
  * checkpoint 2, which does not, and [i * 1000 + 700, +20) into its open transaction. */
 #define RESCALE_MAX 4
-static int rescale_from;
 
 static bool rescale_crash(ctx_t *x, tpc_test_txn_state_t *states)
 {
     tpc_test_txn_sub_t s[RESCALE_MAX];
     bool passed = true;
-    for (int i = 0; passed && i < rescale_from; i++)
-        passed = start(x, &s[i], i, rescale_from, NULL, NULL, 0);
-    for (int i = 0; passed && i < rescale_from; i++)
+    int from = x->crash_parallelism;
+    for (int i = 0; passed && i < from; i++)
+        passed = start(x, &s[i], i, from, NULL, NULL, 0);
+    for (int i = 0; passed && i < from; i++)
         passed = put(x, &s[i], (uint64_t)i * 1000, 40) && snap(x, &s[i], 1, &states[i]);
     passed = passed && notify(x, &s[0], 1);
-    for (int i = 0; passed && i < rescale_from; i++)
+    for (int i = 0; passed && i < from; i++)
         passed = put(x, &s[i], (uint64_t)i * 1000 + 500, 20) && snap(x, &s[i], 2, NULL) &&
                  put(x, &s[i], (uint64_t)i * 1000 + 700, 20);
     return passed;
@@ -732,7 +733,7 @@ static bool rescale(const tpc_conformance_t *c, char *why, size_t len, int from_
                                   .first_checkpoint = 3};
     char when[96];
     snprintf(when, sizeof when, "restored at parallelism %d from %d", to_p, from_p);
-    rescale_from = from_p;
+    x->crash_parallelism = from_p;
     bool passed = crash_after(x, rescale_crash, st, from_p);
     expect(x, 0, 40);
     passed = passed && visible(x, "killed after checkpoint 1 completed, subtask 0 committed");

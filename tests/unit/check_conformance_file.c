@@ -87,7 +87,7 @@ static const tpc_conformance_t file_connector = {
     .read = read_back,
     .footprint = footprint,
     .leftovers = leftovers,
-    .crash_records = 3000,
+    .crash_records = 1500,
     .crash_interval_ms = 30,
     .crash_run_ms = 60000,
 };
