@@ -8,6 +8,8 @@
 #include "tpc_conformance_steps.h"
 
 #include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
 
 /* Visible only after the notification of the checkpoint that pre-committed it; close() drops
  * what was written since and leaves nothing behind. */
@@ -422,6 +424,74 @@ static bool check_other_sink_untouched(const tpc_conformance_t *c, char *why, si
     return tpc_conf_ctx_close(x, passed);
 }
 
+/* One handle's bytes: deserialize then serialize gives them back; every shorter prefix, and the
+ * bytes with one more at the end, are refused as corrupt, not read as another handle. */
+static bool handle_bytes(tpc_conf_ctx_t *x, tpc_test_txn_sub_t *s, const tpc__txn_bytes_t *entry)
+{
+    const tpc_txn_connector_ops_t *ops = s->task->ops;
+    void *conn = s->task->conn, *txn = NULL;
+    tpc__txn_entry_t e;
+    tpc_txn_buf_t again = {0};
+    if (!tpc_conf_ok(x, "decode a state entry",
+                     tpc__txn_entry_decode(entry->bytes, entry->len, &e)) ||
+        !tpc_conf_ok(x, "deserialize", ops->deserialize(conn, e.handle, e.handle_len, &txn)))
+        return false;
+    bool passed = tpc_conf_ok(x, "serialize again", ops->serialize(conn, txn, &again));
+    char name[256] = "";
+    ops->describe(conn, txn, name, sizeof name);
+    ops->free_txn(conn, txn);
+    if (passed && (again.len != e.handle_len || memcmp(again.data, e.handle, e.handle_len) != 0))
+        passed = tpc_conf_fail(x, "handle \"%s\" of %zu bytes serializes to %zu other bytes", name,
+                               e.handle_len, again.len);
+    tpc__txn_buf_free(&again);
+    if (passed && !*name)
+        passed = tpc_conf_fail(x, "describe gives an empty name");
+    unsigned char *copy = malloc(e.handle_len + 1);
+    memcpy(copy, e.handle, e.handle_len);
+    copy[e.handle_len] = 0x5a;
+    for (size_t n = 0; passed && n <= e.handle_len + 1; n++) {
+        if (n == e.handle_len)
+            continue;
+        txn = NULL;
+        tpc_error_t *err = ops->deserialize(conn, copy, n, &txn);
+        if (!err) {
+            ops->free_txn(conn, txn);
+            passed = tpc_conf_fail(x, "handle \"%s\" of %zu bytes is read from %zu of them", name,
+                                   e.handle_len, n);
+        } else if (tpc_error_code(err) != TPC_ERR_CORRUPT) {
+            passed =
+                tpc_conf_fail(x, "%zu bytes of handle \"%s\" give %s, not TPC_ERR_CORRUPT: %s", n,
+                              name, tpc_err_name(tpc_error_code(err)), tpc_error_message(err));
+        }
+        tpc_error_destroy(err);
+    }
+    free(copy);
+    return passed;
+}
+
+/* Handle bytes of a pending and an empty current transaction survive a round trip; damaged ones
+ * are refused as corrupt. */
+static bool check_handle_bytes(const tpc_conformance_t *c, char *why, size_t len)
+{
+    TPC_CONF_CHECK_BEGIN(c, why, len);
+    tpc_test_txn_sub_t s;
+    tpc_test_txn_state_t st = {.count = 0};
+    bool passed =
+        tpc_conf_fresh(x, &s) && tpc_conf_put(x, &s, 0, 20) && tpc_conf_snap(x, &s, 1, &st);
+    if (passed && st.count != 2)
+        passed = tpc_conf_fail(x,
+                               "the state of checkpoint 1 holds %zu entries (2 expected: the "
+                               "pending and the current transaction)",
+                               st.count);
+    for (size_t i = 0; passed && i < st.count; i++)
+        passed = handle_bytes(x, &s, &st.entries[i]);
+    passed = passed && tpc_conf_notify(x, &s, 1) && tpc_conf_expect(x, 0, 20) &&
+             tpc_conf_close_sub(x, &s) && tpc_conf_visible(x, "after the round trips") &&
+             tpc_conf_clean(x, "after close");
+    tpc_test_txn_state_free(&st);
+    return tpc_conf_ctx_close(x, passed);
+}
+
 const tpc_conformance_check_t tpc_conformance_checks[] = {
     {"checkpoint_then_notify", "visible after the notification, not before; close drops the rest",
      check_checkpoint_then_notify},
@@ -437,6 +507,8 @@ const tpc_conformance_check_t tpc_conformance_checks[] = {
      check_finish_then_final_checkpoint},
     {"empty_checkpoints", "empty transactions cost nothing and leave nothing",
      check_empty_checkpoints},
+    {"handle_bytes", "handles survive serialize and deserialize; damaged bytes are refused",
+     check_handle_bytes},
     {"close_keeps_pending", "close() aborts the open transaction, never a pending one",
      check_close_keeps_pending},
     {"recovery_commits_pending", "a restore commits what its checkpoint holds, once",
