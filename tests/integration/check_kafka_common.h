@@ -125,6 +125,9 @@ static inline long kt_read_topic(const char *bootstrap, const char *topic, const
     kt_set(conf, "isolation.level", isolation);
     kt_set(conf, "enable.partition.eof", "true");
     kt_set(conf, "enable.auto.commit", "false");
+    /* At the end of a partition the broker would hold each fetch this long before answering
+     * (500 ms by default), and the end is only seen from an answer. */
+    kt_set(conf, "fetch.wait.max.ms", "20");
     rd_kafka_t *rk = rd_kafka_new(RD_KAFKA_CONSUMER, conf, errstr, sizeof errstr);
     ck_assert_msg(rk != NULL, "could not create consumer: %s", errstr);
     rd_kafka_poll_set_consumer(rk);
