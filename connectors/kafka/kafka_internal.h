@@ -137,6 +137,8 @@ tpc_error_t *tpc__kafka_check_cluster(const tpc__kafka_conf_t *conf, const tpc_t
 void tpc__kafka_slot_id(const tpc__kafka_sub_t *c, int n, char *buf, size_t cap);
 /* Initialise the slot's producer (fencing older ones with its id); the slot is then free. */
 tpc_error_t *tpc__kafka_pool_start(tpc__kafka_sub_t *c, int slot);
+/* Start every unused slot, in parallel; @returns the first error (the others started). */
+tpc_error_t *tpc__kafka_pool_start_unused(tpc__kafka_sub_t *c);
 /* A slot free to carry a new transaction, its producer initialised. */
 tpc_error_t *tpc__kafka_pool_acquire(tpc__kafka_sub_t *c, int *slot);
 /* Checkpoint @ckpt is known complete: free the slots held until it. */

@@ -25,7 +25,7 @@
  * kafka.queued.max.messages.kbytes): enough for a few fetches, far below librdkafka's defaults
  * of 100,000 records and 64 MB per partition. */
 #define DEFAULT_QUEUED_MIN_MESSAGES "20000"
-#define DEFAULT_QUEUED_MAX_KBYTES "16384"
+#define DEFAULT_QUEUED_MAX_KBYTES   "16384"
 /* How long a wake-up request may hold up the source's poll. */
 #define WAKE_TIMEOUT_MS 100
 
@@ -51,10 +51,10 @@ void tpc__kafka_fetch_init(tpc__kafka_fetch_t *f, rd_kafka_t *rk, const rd_kafka
                           ? atol(buf)
                           : atol(DEFAULT_QUEUED_MIN_MESSAGES);
     len = sizeof buf;
-    f->max_bytes = rd_kafka_conf_get(rc, "queued.max.messages.kbytes", buf, &len) ==
-                           RD_KAFKA_CONF_OK
-                       ? atol(buf) * 1024
-                       : atol(DEFAULT_QUEUED_MAX_KBYTES) * 1024;
+    f->max_bytes =
+        rd_kafka_conf_get(rc, "queued.max.messages.kbytes", buf, &len) == RD_KAFKA_CONF_OK
+            ? atol(buf) * 1024
+            : atol(DEFAULT_QUEUED_MAX_KBYTES) * 1024;
 }
 
 void tpc__kafka_fetch_destroy(tpc__kafka_fetch_t *f)

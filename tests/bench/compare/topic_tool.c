@@ -10,8 +10,8 @@
  *   topic_tool measure BOOTSTRAP TOPIC N                read TOPIC read_committed from the start to
  *                                                       its end and print
  *     count C distinct D foreign F upper U first_ms A last_ms B
- *   (records, distinct keys below N, keys outside 0..N-1, values upper-cased, and the first and last
- *   append time). A side did its work exactly once when C = D = U = N and F = 0.
+ *   (records, distinct keys below N, keys outside 0..N-1, values upper-cased, and the first and
+ * last append time). A side did its work exactly once when C = D = U = N and F = 0.
  */
 #include <librdkafka/rdkafka.h>
 
@@ -74,8 +74,9 @@ static void create(const char *bootstrap, const char *topic, int partitions, boo
 
 static void fill(const char *bootstrap, const char *topic, uint64_t n)
 {
-    const char *kv[] = {"enable.idempotence", "true", "linger.ms", "20", "batch.size", "1000000",
-                        "queue.buffering.max.messages", "1000000", NULL};
+    const char *kv[] = {
+        "enable.idempotence",           "true",    "linger.ms", "20", "batch.size", "1000000",
+        "queue.buffering.max.messages", "1000000", NULL};
     rd_kafka_t *rk = client(RD_KAFKA_PRODUCER, bootstrap, kv);
     char value[VALUE_BYTES];
     for (int i = 0; i < VALUE_BYTES; i++)
@@ -104,8 +105,15 @@ static void fill(const char *bootstrap, const char *topic, uint64_t n)
 
 static void measure(const char *bootstrap, const char *topic, uint64_t n)
 {
-    const char *kv[] = {"group.id", "twopc-bench-compare", "isolation.level", "read_committed",
-                        "enable.partition.eof", "true", "enable.auto.commit", "false", NULL};
+    const char *kv[] = {"group.id",
+                        "twopc-bench-compare",
+                        "isolation.level",
+                        "read_committed",
+                        "enable.partition.eof",
+                        "true",
+                        "enable.auto.commit",
+                        "false",
+                        NULL};
     rd_kafka_t *rk = client(RD_KAFKA_CONSUMER, bootstrap, kv);
     const struct rd_kafka_metadata *md = NULL;
     rd_kafka_topic_t *rkt = rd_kafka_topic_new(rk, topic, NULL);

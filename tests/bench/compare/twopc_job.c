@@ -55,9 +55,8 @@ static tpc_error_t *build(tpc_job_t *job, char **argv, int par, tpc_kafka_source
                           tpc_txn_sink_t **sink)
 {
     const char *bootstrap = argv[1], *input = argv[2], *output = argv[3], *prefix = argv[5];
-    const char *job_kv[][2] = {{"checkpoint.dir", argv[6]},
-                               {"checkpoint.interval.ms", "1000"},
-                               {"restart.attempts", "0"}};
+    const char *job_kv[][2] = {
+        {"checkpoint.dir", argv[6]}, {"checkpoint.interval.ms", "1000"}, {"restart.attempts", "0"}};
     tpc_error_t *err = NULL;
     for (size_t i = 0; !err && i < sizeof job_kv / sizeof *job_kv; i++)
         err = tpc_job_set(job, job_kv[i][0], job_kv[i][1]);
@@ -72,12 +71,10 @@ static tpc_error_t *build(tpc_job_t *job, char **argv, int par, tpc_kafka_source
         err = tpc_job_add_vertex(job, "upper", par, &upper_ops, NULL, &m);
     if (!err)
         err = tpc_kafka_sink_new(bootstrap, output, sink);
-    const char *sink_kv[][2] = {{"transactional.id.prefix", prefix},
-                                {"kafka.transaction.timeout.ms", "60000"},
-                                {"transaction.timeout.ms", "60000"},
-                                {"kafka.linger.ms", "5"},
-                                {"kafka.batch.size", "1000000"},
-                                {"kafka.compression.type", "none"}};
+    const char *sink_kv[][2] = {
+        {"transactional.id.prefix", prefix}, {"kafka.transaction.timeout.ms", "60000"},
+        {"transaction.timeout.ms", "60000"}, {"kafka.linger.ms", "5"},
+        {"kafka.batch.size", "1000000"},     {"kafka.compression.type", "none"}};
     for (size_t i = 0; !err && i < sizeof sink_kv / sizeof *sink_kv; i++)
         err = tpc_txn_sink_set(*sink, sink_kv[i][0], sink_kv[i][1]);
     if (!err)
