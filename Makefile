@@ -7,7 +7,7 @@
 #   make WERROR=1             warnings are errors (default when CI=true)
 #   make install PREFIX=/usr/local DESTDIR=
 #   make services-up / services-down          local PostgreSQL + Kafka for trying twopc
-#   make bench-runtime / bench-file / bench-kafka / bench-pg   benchmark programs
+#   make bench-runtime / bench-file / bench-kafka / bench-pg / bench-latency   benchmark programs
 #   make bench-compare        the same Kafka -> Kafka exactly-once job on twopc and on Apache Flink
 #   make demo                 exactly_once_pipeline into PostgreSQL and Kafka, kill -9 once, verify
 #   make torture RUNS=n       n runs of random kill -9 and server restarts, each verified
@@ -199,6 +199,8 @@ bench-pg: deps $(BUILD)/bench/bench_pg
 	    tests/services/with-services.sh $(BUILD)/bench/bench_pg
 bench-kafka: deps $(BUILD)/bench/bench_kafka
 	@tests/services/with-services.sh $(BUILD)/bench/bench_kafka
+bench-latency: deps $(BUILD)/bench/bench_latency
+	@tests/services/with-services.sh $(BUILD)/bench/bench_latency
 # twopc beside Apache Flink (MiniCluster, KafkaSink EXACTLY_ONCE) on the same job and broker.
 COMPARE_BINS := $(BUILD)/bench/compare_twopc_job $(BUILD)/bench/compare_topic_tool
 $(BUILD)/bench/compare_%: tests/bench/compare/%.c $(STATIC)
