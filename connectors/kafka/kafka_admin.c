@@ -56,7 +56,7 @@ static tpc_error_t *brokers_of(tpc__kafka_conn_t *c, int64_t deadline, broker_t 
         return malformed(c, "Metadata");
     *out = calloc((size_t)count + 1, sizeof **out);
     if (!*out)
-        return tpc_error_new(TPC_ERR_NOMEM, TPC_ERROR_FATAL, "out of memory");
+        return tpc_error_nomem();
     for (int32_t i = 0; i < count; i++) {
         char rack[256];
         tpc__kafka_r_i32(&r); /* node id */
@@ -124,7 +124,7 @@ static tpc_error_t *list_at(tpc__kafka_conn_t *c, const char *prefix, int64_t de
             continue;
         tpc__kafka_txn_info_t *grown = realloc(*out, (*n + 1) * sizeof **out);
         if (!grown)
-            return tpc_error_new(TPC_ERR_NOMEM, TPC_ERROR_FATAL, "out of memory");
+            return tpc_error_nomem();
         *out = grown;
         (*out)[(*n)++] = t;
     }

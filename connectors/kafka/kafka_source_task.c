@@ -64,6 +64,7 @@ typedef struct {
     size_t headers_cap;
     uint64_t warnings;
     uint64_t discovery_failures;
+    tpc__kafka_fetch_t fetch;
 } source_t;
 
 static tpc_error_t *conf_set(rd_kafka_conf_t *rc, const char *name, const char *value)
@@ -98,6 +99,8 @@ static tpc_error_t *make_consumer(source_t *s, tpc_ctx_t *ctx)
     tpc_error_t *err = conf_set(rc, "group.id", group);
     if (!err)
         err = conf_set(rc, "auto.offset.reset", "error");
+    if (!err)
+        err = tpc__kafka_fetch_defaults(rc);
     for (size_t i = 0; !err && i < s->conf->nprops; i++)
         err = conf_set(rc, s->conf->props[2 * i], s->conf->props[2 * i + 1]);
     if (!err)
@@ -122,6 +125,7 @@ static tpc_error_t *make_consumer(source_t *s, tpc_ctx_t *ctx)
     }
     rd_kafka_set_log_queue(s->rk, NULL); /* the main queue, which the consumer's poll serves */
     rd_kafka_poll_set_consumer(s->rk);
+    tpc__kafka_fetch_init(&s->fetch, s->rk, rd_kafka_conf(s->rk));
     if (prop(s->conf, "group.id"))
         s->commits = rd_kafka_queue_new(s->rk);
     return NULL;
@@ -211,6 +215,7 @@ static void source_close(void *self, tpc_ctx_t *ctx)
             commit_results(s, 100);
         rd_kafka_queue_destroy(s->commits);
     }
+    tpc__kafka_fetch_destroy(&s->fetch);
     if (s->rk) {
         rd_kafka_consumer_close(s->rk);
         rd_kafka_destroy(s->rk);
@@ -804,8 +809,22 @@ static tpc_error_t *take(source_t *s, tpc_ctx_t *ctx, const rd_kafka_message_t *
                              tpc_strerror(rc));
     part->next = msg->offset + 1;
     *emitted = true;
+    tpc__kafka_fetch_taken(&s->fetch, msg->key_len + msg->len);
     mark_done_if_past_end(s, part);
     return NULL;
+}
+
+/* Fetchers may have parked on a full queue that ran low: wake the leaders of the partitions
+ * still read (kafka_source_fetch.c). */
+static void wake_fetchers(source_t *s)
+{
+    rd_kafka_topic_partition_list_t *list = rd_kafka_topic_partition_list_new((int)s->nparts);
+    for (size_t i = 0; i < s->nparts; i++)
+        if (!s->parts[i].done && !s->parts[i].gone)
+            rd_kafka_topic_partition_list_add(list, s->topics[s->parts[i].topic].name,
+                                              s->parts[i].partition);
+    tpc__kafka_fetch_wake(&s->fetch, s->rk, list);
+    rd_kafka_topic_partition_list_destroy(list);
 }
 
 static tpc_error_t *source_poll(void *self, tpc_ctx_t *ctx, tpc_poll_result_t *result)
@@ -833,6 +852,8 @@ static tpc_error_t *source_poll(void *self, tpc_ctx_t *ctx, tpc_poll_result_t *r
         emitted += one;
         rd_kafka_message_destroy(msg);
     }
+    if (!err && tpc__kafka_fetch_needs_wake(&s->fetch))
+        wake_fetchers(s);
     *result = emitted ? TPC_POLL_MORE : TPC_POLL_IDLE;
     if (s->conf->bounded && s->ndone == s->nparts)
         *result = TPC_POLL_MORE; /* the next poll ends, after these records went out */
