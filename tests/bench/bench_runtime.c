@@ -110,7 +110,8 @@ static tpc_error_t *keyed_process(void *self, tpc_ctx_t *ctx, const tpc_batch_t 
 {
     keyed_bench_t *b = self;
     double now = tpc_test_now_s();
-    if (atomic_load(&b->full) && b->last_batch > 0 && (now - b->last_batch) * 1000.0 > b->max_gap_ms)
+    if (atomic_load(&b->full) && b->last_batch > 0 &&
+        (now - b->last_batch) * 1000.0 > b->max_gap_ms)
         b->max_gap_ms = (now - b->last_batch) * 1000.0;
     for (size_t i = 0; i < tpc_batch_count(batch); i++) {
         tpc_record_t r;
