@@ -14,6 +14,7 @@
 #   make soak MINUTES=n       the example pipeline unbounded for n minutes, busy and idle, one kill -9:
 #                             fails when memory, fds, threads, clients, connections or checkpoints grow
 #   make fuzz FUZZ_SECONDS=n  each libFuzzer harness (tests/fuzz/) n seconds from its seed corpus
+#   make docs                 docs/configuration.md from the property tables (twopc config)
 #   make format / format-check / deps
 
 SHELL      := /bin/bash
@@ -92,7 +93,7 @@ SHARED := $(BUILD)/libtwopc.so.$(VERSION)
 TWOPC_CMD := $(BUILD)/bin/twopc
 
 .PHONY: all lib tools test-install deps deps-build test test-unit test-integration tests-build examples \
-        install format format-check services-up services-down clean \
+        install format format-check services-up services-down clean docs \
         bench-runtime bench-file bench-kafka bench-pg demo torture soak fuzz fuzz-run model
 .DEFAULT_GOAL := all
 
@@ -148,6 +149,10 @@ $(TWOPC_CMD): $(TOOL_SRCS) $(wildcard tools/*.h) $(STATIC)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_ALL) $(ALL_INC) -Itools $(LDFLAGS) -o $@ $(TOOL_SRCS) $(STATIC) $(LDLIBS_ALL)
 
+# docs/configuration.md is generated from the property tables; check_config_doc compares.
+docs: $(TWOPC_CMD)
+	$(TWOPC_CMD) config > docs/configuration.md
+
 $(BUILD)/examples/%: examples/%.c $(STATIC)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_ALL) $(PUBLIC_INC) $(LDFLAGS) -o $@ $< $(STATIC) $(LDLIBS_ALL)
@@ -159,7 +164,7 @@ $(BUILD)/examples/%: examples/%.c $(STATIC)
 -include $(shell find $(BUILD) -name '*.d' 2>/dev/null)
 
 examples: $(EX_BINS)
-tests-build: lib $(UNIT_BINS) $(INTEG_BINS)
+tests-build: lib tools $(UNIT_BINS) $(INTEG_BINS)
 
 # Each test binary is a Check suite that forks per test; tests/run-tests.sh prints one summary line.
 test-unit: deps-build lib tools $(UNIT_BINS) examples

@@ -24,6 +24,7 @@ void tpc__batch_destroy(tpc_batch_t *b)
         return;
     free(b->recs);
     free(b->bytes);
+    free(b->hdrs);
     free(b);
 }
 
@@ -31,30 +32,77 @@ void tpc__batch_reset(tpc_batch_t *b)
 {
     b->count = 0;
     b->used = 0;
+    b->nhdrs = 0;
+}
+
+/* Room for @need more bytes. A new arena rather than realloc, so that the headers' pointers into
+ * the old one can be moved along while it still exists. */
+static void reserve(tpc_batch_t *b, size_t need)
+{
+    if (b->used + need <= b->bytes_cap)
+        return;
+    size_t cap = b->bytes_cap * 2;
+    while (cap < b->used + need)
+        cap *= 2;
+    uint8_t *bytes = tpc__xmalloc(cap);
+    if (b->used)
+        memcpy(bytes, b->bytes, b->used);
+    for (size_t i = 0; i < b->nhdrs; i++) {
+        tpc_header_t *h = &b->hdrs[i];
+        h->name = (const char *)bytes + ((const uint8_t *)h->name - b->bytes);
+        if (h->value)
+            h->value = bytes + ((const uint8_t *)h->value - b->bytes);
+    }
+    free(b->bytes);
+    b->bytes = bytes;
+    b->bytes_cap = cap;
+}
+
+static uint32_t put(tpc_batch_t *b, const void *bytes, size_t len)
+{
+    uint32_t off = (uint32_t)b->used;
+    if (len)
+        memcpy(b->bytes + b->used, bytes, len);
+    b->used += len;
+    return off;
+}
+
+static void append_headers(tpc_batch_t *b, tpc__rec_t *r, const tpc_record_t *rec)
+{
+    if (b->nhdrs + rec->header_count > b->hdrs_cap) {
+        size_t cap = b->hdrs_cap ? b->hdrs_cap * 2 : 64;
+        while (cap < b->nhdrs + rec->header_count)
+            cap *= 2;
+        b->hdrs = tpc__xrealloc(b->hdrs, cap * sizeof *b->hdrs);
+        b->hdrs_cap = cap;
+    }
+    r->hdr_first = (uint32_t)b->nhdrs;
+    for (size_t i = 0; i < rec->header_count; i++) {
+        const tpc_header_t *from = &rec->headers[i];
+        tpc_header_t *h = &b->hdrs[b->nhdrs++];
+        h->name_len = from->name_len;
+        h->name = (const char *)b->bytes + put(b, from->name, from->name_len);
+        h->value_len = from->value ? from->value_len : 0;
+        h->value = from->value ? b->bytes + put(b, from->value, h->value_len) : NULL;
+    }
 }
 
 void tpc__batch_append(tpc_batch_t *b, const tpc_record_t *rec)
 {
     size_t need = rec->key_len + rec->value_len;
-    if (b->used + need > b->bytes_cap) {
-        size_t cap = b->bytes_cap * 2;
-        while (cap < b->used + need)
-            cap *= 2;
-        b->bytes = tpc__xrealloc(b->bytes, cap);
-        b->bytes_cap = cap;
-    }
+    for (size_t i = 0; i < rec->header_count; i++)
+        need += rec->headers[i].name_len + (rec->headers[i].value ? rec->headers[i].value_len : 0);
+    reserve(b, need);
     tpc__rec_t *r = &b->recs[b->count++];
-    r->key_off = (uint32_t)b->used;
     r->key_len = (uint32_t)rec->key_len;
-    if (rec->key_len)
-        memcpy(b->bytes + b->used, rec->key, rec->key_len);
-    b->used += rec->key_len;
-    r->value_off = (uint32_t)b->used;
+    r->key_off = put(b, rec->key, rec->key_len);
     r->value_len = (uint32_t)rec->value_len;
-    if (rec->value_len)
-        memcpy(b->bytes + b->used, rec->value, rec->value_len);
-    b->used += rec->value_len;
+    r->value_off = put(b, rec->value, rec->value_len);
     r->timestamp = rec->timestamp;
+    r->hdr_count = (uint32_t)rec->header_count;
+    r->hdr_first = 0;
+    if (rec->header_count)
+        append_headers(b, r, rec);
 }
 
 size_t tpc_batch_count(const tpc_batch_t *batch)
@@ -70,4 +118,6 @@ void tpc_batch_get(const tpc_batch_t *batch, size_t i, tpc_record_t *out)
     out->value = batch->bytes + r->value_off;
     out->value_len = r->value_len;
     out->timestamp = r->timestamp;
+    out->headers = r->hdr_count ? &batch->hdrs[r->hdr_first] : NULL;
+    out->header_count = r->hdr_count;
 }

@@ -39,7 +39,12 @@ tpc_err_t tpc_emit(tpc_ctx_t *ctx, const tpc_record_t *rec)
         return TPC_ERR_STATE;
     if (atomic_load_explicit(&t->attempt->canceled, memory_order_relaxed))
         return TPC_ERR_CANCELED;
-    if ((uint64_t)rec->key_len + rec->value_len > UINT32_MAX / 4)
+    uint64_t size = (uint64_t)rec->key_len + rec->value_len;
+    if (rec->header_count && !rec->headers)
+        return TPC_ERR_INVALID_ARG;
+    for (size_t i = 0; i < rec->header_count && size <= UINT32_MAX / 4; i++)
+        size += (uint64_t)rec->headers[i].name_len + rec->headers[i].value_len;
+    if (size > UINT32_MAX / 4 || rec->header_count > UINT32_MAX / 4)
         return TPC_ERR_INVALID_ARG;
     t->records_out_local++;
     for (int e = 0; e < t->nouts; e++) {

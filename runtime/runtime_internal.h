@@ -52,14 +52,19 @@ const uint8_t *tpc__rd_bytes(tpc__rd_t *r, size_t *len); /* u32 length + bytes *
 
 typedef struct {
     uint32_t key_off, key_len, value_off, value_len;
+    uint32_t hdr_first, hdr_count; /* the record's headers in hdrs */
     int64_t timestamp;
 } tpc__rec_t;
 
+/* Headers' descriptors point into bytes; the arena's growth moves them along. Records without
+ * headers cost nothing here. */
 struct tpc_batch_s {
     tpc__rec_t *recs;
     size_t count, cap;
     uint8_t *bytes;
     size_t used, bytes_cap;
+    tpc_header_t *hdrs;
+    size_t nhdrs, hdrs_cap;
 };
 
 tpc_batch_t *tpc__batch_new(size_t cap);

@@ -6,6 +6,7 @@
  * connection (kafka_wire.c), so TLS and SASL work as for recovery commits.
  */
 #include "kafka_wire.h"
+#include "tpc_kit.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -202,7 +203,7 @@ tpc_error_t *tpc__kafka_list_transactions(const tpc__kafka_wire_conf_t *conf, co
 {
     *out = NULL;
     *n = 0;
-    int64_t deadline = tpc__kafka_now_ms() + timeout_ms;
+    int64_t deadline = tpc_clock_ms() + timeout_ms;
     tpc__kafka_conn_t *boot = NULL;
     broker_t *brokers = NULL;
     size_t nbrokers = 0;
@@ -222,7 +223,7 @@ tpc_error_t *tpc__kafka_list_transactions(const tpc__kafka_wire_conf_t *conf, co
         /* A broker that just started loads __transaction_state first: ask again until then. */
         for (int64_t pause = 100; !err;) {
             err = list_at(c, prefix, deadline, out, n);
-            if (!err || !tpc_error_is_retriable(err) || tpc__kafka_now_ms() + pause > deadline)
+            if (!err || !tpc_error_is_retriable(err) || tpc_clock_ms() + pause > deadline)
                 break;
             tpc_error_destroy(err);
             err = NULL;
@@ -259,7 +260,7 @@ tpc_error_t *tpc__kafka_describe_transaction(const tpc__kafka_wire_conf_t *conf,
 {
     *out = (tpc__kafka_txn_info_t){.producer_epoch = -1, .start_ms = -1};
     snprintf(out->id, sizeof out->id, "%s", id);
-    int64_t deadline = tpc__kafka_now_ms() + timeout_ms;
+    int64_t deadline = tpc_clock_ms() + timeout_ms;
     for (int64_t pause = 100;;) {
         tpc__kafka_conn_t *boot = NULL, *coord = NULL;
         char host[256];
@@ -287,7 +288,7 @@ tpc_error_t *tpc__kafka_describe_transaction(const tpc__kafka_wire_conf_t *conf,
                                 tpc__kafka_code_name(out->error));
         tpc__kafka_conn_close(boot);
         tpc__kafka_conn_close(coord);
-        if (!err || !tpc_error_is_retriable(err) || tpc__kafka_now_ms() + pause > deadline)
+        if (!err || !tpc_error_is_retriable(err) || tpc_clock_ms() + pause > deadline)
             return err;
         tpc_error_destroy(err);
         struct timespec ts = {0, pause * 1000000L};

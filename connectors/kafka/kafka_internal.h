@@ -17,6 +17,7 @@
 
 #include <librdkafka/rdkafka.h>
 #include <pthread.h>
+#include <regex.h>
 
 #define TPC__KAFKA_ID_MAX   200
 #define TPC__KAFKA_POOL_MAX 64
@@ -185,8 +186,10 @@ struct tpc_kafka_source_s {
     char **props; /* librdkafka name, value, name, value, ... */
     size_t nprops;
     char *topic;   /* the topics as given, for messages */
-    char **topics; /* each topic once, sorted by name: the order partitions are dealt in */
+    char **topics; /* each topic once, sorted by name; none when pattern is set */
     size_t ntopics;
+    bool is_pattern; /* topic began with '^': every topic that matches it */
+    regex_t pattern;
     bool bounded;
     tpc__kafka_start_t start;
     int64_t start_timestamp;    /* milliseconds since the epoch */
@@ -194,26 +197,80 @@ struct tpc_kafka_source_s {
     int max_batch;
     int poll_timeout_ms;
     int open_timeout_ms;
+    int discovery_interval_ms; /* 0: no discovery */
 };
+
+/* Kafka's limit on a topic's name. */
+#define TPC__KAFKA_TOPIC_MAX 249
+
+/* The offset of a partition found after the start, of which nothing was read yet: its first
+ * offset, whatever retention left (librdkafka's RD_KAFKA_OFFSET_BEGINNING). */
+#define TPC__KAFKA_FROM_BEGINNING (-2)
 
 /* One partition a source subtask owns. */
 typedef struct {
-    int topic; /* index into the configuration's topics */
+    int topic; /* index into the subtask's topics */
     int32_t partition;
-    int64_t next; /* the offset of the next record to emit */
+    int64_t next; /* the offset of the next record to emit, or TPC__KAFKA_FROM_BEGINNING */
     int64_t end;  /* bounded: records from this offset on are not emitted; -1: unbounded */
     bool done;
+    bool gone; /* its topic was deleted: no longer read nor checkpointed */
 } tpc__kafka_source_part_t;
 
+/* A checkpoint entry as kafka_source_state.c reads and writes it. */
+typedef struct {
+    const char *topic; /* topic_len bytes; decoded: points into the entry */
+    size_t topic_len;
+    int32_t partition; /* a floor entry: partitions below it count as known */
+    int64_t next;
+    int64_t end;
+    bool floor;
+    int version;
+} tpc__kafka_source_entry_t;
+
 /* The largest checkpoint entry of one partition. */
-#define TPC__KAFKA_SOURCE_ENTRY_MAX 512
+#define TPC__KAFKA_SOURCE_ENTRY_MAX (4 + TPC__KAFKA_TOPIC_MAX + 4 + 8 + 8)
 
 extern const tpc_operator_ops_t tpc__kafka_source_ops;
 
 /* kafka_source_state.c */
-size_t tpc__kafka_source_encode(const char *topic, const tpc__kafka_source_part_t *part,
-                                unsigned char *buf);
-tpc_error_t *tpc__kafka_source_decode(const void *bytes, size_t len, const tpc_kafka_source_t *conf,
-                                      tpc__kafka_source_part_t *out);
+size_t tpc__kafka_source_encode(const tpc__kafka_source_entry_t *e, unsigned char *buf);
+tpc_error_t *tpc__kafka_source_decode(const void *bytes, size_t len,
+                                      tpc__kafka_source_entry_t *out);
+/* The subtask, of @parallelism, that reads @partition of @topic: (FNV-1a-32(topic) + partition)
+ * mod parallelism. Fresh starts, discoveries and restores at any parallelism all use it. */
+int tpc__kafka_source_owner(const char *topic, size_t topic_len, int32_t partition,
+                            int parallelism);
+
+/* kafka_source_meta.c: what the cluster says of the source's topics. */
+typedef struct {
+    char *name;
+    int partitions;
+    rd_kafka_resp_err_t err; /* of this topic (a listed topic that does not exist, ...) */
+} tpc__kafka_topic_meta_t;
+
+typedef struct {
+    tpc__kafka_topic_meta_t *topics; /* sorted by name */
+    size_t ntopics;
+    rd_kafka_resp_err_t err; /* the whole request failed: no topics */
+} tpc__kafka_meta_t;
+
+/* Ask for the partition counts of the configured topics, or of every topic that matches the
+ * pattern (names beginning with "__", Kafka's internal topics, never match). */
+void tpc__kafka_meta_read(rd_kafka_t *rk, const tpc_kafka_source_t *conf, int timeout_ms,
+                          tpc__kafka_meta_t *out);
+void tpc__kafka_meta_free(tpc__kafka_meta_t *m);
+bool tpc__kafka_source_matches(const tpc_kafka_source_t *conf, const char *topic, size_t len);
+
+/* A thread that reads the metadata every discovery interval, so that the subtask's polls never
+ * wait for the cluster: the subtask takes the newest answer when it likes. */
+typedef struct tpc__kafka_discovery_s tpc__kafka_discovery_t;
+tpc_error_t *tpc__kafka_discovery_start(rd_kafka_t *rk, const tpc_kafka_source_t *conf,
+                                        tpc__kafka_discovery_t **out);
+/* @returns true and the newest answer (the caller frees it) when one came since the last call. */
+bool tpc__kafka_discovery_take(tpc__kafka_discovery_t *d, tpc__kafka_meta_t *out);
+/* Ask again soon rather than at the next interval (a consumer error hints at a change). */
+void tpc__kafka_discovery_soon(tpc__kafka_discovery_t *d);
+void tpc__kafka_discovery_stop(tpc__kafka_discovery_t *d);
 
 #endif /* TPC_KAFKA_INTERNAL_H */

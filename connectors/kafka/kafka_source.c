@@ -17,11 +17,6 @@
 static const char *const reserved[] = {"isolation.level", "enable.auto.commit",
                                        "enable.auto.offset.store", "enable.partition.eof"};
 
-static tpc_error_t *oom(void)
-{
-    return tpc_error_nomem();
-}
-
 /* kafka.<name>: a librdkafka consumer property, checked now so that a typo fails here. */
 static tpc_error_t *set_kafka_prop(void *arg, const tpc_prop_t *p, const char *key,
                                    const char *value)
@@ -123,6 +118,16 @@ static const tpc_prop_t source_props[] = {
      .def = "30000",
      .unit = "ms",
      .doc = "How long open may wait for the cluster."},
+    {.name = "partition.discovery.interval.ms",
+     .type = TPC_PROP_INT,
+     .field = SRC_FIELD(discovery_interval_ms),
+     .min = 0,
+     .max = INT32_MAX,
+     .def = "10000",
+     .unit = "ms",
+     .doc = "Unbounded: how often each subtask looks at its topics' metadata and starts reading "
+            "partitions (and topics of a pattern) that appeared, from their first offsets; 0 "
+            "turns discovery off. Bounded sources read the partitions of their first start."},
 };
 
 static const tpc_props_t source_table = {"kafka source", "tpc_kafka_source_set()", source_props,
@@ -165,7 +170,7 @@ static tpc_error_t *split_topics(tpc_kafka_source_t *src, const char *list)
     for (const char *c = list; *c; c++)
         cap += *c == ',';
     if (!(src->topics = calloc(cap, sizeof *src->topics)))
-        return oom();
+        return tpc_error_nomem();
     for (const char *at = list;;) {
         size_t len = strcspn(at, ",");
         while (len && (*at == ' '))
@@ -176,8 +181,13 @@ static tpc_error_t *split_topics(tpc_kafka_source_t *src, const char *list)
             return tpc_error_hint(tpc_error_new(TPC_ERR_INVALID_ARG, TPC_ERROR_FATAL,
                                                 "empty topic name in \"%s\"", list),
                                   "give topics separated by commas, e.g. \"orders,refunds\"");
+        if (len > TPC__KAFKA_TOPIC_MAX)
+            return tpc_error_hint(tpc_error_new(TPC_ERR_INVALID_ARG, TPC_ERROR_FATAL,
+                                                "kafka topic name \"%.*s...\" is too long", 32, at),
+                                  "kafka topic names have at most %d characters",
+                                  TPC__KAFKA_TOPIC_MAX);
         if (!(src->topics[src->ntopics++] = strndup(at, len)))
-            return oom();
+            return tpc_error_nomem();
         at += strcspn(at, ",");
         if (!*at++)
             break;
@@ -194,6 +204,31 @@ static tpc_error_t *split_topics(tpc_kafka_source_t *src, const char *list)
     return NULL;
 }
 
+/* A topic beginning with '^' is a POSIX extended regular expression, as Kafka's own clients take
+ * patterns; it must match a whole name for the topic to be read. */
+static tpc_error_t *compile(tpc_kafka_source_t *src)
+{
+    size_t len = strlen(src->topic);
+    char *anchored = malloc(len + 4);
+    if (!anchored)
+        return tpc_error_nomem();
+    /* "^(...)$": a match of part of a name does not count. */
+    snprintf(anchored, len + 4, "^(%s)$", src->topic + 1);
+    int rc = regcomp(&src->pattern, anchored, REG_EXTENDED | REG_NOSUB);
+    free(anchored);
+    if (rc != 0) {
+        char why[256];
+        regerror(rc, &src->pattern, why, sizeof why);
+        return tpc_error_hint(tpc_error_new(TPC_ERR_INVALID_ARG, TPC_ERROR_FATAL,
+                                            "invalid kafka topic pattern \"%s\": %s", src->topic,
+                                            why),
+                              "a topic beginning with '^' is a POSIX extended regular expression "
+                              "that must match whole topic names, e.g. \"^orders-.*\"");
+    }
+    src->is_pattern = true;
+    return NULL;
+}
+
 tpc_error_t *tpc_kafka_source_new(const char *bootstrap, const char *topic,
                                   tpc_kafka_source_t **out)
 {
@@ -204,11 +239,13 @@ tpc_error_t *tpc_kafka_source_new(const char *bootstrap, const char *topic,
                              "kafka source needs bootstrap servers, a topic and an out pointer");
     tpc_kafka_source_t *src = calloc(1, sizeof *src);
     if (!src)
-        return oom();
+        return tpc_error_nomem();
     tpc_error_t *err = tpc_props_init(&source_table, src);
     src->topic = err ? NULL : strdup(topic);
     if (!err)
-        err = src->topic ? split_topics(src, topic) : oom();
+        err = !src->topic       ? tpc_error_nomem()
+              : topic[0] == '^' ? compile(src)
+                                : split_topics(src, topic);
     if (!err)
         err = tpc__kafka_props_add(&src->props, &src->nprops, "bootstrap.servers", bootstrap);
     if (err) {
@@ -236,5 +273,7 @@ void tpc_kafka_source_destroy(tpc_kafka_source_t *src)
         free(src->topics[i]);
     free(src->topics);
     free(src->topic);
+    if (src->is_pattern)
+        regfree(&src->pattern);
     free(src);
 }

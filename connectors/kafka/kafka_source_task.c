@@ -5,6 +5,13 @@
  * That offset is what checkpoints store, so a restore resumes right after the last record a
  * checkpoint includes. Polls wait at most poll.timeout.ms, so that barriers are never held up.
  *
+ * Which subtask reads a partition is one rule (tpc__kafka_source_owner()), for the partitions
+ * of a fresh start, those discovered later and those of a restore at any parallelism. An
+ * unbounded source keeps looking at its topics' metadata (kafka_source_meta.c) and reads a
+ * partition or a matching topic that appeared from its first offset. The partitions in the
+ * checkpoint are those it had begun to read; one missing there, found after a restore, was not
+ * read by any completed checkpoint, so reading it from its first offset again repeats nothing.
+ *
  * Bounded mode stops each partition at the end offset taken at the first fresh start: the last
  * stable offset, which is what a read_committed watermark query answers. Every offset below it
  * belongs to a decided transaction, so the records below it are the same in every run. Counting
@@ -21,6 +28,19 @@
 
 /* How long close waits for offset commits still on their way to the group. */
 #define COMMIT_WAIT_MS 2000
+/* Discoveries in a row that must miss a topic before it counts as deleted: one answer without
+ * it may come from a broker that has not loaded its metadata yet. */
+#define MISSES_TO_DELETE 3
+
+/* A topic the subtask reads or has read. */
+typedef struct {
+    char *name;
+    int partitions; /* as the metadata said last */
+    int *index;     /* partition -> position in parts, -1 when not owned */
+    int floor;      /* partitions below it are known even without an entry (docs/kafka.md) */
+    int misses;     /* discoveries in a row that did not find it */
+    bool gone;      /* deleted: no longer read; a topic of that name again is another */
+} topic_t;
 
 typedef struct {
     const tpc_kafka_source_t *conf;
@@ -30,16 +50,19 @@ typedef struct {
     int commits_in_flight;
     uint64_t snapshot_id; /* the last snapshot's checkpoint, and the offsets it stored */
     int64_t *snapshot_next;
-    int *partition_count; /* per topic of the configuration */
-    int *base;            /* per topic: where its partitions begin in index */
-    int partitions;       /* of all topics */
-    int *index;           /* base[topic] + partition -> position in parts, -1 when not owned */
+    topic_t *topics;
+    size_t ntopics, topics_cap;
     const rd_kafka_topic_t *last_rkt; /* the topic handle of the last message, and its index */
     int last_topic;
     tpc__kafka_source_part_t *parts;
-    size_t nparts;
+    size_t nparts, parts_cap;
     size_t ndone;
+    tpc__kafka_meta_t opened; /* the metadata read at open */
+    tpc__kafka_discovery_t *discovery;
+    tpc_header_t *headers; /* of the message being emitted */
+    size_t headers_cap;
     uint64_t warnings;
+    uint64_t discovery_failures;
 } source_t;
 
 static int64_t now_ms(void)
@@ -51,7 +74,7 @@ static int64_t now_ms(void)
 
 static tpc_error_t *oom(void)
 {
-    return tpc_error_new(TPC_ERR_NOMEM, TPC_ERROR_FATAL, "out of memory");
+    return tpc_error_nomem();
 }
 
 static tpc_error_t *conf_set(rd_kafka_conf_t *rc, const char *name, const char *value)
@@ -115,53 +138,57 @@ static tpc_error_t *make_consumer(source_t *s, tpc_ctx_t *ctx)
     return NULL;
 }
 
-/* A topic's partition count, which also shows that the cluster answers. */
-static tpc_error_t *read_metadata(source_t *s, int t)
+static bool waiting_for_leader(const tpc__kafka_meta_t *m)
 {
-    const char *topic = s->conf->topics[t];
-    rd_kafka_topic_t *rkt = rd_kafka_topic_new(s->rk, topic, NULL);
-    const struct rd_kafka_metadata *md = NULL;
-    rd_kafka_resp_err_t e = rd_kafka_metadata(s->rk, 0, rkt, &md, s->conf->open_timeout_ms);
+    for (size_t i = 0; i < m->ntopics; i++)
+        if (m->topics[i].err == RD_KAFKA_RESP_ERR_LEADER_NOT_AVAILABLE)
+            return true;
+    return false;
+}
+
+/* The topics' partition counts at open, which also shows that the cluster answers. A listed
+ * topic must exist; a pattern may match nothing yet. */
+static tpc_error_t *read_metadata(source_t *s)
+{
+    tpc__kafka_meta_t *m = &s->opened;
+    tpc__kafka_meta_read(s->rk, s->conf, s->conf->open_timeout_ms, m);
     /* A topic created a moment ago may have no leader yet. */
     int64_t deadline = now_ms() + s->conf->open_timeout_ms;
-    while (!e && md->topic_cnt == 1 &&
-           md->topics[0].err == RD_KAFKA_RESP_ERR_LEADER_NOT_AVAILABLE && now_ms() < deadline) {
-        rd_kafka_metadata_destroy(md);
-        md = NULL;
+    while (!m->err && waiting_for_leader(m) && now_ms() < deadline) {
+        tpc__kafka_meta_free(m);
         struct timespec pause = {0, 100 * 1000 * 1000};
         nanosleep(&pause, NULL);
-        e = rd_kafka_metadata(s->rk, 0, rkt, &md, s->conf->open_timeout_ms);
+        tpc__kafka_meta_read(s->rk, s->conf, s->conf->open_timeout_ms, m);
     }
-    tpc_error_t *err = NULL;
-    if (e) {
-        err = tpc_error_new(TPC_ERR_CONNECT, TPC_ERROR_RETRIABLE,
-                            "could not reach kafka at \"%s\" within %d ms: %s",
-                            prop(s->conf, "bootstrap.servers"), s->conf->open_timeout_ms,
-                            rd_kafka_err2str(e));
-        err = tpc_error_hint(err, "check the bootstrap servers and that the brokers run; raise "
-                                  "open.timeout.ms for a slow cluster");
-    } else if (md->topic_cnt != 1 || md->topics[0].err || md->topics[0].partition_cnt <= 0) {
-        rd_kafka_resp_err_t te = md->topic_cnt == 1 ? md->topics[0].err : RD_KAFKA_RESP_ERR__FAIL;
+    if (m->err) {
+        tpc_error_t *err = tpc_error_new(TPC_ERR_CONNECT, TPC_ERROR_RETRIABLE,
+                                         "could not reach kafka at \"%s\" within %d ms: %s",
+                                         prop(s->conf, "bootstrap.servers"),
+                                         s->conf->open_timeout_ms, rd_kafka_err2str(m->err));
+        return tpc_error_hint(err, "check the bootstrap servers and that the brokers run; raise "
+                                   "open.timeout.ms for a slow cluster");
+    }
+    for (size_t i = 0; i < m->ntopics; i++) {
+        rd_kafka_resp_err_t te = m->topics[i].err;
+        if (!te && m->topics[i].partitions > 0)
+            continue;
         /* A missing or forbidden topic stays so; a partition without a leader after the wait
          * (a broker that is restarting) is for a restart to get past. */
         bool lasting = te == RD_KAFKA_RESP_ERR_UNKNOWN_TOPIC_OR_PART ||
                        te == RD_KAFKA_RESP_ERR_TOPIC_AUTHORIZATION_FAILED ||
                        te == RD_KAFKA_RESP_ERR_TOPIC_EXCEPTION;
-        err = tpc_error_new(te == RD_KAFKA_RESP_ERR_UNKNOWN_TOPIC_OR_PART ? TPC_ERR_NOT_FOUND
-                                                                          : TPC_ERR_EXTERNAL,
-                            lasting ? TPC_ERROR_FATAL : TPC_ERROR_RETRIABLE,
-                            "could not read kafka topic \"%s\": %s", topic,
-                            rd_kafka_err2str(te ? te : RD_KAFKA_RESP_ERR__UNKNOWN_PARTITION));
-        err = tpc_error_hint(err, "create the topic before the job starts (the source never "
-                                  "creates it), check its name, and that the principal may "
-                                  "describe and read it");
-    } else {
-        s->partition_count[t] = md->topics[0].partition_cnt;
+        tpc_error_t *err = tpc_error_new(
+            te == RD_KAFKA_RESP_ERR_UNKNOWN_TOPIC_OR_PART ? TPC_ERR_NOT_FOUND : TPC_ERR_EXTERNAL,
+            lasting ? TPC_ERROR_FATAL : TPC_ERROR_RETRIABLE,
+            "could not read kafka topic \"%s\": %s", m->topics[i].name,
+            rd_kafka_err2str(te ? te : RD_KAFKA_RESP_ERR__UNKNOWN_PARTITION));
+        return tpc_error_hint(err, "create the topic before the job starts (the source never "
+                                   "creates it), check its name, and that the principal may "
+                                   "describe and read it");
     }
-    if (md)
-        rd_kafka_metadata_destroy(md);
-    rd_kafka_topic_destroy(rkt);
-    return err;
+    if (s->conf->is_pattern && m->ntopics == 0)
+        tpc_log(s->ctx, TPC_LOG_WARN, "kafka source: no topic matches \"%s\" yet", s->conf->topic);
+    return NULL;
 }
 
 /* Take the results of offset commits that arrived, waiting up to @wait_ms for the first. A
@@ -188,6 +215,7 @@ static void source_close(void *self, tpc_ctx_t *ctx)
     (void)ctx;
     if (!s)
         return;
+    tpc__kafka_discovery_stop(s->discovery);
     if (s->commits) {
         /* The last checkpoint's offsets are usually still on their way. */
         int64_t deadline = now_ms() + COMMIT_WAIT_MS;
@@ -199,11 +227,15 @@ static void source_close(void *self, tpc_ctx_t *ctx)
         rd_kafka_consumer_close(s->rk);
         rd_kafka_destroy(s->rk);
     }
-    free(s->index);
-    free(s->base);
-    free(s->partition_count);
+    for (size_t t = 0; t < s->ntopics; t++) {
+        free(s->topics[t].name);
+        free(s->topics[t].index);
+    }
+    free(s->topics);
+    tpc__kafka_meta_free(&s->opened);
     free(s->parts);
     free(s->snapshot_next);
+    free(s->headers);
     free(s);
 }
 
@@ -214,30 +246,17 @@ static tpc_error_t *source_open(tpc_ctx_t *ctx, void *arg, void **self)
         return oom();
     s->conf = arg;
     s->ctx = ctx;
+    s->last_topic = -1;
     *self = s;
     tpc_error_t *err = NULL;
     if (s->conf->start == TPC__KAFKA_START_GROUP && !prop(s->conf, "group.id"))
         err = tpc_error_hint(tpc_error_new(TPC_ERR_CONFIG, TPC_ERROR_FATAL,
                                            "kafka source start=group needs a consumer group"),
                              "set \"kafka.group.id\" to the group whose offsets to start from");
-    size_t nt = s->conf->ntopics;
     if (!err)
         err = make_consumer(s, ctx);
-    if (!err && (!(s->partition_count = calloc(nt, sizeof *s->partition_count)) ||
-                 !(s->base = calloc(nt + 1, sizeof *s->base))))
-        err = oom();
-    for (size_t t = 0; !err && t < nt; t++) {
-        err = read_metadata(s, (int)t);
-        if (!err)
-            s->base[t + 1] = s->base[t] + s->partition_count[t];
-    }
-    if (!err) {
-        s->partitions = s->base[nt];
-        if (!(s->index = malloc((size_t)s->partitions * sizeof *s->index)))
-            err = oom();
-    }
-    for (int p = 0; !err && p < s->partitions; p++)
-        s->index[p] = -1;
+    if (!err)
+        err = read_metadata(s);
     if (err) {
         source_close(s, ctx); /* the runtime closes only what opened */
         *self = NULL;
@@ -245,56 +264,122 @@ static tpc_error_t *source_open(tpc_ctx_t *ctx, void *arg, void **self)
     return err;
 }
 
-/* First and end offset of a partition as a read_committed consumer sees them (the end is the
- * last stable offset). */
-static tpc_error_t *watermarks(source_t *s, int topic, int32_t partition, int64_t *low,
-                               int64_t *high)
+/* ---- topics and partitions ------------------------------------------------------------------ */
+
+/* The topic of that name that is read now, or -1. */
+static int topic_index(const source_t *s, const char *name, size_t len)
 {
-    rd_kafka_resp_err_t e = rd_kafka_query_watermark_offsets(
-        s->rk, s->conf->topics[topic], partition, low, high, s->conf->open_timeout_ms);
-    if (!e)
+    for (size_t t = 0; t < s->ntopics; t++)
+        if (!s->topics[t].gone && strlen(s->topics[t].name) == len &&
+            memcmp(s->topics[t].name, name, len) == 0)
+            return (int)t;
+    return -1;
+}
+
+static tpc_error_t *add_topic(source_t *s, const char *name, size_t len, int *at)
+{
+    if (s->ntopics == s->topics_cap) {
+        size_t cap = s->topics_cap ? 2 * s->topics_cap : 4;
+        topic_t *topics = realloc(s->topics, cap * sizeof *topics);
+        if (!topics)
+            return oom();
+        s->topics = topics;
+        s->topics_cap = cap;
+    }
+    topic_t *t = &s->topics[s->ntopics];
+    *t = (topic_t){.name = strndup(name, len)};
+    if (!t->name)
+        return oom();
+    *at = (int)s->ntopics++;
+    return NULL;
+}
+
+/* Make room in topic @t's index for @partitions partitions. */
+static tpc_error_t *grow_topic(topic_t *t, int partitions)
+{
+    if (partitions <= t->partitions)
         return NULL;
-    return tpc_error_new(e == RD_KAFKA_RESP_ERR__TIMED_OUT ? TPC_ERR_TIMEOUT : TPC_ERR_EXTERNAL,
-                         TPC_ERROR_RETRIABLE,
-                         "could not read the offsets of kafka topic \"%s\" partition %d: %s",
-                         s->conf->topics[topic], (int)partition, rd_kafka_err2str(e));
+    int *index = realloc(t->index, (size_t)partitions * sizeof *index);
+    if (!index)
+        return oom();
+    for (int p = t->partitions; p < partitions; p++)
+        index[p] = -1;
+    t->index = index;
+    t->partitions = partitions;
+    return NULL;
 }
 
 /* Where the part for @partition of topic @topic is in parts, or -1 (not owned, or unknown). */
 static int find(const source_t *s, int topic, int32_t partition)
 {
-    if (topic < 0 || partition < 0 || partition >= s->partition_count[topic])
+    if (topic < 0 || partition < 0 || partition >= s->topics[topic].partitions)
         return -1;
-    return s->index[s->base[topic] + partition];
+    return s->topics[topic].index[partition];
 }
 
-static int topic_index(const source_t *s, const char *name)
+static bool owns(const source_t *s, int topic, int32_t partition)
 {
-    for (size_t t = 0; t < s->conf->ntopics; t++)
-        if (strcmp(s->conf->topics[t], name) == 0)
-            return (int)t;
-    return -1;
+    const char *name = s->topics[topic].name;
+    return tpc__kafka_source_owner(name, strlen(name), partition, tpc_ctx_parallelism(s->ctx)) ==
+           tpc_ctx_subtask(s->ctx);
 }
 
 static tpc_error_t *own(source_t *s, const tpc__kafka_source_part_t *part)
 {
-    if (part->partition >= s->partition_count[part->topic])
+    topic_t *t = &s->topics[part->topic];
+    if (part->partition >= t->partitions)
         return tpc_error_hint(
             tpc_error_new(TPC_ERR_STATE, TPC_ERROR_FATAL,
                           "restored kafka source state names partition %d of topic \"%s\", "
                           "which has %d partitions",
-                          (int)part->partition, s->conf->topics[part->topic],
-                          s->partition_count[part->topic]),
+                          (int)part->partition, t->name, t->partitions),
             "the topic was deleted and created again: start the job with restore.mode=fresh");
-    int *slot = &s->index[s->base[part->topic] + part->partition];
-    if (*slot >= 0)
+    if (t->index[part->partition] >= 0)
         return tpc_error_new(TPC_ERR_STATE, TPC_ERROR_FATAL,
                              "restored kafka source state lists partition %d of topic \"%s\" "
                              "twice",
-                             (int)part->partition, s->conf->topics[part->topic]);
-    *slot = (int)s->nparts;
+                             (int)part->partition, t->name);
+    if (s->nparts == s->parts_cap) {
+        size_t cap = s->parts_cap ? 2 * s->parts_cap : 16;
+        tpc__kafka_source_part_t *parts = realloc(s->parts, cap * sizeof *parts);
+        int64_t *next = parts ? realloc(s->snapshot_next, cap * sizeof *next) : NULL;
+        if (parts)
+            s->parts = parts;
+        if (!next)
+            return oom();
+        s->snapshot_next = next;
+        s->parts_cap = cap;
+    }
+    t->index[part->partition] = (int)s->nparts;
     s->parts[s->nparts++] = *part;
     return NULL;
+}
+
+static tpc_error_t *partition_list_error(rd_kafka_error_t *e, const source_t *s, const char *what)
+{
+    tpc_error_t *err = tpc_error_new(TPC_ERR_EXTERNAL, TPC_ERROR_FATAL,
+                                     "could not %s partitions of kafka "
+                                     "topics \"%s\": %s",
+                                     what, s->conf->topic, rd_kafka_error_string(e));
+    rd_kafka_error_destroy(e);
+    return err;
+}
+
+/* Read parts[first..] from their offsets, beside what the consumer reads already. */
+static tpc_error_t *assign_from(source_t *s, size_t first)
+{
+    if (first == s->nparts)
+        return NULL;
+    rd_kafka_topic_partition_list_t *list =
+        rd_kafka_topic_partition_list_new((int)(s->nparts - first));
+    for (size_t i = first; i < s->nparts; i++) {
+        tpc__kafka_source_part_t *part = &s->parts[i];
+        rd_kafka_topic_partition_list_add(list, s->topics[part->topic].name, part->partition)
+            ->offset = part->next;
+    }
+    rd_kafka_error_t *e = rd_kafka_incremental_assign(s->rk, list);
+    rd_kafka_topic_partition_list_destroy(list);
+    return e ? partition_list_error(e, s, "assign") : NULL;
 }
 
 static void mark_done_if_past_end(source_t *s, tpc__kafka_source_part_t *part)
@@ -304,9 +389,25 @@ static void mark_done_if_past_end(source_t *s, tpc__kafka_source_part_t *part)
     part->done = true;
     s->ndone++;
     rd_kafka_topic_partition_list_t *list = rd_kafka_topic_partition_list_new(1);
-    rd_kafka_topic_partition_list_add(list, s->conf->topics[part->topic], part->partition);
+    rd_kafka_topic_partition_list_add(list, s->topics[part->topic].name, part->partition);
     rd_kafka_pause_partitions(s->rk, list); /* stop fetching what will not be emitted */
     rd_kafka_topic_partition_list_destroy(list);
+}
+
+/* First and end offset of a partition as a read_committed consumer sees them (the end is the
+ * last stable offset). */
+static tpc_error_t *watermarks(source_t *s, int topic, int32_t partition, int64_t *low,
+                               int64_t *high)
+{
+    const char *name = s->topics[topic].name;
+    rd_kafka_resp_err_t e = rd_kafka_query_watermark_offsets(s->rk, name, partition, low, high,
+                                                             s->conf->open_timeout_ms);
+    if (!e)
+        return NULL;
+    return tpc_error_new(e == RD_KAFKA_RESP_ERR__TIMED_OUT ? TPC_ERR_TIMEOUT : TPC_ERR_EXTERNAL,
+                         TPC_ERROR_RETRIABLE,
+                         "could not read the offsets of kafka topic \"%s\" partition %d: %s", name,
+                         (int)partition, rd_kafka_err2str(e));
 }
 
 /* start=timestamp and start=group: ask the cluster where each owned partition begins. A
@@ -317,7 +418,7 @@ static tpc_error_t *start_offsets(source_t *s)
     bool by_time = s->conf->start == TPC__KAFKA_START_TIMESTAMP;
     rd_kafka_topic_partition_list_t *list = rd_kafka_topic_partition_list_new((int)s->nparts);
     for (size_t i = 0; i < s->nparts; i++)
-        rd_kafka_topic_partition_list_add(list, s->conf->topics[s->parts[i].topic],
+        rd_kafka_topic_partition_list_add(list, s->topics[s->parts[i].topic].name,
                                           s->parts[i].partition)
             ->offset = by_time ? s->conf->start_timestamp : RD_KAFKA_OFFSET_INVALID;
     rd_kafka_resp_err_t e = by_time
@@ -325,7 +426,7 @@ static tpc_error_t *start_offsets(source_t *s)
                                 : rd_kafka_committed(s->rk, list, s->conf->open_timeout_ms);
     for (int i = 0; !e && i < list->cnt; i++) {
         rd_kafka_topic_partition_t *tp = &list->elems[i];
-        int at = find(s, topic_index(s, tp->topic), tp->partition);
+        int at = find(s, topic_index(s, tp->topic, strlen(tp->topic)), tp->partition);
         if (tp->err)
             e = tp->err;
         else if (tp->offset >= 0 && at >= 0)
@@ -340,30 +441,42 @@ static tpc_error_t *start_offsets(source_t *s)
                          s->conf->topic, rd_kafka_err2str(e));
 }
 
-/* The partitions a fresh start owns, from where start says, and their end offsets. The
- * partitions of all topics, topics sorted by name, are dealt round robin: the i-th goes to
- * subtask i % parallelism. */
-static tpc_error_t *fresh_parts(source_t *s, tpc_ctx_t *ctx)
+/* The topics the metadata at open names, as the subtask's topics. */
+static tpc_error_t *topics_from_metadata(source_t *s)
 {
-    int n = tpc_ctx_parallelism(ctx);
+    tpc_error_t *err = NULL;
+    for (size_t i = 0; !err && i < s->opened.ntopics; i++) {
+        const tpc__kafka_topic_meta_t *m = &s->opened.topics[i];
+        int t = -1;
+        err = add_topic(s, m->name, strlen(m->name), &t);
+        if (!err)
+            err = grow_topic(&s->topics[t], m->partitions);
+    }
+    return err;
+}
+
+/* The partitions a fresh start owns, from where start says, and their end offsets. */
+static tpc_error_t *fresh_parts(source_t *s)
+{
     tpc__kafka_start_t start = s->conf->start;
     /* Where a partition begins without a better answer: no record at or after the timestamp
      * means nothing to read yet, so the end. */
     bool at_end = start == TPC__KAFKA_START_LATEST || start == TPC__KAFKA_START_TIMESTAMP ||
                   (start == TPC__KAFKA_START_GROUP && s->conf->start_fallback_latest);
-    tpc_error_t *err = NULL;
-    for (int i = tpc_ctx_subtask(ctx), t = 0; !err && i < s->partitions; i += n) {
-        while (i >= s->base[t + 1])
-            t++;
-        int32_t p = i - s->base[t];
-        int64_t low = 0, high = 0;
-        err = watermarks(s, t, p, &low, &high);
-        tpc__kafka_source_part_t part = {.topic = t,
-                                         .partition = p,
-                                         .next = at_end ? high : low,
-                                         .end = s->conf->bounded ? high : -1};
-        if (!err)
-            err = own(s, &part);
+    tpc_error_t *err = topics_from_metadata(s);
+    for (size_t t = 0; !err && t < s->ntopics; t++) {
+        for (int32_t p = 0; !err && p < s->topics[t].partitions; p++) {
+            if (!owns(s, (int)t, p))
+                continue;
+            int64_t low = 0, high = 0;
+            err = watermarks(s, (int)t, p, &low, &high);
+            tpc__kafka_source_part_t part = {.topic = (int)t,
+                                             .partition = p,
+                                             .next = at_end ? high : low,
+                                             .end = s->conf->bounded ? high : -1};
+            if (!err)
+                err = own(s, &part);
+        }
     }
     if (!err && s->nparts &&
         (start == TPC__KAFKA_START_TIMESTAMP || start == TPC__KAFKA_START_GROUP))
@@ -371,60 +484,216 @@ static tpc_error_t *fresh_parts(source_t *s, tpc_ctx_t *ctx)
     return err;
 }
 
+/* The topic of a restored entry among the subtask's topics; -1 (and no error) for a topic of
+ * the pattern that no longer exists, whose entries are dropped. */
+static tpc_error_t *entry_topic(source_t *s, const tpc__kafka_source_entry_t *e, int *at)
+{
+    *at = topic_index(s, e->topic, e->topic_len);
+    if (*at >= 0)
+        return NULL;
+    if (!tpc__kafka_source_matches(s->conf, e->topic, e->topic_len)) {
+        tpc_error_t *err = tpc_error_new(TPC_ERR_STATE, TPC_ERROR_FATAL,
+                                         "restored kafka source state is for topic \"%.*s\", "
+                                         "which the source (\"%s\") does not read",
+                                         (int)e->topic_len, e->topic, s->conf->topic);
+        return tpc_error_hint(err, "give the source reading other topics a new vertex name, or "
+                                   "start the job with restore.mode=fresh");
+    }
+    /* Listed topics exist, or open failed: this one matched the pattern and was deleted. */
+    if (!e->floor)
+        tpc_log(s->ctx, TPC_LOG_ERROR,
+                "kafka source: topic \"%.*s\" of the restored checkpoint was deleted: partition "
+                "%d is no longer read, and its records from offset %lld on that the job had not "
+                "read are lost",
+                (int)e->topic_len, e->topic, (int)e->partition, (long long)e->next);
+    return NULL;
+}
+
+/* A restore. Union entries (an unbounded source) name every partition the job had begun to
+ * read: this subtask takes those the rule gives it. List entries (a bounded source, or a
+ * checkpoint written before discovery existed) are spread by the runtime, so each subtask keeps
+ * what it got; every partition the topics have now then counts as known (a floor), as no
+ * subtask can tell which of them another one holds. */
 static tpc_error_t *restored_parts(source_t *s, const tpc_state_reader_t *restored)
 {
-    tpc_error_t *err = NULL;
-    size_t n = tpc_state_count(restored, TPC_STATE_LIST);
-    for (size_t i = 0; !err && i < n; i++) {
+    tpc_error_t *err = topics_from_metadata(s);
+    size_t nunion = tpc_state_count(restored, TPC_STATE_UNION);
+    size_t nlist = tpc_state_count(restored, TPC_STATE_LIST);
+    for (size_t i = 0; !err && i < nunion + nlist; i++) {
+        bool from_union = i < nunion;
         const void *bytes;
         size_t len;
-        tpc_state_get(restored, TPC_STATE_LIST, i, &bytes, &len);
-        tpc__kafka_source_part_t part;
-        err = tpc__kafka_source_decode(bytes, len, s->conf, &part);
-        if (!err && !s->conf->bounded) {
+        tpc_state_get(restored, from_union ? TPC_STATE_UNION : TPC_STATE_LIST,
+                      from_union ? i : i - nunion, &bytes, &len);
+        tpc__kafka_source_entry_t e;
+        int t = -1;
+        err = tpc__kafka_source_decode(bytes, len, &e);
+        if (!err)
+            err = entry_topic(s, &e, &t);
+        if (err || t < 0)
+            continue;
+        if (e.floor) {
+            if (e.partition > s->topics[t].floor)
+                s->topics[t].floor = e.partition;
+            continue;
+        }
+        if (from_union && !owns(s, t, e.partition))
+            continue;
+        tpc__kafka_source_part_t part = {
+            .topic = t, .partition = e.partition, .next = e.next, .end = e.end};
+        if (!s->conf->bounded) {
             part.end = -1;
-        } else if (!err && part.end < 0) {
+        } else if (part.end < 0) {
             /* Bounded now, unbounded in the checkpoint: the end is taken now. */
             int64_t low = 0;
-            err = watermarks(s, part.topic, part.partition, &low, &part.end);
+            err = watermarks(s, t, part.partition, &low, &part.end);
         }
         if (!err)
             err = own(s, &part);
     }
+    if (!err && nlist && !s->conf->bounded) {
+        for (size_t t = 0; t < s->ntopics; t++)
+            if (s->topics[t].floor < s->topics[t].partitions)
+                s->topics[t].floor = s->topics[t].partitions;
+        tpc_log(s->ctx, TPC_LOG_INFO,
+                "kafka source: the restored state has no list of the partitions the job knew "
+                "(a bounded run, or one before partition discovery): the partitions there are "
+                "now count as known, partitions added from now on are read");
+    }
     return err;
+}
+
+/* Partitions of topic @t from @from to its count that this subtask owns and that no checkpoint
+ * knows: read from their first offsets. */
+static tpc_error_t *take_new_partitions(source_t *s, int t, int from)
+{
+    tpc_error_t *err = NULL;
+    int count = 0;
+    for (int32_t p = from; !err && p < s->topics[t].partitions; p++) {
+        if (p < s->topics[t].floor || !owns(s, t, p) || find(s, t, p) >= 0)
+            continue;
+        tpc__kafka_source_part_t part = {
+            .topic = t, .partition = p, .next = TPC__KAFKA_FROM_BEGINNING, .end = -1};
+        err = own(s, &part);
+        count++;
+    }
+    if (count)
+        tpc_log(s->ctx, TPC_LOG_INFO,
+                "kafka source: reads %d more partitions of \"%s\" (now %d in the topic) from "
+                "their first offsets",
+                count, s->topics[t].name, s->topics[t].partitions);
+    return err;
+}
+
+/* A topic no longer in the metadata: a listed one fails the subtask (the restart's open then
+ * says it is gone); one of the pattern stops being read, loudly. */
+static tpc_error_t *topic_missing(source_t *s, int t, rd_kafka_resp_err_t why)
+{
+    topic_t *topic = &s->topics[t];
+    if (++topic->misses < MISSES_TO_DELETE)
+        return NULL;
+    if (!s->conf->is_pattern)
+        return tpc_error_new(TPC_ERR_EXTERNAL, 0, "kafka topic \"%s\" is gone: %s", topic->name,
+                             rd_kafka_err2str(why));
+    topic->gone = true;
+    rd_kafka_topic_partition_list_t *list = rd_kafka_topic_partition_list_new(4);
+    for (size_t i = 0; i < s->nparts; i++) {
+        tpc__kafka_source_part_t *part = &s->parts[i];
+        if (part->topic != t)
+            continue;
+        part->gone = true;
+        rd_kafka_topic_partition_list_add(list, topic->name, part->partition);
+        tpc_log(s->ctx, TPC_LOG_ERROR,
+                "kafka source: topic \"%s\", matched by \"%s\", was deleted: partition %d is no "
+                "longer read; records from offset %lld on that the job had not read are lost",
+                topic->name, s->conf->topic, (int)part->partition, (long long)part->next);
+    }
+    if (list->cnt == 0)
+        tpc_log(s->ctx, TPC_LOG_ERROR, "kafka source: topic \"%s\", matched by \"%s\", was deleted",
+                topic->name, s->conf->topic);
+    rd_kafka_error_t *e = list->cnt ? rd_kafka_incremental_unassign(s->rk, list) : NULL;
+    rd_kafka_topic_partition_list_destroy(list);
+    return e ? partition_list_error(e, s, "unassign") : NULL;
+}
+
+/* What a discovery found: partitions and topics that appeared, topics that went. */
+static tpc_error_t *apply_discovery(source_t *s, const tpc__kafka_meta_t *m)
+{
+    if (m->err) {
+        if (s->discovery_failures++ % 10 == 0)
+            tpc_log(s->ctx, TPC_LOG_WARN, "kafka source: partition discovery failed: %s",
+                    rd_kafka_err2str(m->err));
+        return NULL;
+    }
+    size_t first_new = s->nparts;
+    size_t ntopics = s->ntopics; /* topics added here are found */
+    tpc_error_t *err = NULL;
+    for (size_t i = 0; !err && i < m->ntopics; i++) {
+        const tpc__kafka_topic_meta_t *tm = &m->topics[i];
+        int t = topic_index(s, tm->name, strlen(tm->name));
+        if (tm->err) {
+            if (t >= 0 && tm->err == RD_KAFKA_RESP_ERR_UNKNOWN_TOPIC_OR_PART)
+                err = topic_missing(s, t, tm->err);
+            continue;
+        }
+        if (t < 0) {
+            err = add_topic(s, tm->name, strlen(tm->name), &t);
+            if (!err)
+                tpc_log(s->ctx, TPC_LOG_INFO, "kafka source: topic \"%s\" matches \"%s\"", tm->name,
+                        s->conf->topic);
+        }
+        if (err)
+            break;
+        topic_t *topic = &s->topics[t];
+        topic->misses = 0;
+        int before = topic->partitions;
+        if (tm->partitions < before) {
+            err = tpc_error_new(TPC_ERR_STATE, 0,
+                                "kafka topic \"%s\" has %d partitions, fewer than the %d read: it "
+                                "was deleted and created again",
+                                topic->name, tm->partitions, before);
+            break;
+        }
+        err = grow_topic(topic, tm->partitions);
+        if (!err)
+            err = take_new_partitions(s, t, before);
+    }
+    /* A topic of the pattern that the answer leaves out is missing too. */
+    for (size_t t = 0; !err && s->conf->is_pattern && t < ntopics; t++) {
+        if (s->topics[t].gone)
+            continue;
+        bool listed = false;
+        for (size_t j = 0; j < m->ntopics && !listed; j++)
+            listed = strcmp(m->topics[j].name, s->topics[t].name) == 0;
+        if (!listed)
+            err = topic_missing(s, (int)t, RD_KAFKA_RESP_ERR_UNKNOWN_TOPIC_OR_PART);
+    }
+    return err ? err : assign_from(s, first_new);
 }
 
 static tpc_error_t *source_initialize(void *self, tpc_ctx_t *ctx,
                                       const tpc_state_reader_t *restored)
 {
     source_t *s = self;
-    size_t cap = (size_t)s->partitions;
-    if (restored && tpc_state_count(restored, TPC_STATE_LIST) > cap)
-        cap = tpc_state_count(restored, TPC_STATE_LIST);
-    s->parts = calloc(cap ? cap : 1, sizeof *s->parts);
-    s->snapshot_next = calloc(cap ? cap : 1, sizeof *s->snapshot_next);
-    if (!s->parts || !s->snapshot_next)
-        return oom();
-    tpc_error_t *err = restored ? restored_parts(s, restored) : fresh_parts(s, ctx);
+    tpc_error_t *err = restored ? restored_parts(s, restored) : fresh_parts(s);
+    /* After a restore, partitions that no checkpoint knows: appeared while the job was down. */
+    for (size_t t = 0; !err && restored && !s->conf->bounded && t < s->ntopics; t++)
+        err = take_new_partitions(s, (int)t, 0);
+    tpc__kafka_meta_free(&s->opened);
+    if (!err)
+        err = assign_from(s, 0);
     if (err)
         return err;
-    rd_kafka_topic_partition_list_t *list = rd_kafka_topic_partition_list_new((int)s->nparts);
-    for (size_t i = 0; i < s->nparts; i++) {
-        tpc__kafka_source_part_t *part = &s->parts[i];
-        rd_kafka_topic_partition_list_add(list, s->conf->topics[part->topic], part->partition)
-            ->offset = part->next;
-    }
-    rd_kafka_resp_err_t e = rd_kafka_assign(s->rk, list);
-    rd_kafka_topic_partition_list_destroy(list);
-    if (e)
-        return tpc_error_new(TPC_ERR_EXTERNAL, TPC_ERROR_FATAL,
-                             "could not assign partitions of kafka topics \"%s\": %s",
-                             s->conf->topic, rd_kafka_err2str(e));
     for (size_t i = 0; i < s->nparts; i++)
         mark_done_if_past_end(s, &s->parts[i]);
+    int total = 0;
+    for (size_t t = 0; t < s->ntopics; t++)
+        total += s->topics[t].partitions;
     tpc_log(ctx, TPC_LOG_INFO, "kafka source reads %zu of %d partitions of \"%s\"%s", s->nparts,
-            s->partitions, s->conf->topic, restored ? " from the restored offsets" : "");
-    return NULL;
+            total, s->conf->topic, restored ? " from the restored offsets" : "");
+    if (!s->conf->bounded && s->conf->discovery_interval_ms > 0)
+        err = tpc__kafka_discovery_start(s->rk, s->conf, &s->discovery);
+    return err;
 }
 
 /* A consumer error: the ones that mean records cannot be read fail the subtask, the others are
@@ -445,6 +714,14 @@ static tpc_error_t *consumer_error(source_t *s, tpc_ctx_t *ctx, const rd_kafka_m
     case RD_KAFKA_RESP_ERR_UNKNOWN_TOPIC_OR_PART:
     case RD_KAFKA_RESP_ERR__UNKNOWN_TOPIC:
     case RD_KAFKA_RESP_ERR__UNKNOWN_PARTITION:
+        if (s->conf->is_pattern && s->discovery) {
+            /* A topic of the pattern may come and go: discovery tells which. */
+            tpc__kafka_discovery_soon(s->discovery);
+            if (s->warnings++ % 100 == 0)
+                tpc_log(ctx, TPC_LOG_WARN, "kafka source: %s", rd_kafka_message_errstr(msg));
+            return NULL;
+        }
+        /* fall through */
     case RD_KAFKA_RESP_ERR_TOPIC_AUTHORIZATION_FAILED:
     case RD_KAFKA_RESP_ERR_GROUP_AUTHORIZATION_FAILED:
         /* Denied access stays denied. A topic that seems gone is looked up again by the
@@ -465,6 +742,33 @@ static tpc_error_t *consumer_error(source_t *s, tpc_ctx_t *ctx, const rd_kafka_m
     }
 }
 
+/* The message's headers as the record's, in s->headers; none costs one call. */
+static tpc_error_t *headers_of(source_t *s, const rd_kafka_message_t *msg, size_t *count)
+{
+    rd_kafka_headers_t *hdrs = NULL;
+    *count = 0;
+    if (rd_kafka_message_headers(msg, &hdrs) || !hdrs)
+        return NULL;
+    size_t n = rd_kafka_header_cnt(hdrs);
+    if (n > s->headers_cap) {
+        tpc_header_t *headers = realloc(s->headers, n * sizeof *headers);
+        if (!headers)
+            return oom();
+        s->headers = headers;
+        s->headers_cap = n;
+    }
+    for (size_t i = 0; i < n; i++) {
+        const char *name;
+        const void *value;
+        size_t len;
+        if (rd_kafka_header_get_all(hdrs, i, &name, &value, &len))
+            break;
+        s->headers[(*count)++] = (tpc_header_t){
+            .name = name, .name_len = strlen(name), .value = value, .value_len = len};
+    }
+    return NULL;
+}
+
 /* Handle one message. Sets *emitted when it went downstream. */
 static tpc_error_t *take(source_t *s, tpc_ctx_t *ctx, const rd_kafka_message_t *msg, bool *emitted,
                          bool *canceled)
@@ -473,14 +777,15 @@ static tpc_error_t *take(source_t *s, tpc_ctx_t *ctx, const rd_kafka_message_t *
     if (msg->err && msg->err != RD_KAFKA_RESP_ERR__PARTITION_EOF)
         return consumer_error(s, ctx, msg);
     if (msg->rkt != s->last_rkt) {
-        s->last_topic = msg->rkt ? topic_index(s, rd_kafka_topic_name(msg->rkt)) : -1;
+        const char *name = msg->rkt ? rd_kafka_topic_name(msg->rkt) : NULL;
+        s->last_topic = name ? topic_index(s, name, strlen(name)) : -1;
         s->last_rkt = msg->rkt;
     }
     int at = find(s, s->last_topic, msg->partition);
     if (at < 0)
         return NULL; /* not assigned to this subtask: cannot happen with assign() */
     tpc__kafka_source_part_t *part = &s->parts[at];
-    if (part->done || msg->offset < part->next)
+    if (part->done || part->gone || msg->offset < part->next)
         return NULL; /* fetched before the partition was paused */
     if (msg->err || (part->end >= 0 && msg->offset >= part->end)) {
         /* End of the partition for now: its offset is the position after every record, marker
@@ -497,6 +802,10 @@ static tpc_error_t *take(source_t *s, tpc_ctx_t *ctx, const rd_kafka_message_t *
                         .value = msg->payload,
                         .value_len = msg->len,
                         .timestamp = ts < 0 ? 0 : ts};
+    tpc_error_t *err = headers_of(s, msg, &rec.header_count);
+    if (err)
+        return err;
+    rec.headers = rec.header_count ? s->headers : NULL;
     tpc_err_t rc = tpc_emit(ctx, &rec);
     if (rc == TPC_ERR_CANCELED) {
         *canceled = true;
@@ -518,9 +827,14 @@ static tpc_error_t *source_poll(void *self, tpc_ctx_t *ctx, tpc_poll_result_t *r
         *result = TPC_POLL_END;
         return NULL;
     }
+    tpc_error_t *err = NULL;
+    tpc__kafka_meta_t found;
+    if (s->discovery && tpc__kafka_discovery_take(s->discovery, &found)) {
+        err = apply_discovery(s, &found);
+        tpc__kafka_meta_free(&found);
+    }
     int emitted = 0;
     bool canceled = false;
-    tpc_error_t *err = NULL;
     for (int i = 0; !err && !canceled && i < s->conf->max_batch; i++) {
         rd_kafka_message_t *msg =
             rd_kafka_consumer_poll(s->rk, i == 0 ? s->conf->poll_timeout_ms : 0);
@@ -537,18 +851,39 @@ static tpc_error_t *source_poll(void *self, tpc_ctx_t *ctx, tpc_poll_result_t *r
     return err;
 }
 
+/* Unbounded: union state, so that a restore at any parallelism knows every partition the job
+ * had begun to read. Bounded: list state, as its subtasks finish one by one (union state would
+ * make a partly finished vertex decline checkpoints). */
 static tpc_error_t *source_snapshot(void *self, tpc_ctx_t *ctx, uint64_t checkpoint_id,
                                     tpc_state_writer_t *w)
 {
     source_t *s = self;
     (void)ctx;
+    tpc_state_kind_t kind = s->conf->bounded ? TPC_STATE_LIST : TPC_STATE_UNION;
     unsigned char buf[TPC__KAFKA_SOURCE_ENTRY_MAX];
     tpc_error_t *err = NULL;
     for (size_t i = 0; !err && i < s->nparts; i++) {
-        size_t len =
-            tpc__kafka_source_encode(s->conf->topics[s->parts[i].topic], &s->parts[i], buf);
-        err = tpc_state_add(w, TPC_STATE_LIST, buf, len);
-        s->snapshot_next[i] = s->parts[i].next;
+        const tpc__kafka_source_part_t *part = &s->parts[i];
+        s->snapshot_next[i] = part->next;
+        if (part->gone)
+            continue;
+        const char *topic = s->topics[part->topic].name;
+        tpc__kafka_source_entry_t e = {.topic = topic,
+                                       .topic_len = strlen(topic),
+                                       .partition = part->partition,
+                                       .next = part->next,
+                                       .end = part->end};
+        err = tpc_state_add(w, kind, buf, tpc__kafka_source_encode(&e, buf));
+    }
+    for (size_t t = 0; !err && !s->conf->bounded && t < s->ntopics; t++) {
+        if (s->topics[t].gone || s->topics[t].floor == 0)
+            continue;
+        tpc__kafka_source_entry_t e = {.topic = s->topics[t].name,
+                                       .topic_len = strlen(s->topics[t].name),
+                                       .partition = s->topics[t].floor,
+                                       .end = -1,
+                                       .floor = true};
+        err = tpc_state_add(w, kind, buf, tpc__kafka_source_encode(&e, buf));
     }
     s->snapshot_id = checkpoint_id;
     return err;
@@ -566,10 +901,11 @@ static tpc_error_t *source_notify(void *self, tpc_ctx_t *ctx, uint64_t checkpoin
         return NULL;
     rd_kafka_topic_partition_list_t *list = rd_kafka_topic_partition_list_new((int)s->nparts);
     for (size_t i = 0; i < s->nparts; i++)
-        rd_kafka_topic_partition_list_add(list, s->conf->topics[s->parts[i].topic],
-                                          s->parts[i].partition)
-            ->offset = s->snapshot_next[i];
-    if (!rd_kafka_commit_queue(s->rk, list, s->commits, NULL, NULL))
+        if (!s->parts[i].gone && s->snapshot_next[i] >= 0)
+            rd_kafka_topic_partition_list_add(list, s->topics[s->parts[i].topic].name,
+                                              s->parts[i].partition)
+                ->offset = s->snapshot_next[i];
+    if (list->cnt && !rd_kafka_commit_queue(s->rk, list, s->commits, NULL, NULL))
         s->commits_in_flight++; /* asynchronous: the result comes through s->commits */
     rd_kafka_topic_partition_list_destroy(list);
     s->snapshot_id = 0;

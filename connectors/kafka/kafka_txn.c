@@ -16,11 +16,6 @@
 
 #define HANDLE_VERSION 1
 
-static tpc_error_t *oom(void)
-{
-    return tpc_error_new(TPC_ERR_NOMEM, TPC_ERROR_FATAL, "out of memory");
-}
-
 tpc_error_t *tpc__kafka_open(void *arg, const tpc_txn_subtask_t *st, void **out)
 {
     const tpc__kafka_conf_t *conf = arg;
@@ -37,7 +32,7 @@ tpc_error_t *tpc__kafka_open(void *arg, const tpc_txn_subtask_t *st, void **out)
         return err;
     tpc__kafka_sub_t *c = calloc(1, sizeof *c);
     if (!c)
-        return oom();
+        return tpc_error_nomem();
     c->conf = conf;
     c->st = st;
     c->transactional = transactional;
@@ -74,7 +69,7 @@ tpc_error_t *tpc__kafka_begin(void *conn, uint64_t checkpoint_id, void **txn)
     tpc__kafka_sub_t *c = conn;
     tpc__kafka_txn_t *t = calloc(1, sizeof *t);
     if (!t)
-        return oom();
+        return tpc_error_nomem();
     t->slot = -1;
     t->pid = -1;
     t->epoch = -1;
@@ -122,8 +117,9 @@ static tpc_error_t *produce(tpc__kafka_sub_t *c, tpc__kafka_producer_t *p,
     if (m->header_count) {
         hdrs = rd_kafka_headers_new(m->header_count);
         for (size_t i = 0; i < m->header_count; i++)
-            rd_kafka_header_add(hdrs, m->headers[i].name, -1, m->headers[i].value,
-                                (ssize_t)m->headers[i].value_len);
+            rd_kafka_header_add(hdrs, m->headers[i].name, (ssize_t)m->headers[i].name_len,
+                                m->headers[i].value,
+                                m->headers[i].value ? (ssize_t)m->headers[i].value_len : 0);
     }
     for (;;) {
         rd_kafka_headers_t *copy = hdrs ? rd_kafka_headers_copy(hdrs) : NULL;
@@ -169,6 +165,8 @@ tpc_error_t *tpc__kafka_write(void *conn, void *txn, const tpc_record_t *records
             .value = records[i].value,
             .value_len = records[i].value_len,
             .timestamp = records[i].timestamp,
+            .headers = records[i].headers,
+            .header_count = records[i].header_count,
         };
         if (c->conf->mapper)
             err = c->conf->mapper(c->conf->mapper_opaque, &records[i], &m);
@@ -334,7 +332,7 @@ tpc_error_t *tpc__kafka_deserialize(void *conn, const void *bytes, size_t len, v
                              len);
     tpc__kafka_txn_t *t = calloc(1, sizeof *t);
     if (!t)
-        return oom();
+        return tpc_error_nomem();
     t->slot = -1;
     t->pid = (int64_t)get_be(b + 1, 8);
     t->epoch = (int16_t)get_be(b + 9, 2);

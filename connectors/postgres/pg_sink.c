@@ -107,12 +107,13 @@ static const tpc_prop_t pg_props[] = {
      .type = TPC_PROP_STRING,
      .field = PG_FIELD(table),
      .accepts = "a table name, `table` or `schema.table`",
-     .doc = "Required. The target table."},
+     .doc = "Required. The target table; names are taken as they are (case-sensitive)."},
     {.name = "pg.columns",
      .type = TPC_PROP_STRING,
      .field = PG_FIELD(columns),
      .accepts = "comma-separated column names",
-     .doc = "The target columns, in row order (default: every column)."},
+     .doc = "The target columns, in the order the encoder fills them (default: every "
+            "column)."},
     {.name = "pg.mode",
      .type = TPC_PROP_ENUM,
      .field = PG_FIELD(mode),
@@ -123,7 +124,7 @@ static const tpc_prop_t pg_props[] = {
      .type = TPC_PROP_STRING,
      .field = PG_FIELD(key_columns),
      .accepts = "comma-separated column names",
-     .doc = "upsert: the conflict columns (a unique index)."},
+     .doc = "upsert: the columns of a unique index (checked at open)."},
     {.name = "pg.gid-prefix",
      .type = TPC_PROP_CUSTOM,
      .set = set_gid_prefix,
@@ -159,7 +160,8 @@ static const tpc_prop_t pg_props[] = {
      .max = 86400000,
      .def = "30000",
      .unit = "ms",
-     .doc = "Keep trying to connect this long at open."},
+     .doc = "How long opening keeps trying to connect (a server still starting up); failures "
+            "that waiting cannot cure (authentication, unknown database or role) fail at once."},
     {.name = "pg.connect.backoff.ms",
      .type = TPC_PROP_INT,
      .field = PG_FIELD(connect_backoff_ms),
@@ -167,7 +169,7 @@ static const tpc_prop_t pg_props[] = {
      .max = 60000,
      .def = "100",
      .unit = "ms",
-     .doc = "First pause between connection attempts (it doubles)."},
+     .doc = "First pause between connection attempts, doubling up to 2 s."},
 };
 
 static const tpc_props_t pg_table = {"postgres sink", "tpc_txn_sink_set()", pg_props,

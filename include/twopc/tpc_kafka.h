@@ -48,12 +48,9 @@ TPC_API tpc_error_t *tpc_kafka_sink_new(const char *bootstrap, const char *topic
 /** @returns the Kafka sink's own keys. */
 TPC_API const tpc_props_t *tpc_kafka_sink_properties(void);
 
-/** A record header. Bytes are borrowed. */
-typedef struct {
-    const char *name;
-    const void *value;
-    size_t value_len;
-} tpc_kafka_header_t;
+/** A message header: the runtime's record header (name and name_len, value and value_len, a NULL
+ * value for a null one). Bytes are borrowed. */
+typedef tpc_header_t tpc_kafka_header_t;
 
 /** What the sink produces for one record. Everything is borrowed and must stay valid until the
  * mapper is called again on the same subtask, or the write call returns. */
@@ -71,7 +68,7 @@ typedef struct {
 
 /**
  * Turn a record into a Kafka message. @p out comes filled from the record (key, value,
- * timestamp, no topic, partition -1, no headers); change what is needed. Called on the subtasks'
+ * timestamp, headers, no topic, partition -1); change what is needed. Called on the subtasks'
  * threads, several at once: @p opaque must be safe to share.
  * @returns NULL, or an error that fails the subtask.
  */
@@ -119,11 +116,15 @@ TPC_API tpc_error_t *tpc_kafka_end_transaction(const char *bootstrap, const char
  * seen) and keeps, in its checkpoint state, the next offset to read of every partition. A restore
  * resumes right after the last record the restored checkpoint includes, so a job whose sinks are
  * exactly-once sees every committed input record exactly once. Partitions are assigned by the
- * source itself (no consumer group rebalancing): on a fresh start, the partitions of all its
- * topics, topics in name order, are dealt round robin, the i-th to subtask i % parallelism.
+ * source itself (no consumer group rebalancing): partition p of topic t belongs to subtask
+ * (FNV-1a-32(t) + p) mod parallelism, on a fresh start, after a restore at any parallelism, and
+ * for partitions discovered later. An unbounded source looks at its topics every
+ * partition.discovery.interval.ms and reads partitions that appeared, and topics that match a
+ * pattern (a topic beginning with '^' is a POSIX extended regular expression), from their first
+ * offsets (docs/kafka.md).
  *
- * Records carry the message's key, value and timestamp (milliseconds since the epoch; 0 when the
- * message has none). Headers are not passed on.
+ * Records carry the message's key, value, timestamp (milliseconds since the epoch; 0 when the
+ * message has none) and headers.
  *
  * Threads: configure on one thread before tpc_kafka_source_add_to_job(); the subtasks then read
  * the configuration from their own threads, so it must not change, and must outlive the job.
@@ -136,9 +137,12 @@ typedef struct tpc_kafka_source_s tpc_kafka_source_t;
  * @brief Make a new Kafka source reading @p topic.
  * @param bootstrap bootstrap servers ("host:port,..."), copied; the same as
  * kafka.bootstrap.servers.
- * @param topic the topic to read, or several separated by commas ("orders,refunds"), copied.
+ * @param topic the topic to read, or several separated by commas ("orders,refunds"), or, when
+ * it begins with '^', a POSIX extended regular expression that whole topic names must match
+ * ("^orders-.*"; names beginning with "__" never match); copied.
  * @param[out] out the new source, owned by the caller (tpc_kafka_source_destroy() after the job).
- * @returns NULL, or TPC_ERR_INVALID_ARG (also for an empty name in the list) / TPC_ERR_NOMEM.
+ * @returns NULL, or TPC_ERR_INVALID_ARG (also for an empty name in the list, or an invalid
+ * pattern) / TPC_ERR_NOMEM.
  */
 TPC_API tpc_error_t *tpc_kafka_source_new(const char *bootstrap, const char *topic,
                                           tpc_kafka_source_t **out);

@@ -122,6 +122,15 @@ TPC_API bool tpc_parse_int(const char *s, int64_t min, int64_t max, int64_t *out
 /** @name Records and batches
  * @{ */
 
+/** A record header (as Kafka has them): a name and a value, both bytes. A NULL @p value is a
+ * null value, which is not the same as an empty one. Bytes are borrowed like the record's. */
+typedef struct {
+    const char *name; /**< @p name_len bytes, not necessarily NUL-terminated */
+    size_t name_len;
+    const void *value; /**< NULL: a null value */
+    size_t value_len;
+} tpc_header_t;
+
 /** A record. Bytes are borrowed: valid only during the callback that received them. */
 typedef struct {
     const void *key;
@@ -129,6 +138,10 @@ typedef struct {
     const void *value;
     size_t value_len;
     int64_t timestamp; /**< milliseconds since the epoch, or whatever the job uses */
+    /** Headers, in order; names may repeat. NULL and 0 for none (a record written without them).
+     * tpc_emit() copies them with the record, so they travel through every edge to the sinks. */
+    const tpc_header_t *headers;
+    size_t header_count;
 } tpc_record_t;
 
 /** A read-only batch of records handed to tpc_operator_ops_t.process. */

@@ -54,6 +54,63 @@ static inline void kt_create_topic(const char *bootstrap, const char *topic, int
     rd_kafka_destroy(rk);
 }
 
+/* The result of admin request @what on @queue: every topic of it must have succeeded. */
+static inline void kt_admin_wait(rd_kafka_queue_t *queue, const char *what, const char *topic)
+{
+    rd_kafka_event_t *ev = rd_kafka_queue_poll(queue, KT_TIMEOUT_MS);
+    ck_assert_msg(ev != NULL, "no answer to %s for \"%s\"", what, topic);
+    size_t n = 0;
+    const rd_kafka_topic_result_t **res = NULL;
+    if (rd_kafka_event_type(ev) == RD_KAFKA_EVENT_CREATEPARTITIONS_RESULT)
+        res =
+            rd_kafka_CreatePartitions_result_topics(rd_kafka_event_CreatePartitions_result(ev), &n);
+    else if (rd_kafka_event_type(ev) == RD_KAFKA_EVENT_DELETETOPICS_RESULT)
+        res = rd_kafka_DeleteTopics_result_topics(rd_kafka_event_DeleteTopics_result(ev), &n);
+    ck_assert_msg(!rd_kafka_event_error(ev) && n == 1 && !rd_kafka_topic_result_error(res[0]),
+                  "%s for \"%s\" failed: %s", what, topic,
+                  n == 1 ? rd_kafka_topic_result_error_string(res[0])
+                         : rd_kafka_event_error_string(ev));
+    rd_kafka_event_destroy(ev);
+}
+
+static inline rd_kafka_t *kt_admin(const char *bootstrap)
+{
+    char errstr[512];
+    rd_kafka_conf_t *conf = rd_kafka_conf_new();
+    kt_set(conf, "bootstrap.servers", bootstrap);
+    rd_kafka_t *rk = rd_kafka_new(RD_KAFKA_PRODUCER, conf, errstr, sizeof errstr);
+    ck_assert_msg(rk != NULL, "%s", errstr);
+    return rk;
+}
+
+/* Give @topic @total partitions in all (more than it has). */
+static inline void kt_add_partitions(const char *bootstrap, const char *topic, int total)
+{
+    char errstr[512];
+    rd_kafka_t *rk = kt_admin(bootstrap);
+    rd_kafka_NewPartitions_t *np =
+        rd_kafka_NewPartitions_new(topic, (size_t)total, errstr, sizeof errstr);
+    ck_assert_msg(np != NULL, "%s", errstr);
+    rd_kafka_queue_t *queue = rd_kafka_queue_new(rk);
+    rd_kafka_CreatePartitions(rk, &np, 1, NULL, queue);
+    kt_admin_wait(queue, "CreatePartitions", topic);
+    rd_kafka_queue_destroy(queue);
+    rd_kafka_NewPartitions_destroy(np);
+    rd_kafka_destroy(rk);
+}
+
+static inline void kt_delete_topic(const char *bootstrap, const char *topic)
+{
+    rd_kafka_t *rk = kt_admin(bootstrap);
+    rd_kafka_DeleteTopic_t *dt = rd_kafka_DeleteTopic_new(topic);
+    rd_kafka_queue_t *queue = rd_kafka_queue_new(rk);
+    rd_kafka_DeleteTopics(rk, &dt, 1, NULL, queue);
+    kt_admin_wait(queue, "DeleteTopics", topic);
+    rd_kafka_queue_destroy(queue);
+    rd_kafka_DeleteTopic_destroy(dt);
+    rd_kafka_destroy(rk);
+}
+
 typedef void (*kt_record_cb)(void *opaque, const rd_kafka_message_t *msg);
 
 /* Read every partition of @topic from the beginning to its end with @isolation; @returns the

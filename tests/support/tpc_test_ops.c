@@ -77,7 +77,11 @@ static tpc_error_t *seq_poll(void *self, tpc_ctx_t *ctx, tpc_poll_result_t *resu
         uint8_t key[8];
         put_be64(key, (uint64_t)s->subtask << 40 | s->next);
         memcpy(s->value, key, 8);
-        tpc_record_t rec = {key, 8, s->value, 8 + s->conf->value_pad, (int64_t)s->next};
+        tpc_record_t rec = {.key = key,
+                            .key_len = 8,
+                            .value = s->value,
+                            .value_len = 8 + s->conf->value_pad,
+                            .timestamp = (int64_t)s->next};
         tpc_err_t rc = tpc_emit(ctx, &rec);
         if (rc == TPC_ERR_CANCELED)
             return NULL; /* the task notices */
