@@ -147,7 +147,7 @@ static void subtask_sample(tpc_metrics_writer_t *w, const char *family, const ch
 static void runtime_metrics(tpc_job_t *job, tpc_metrics_writer_t *w)
 {
     struct tpc__metrics *m = job->metrics;
-    const char *job_label[] = {"job", job->name, NULL};
+    /* No "job" label: Prometheus' own job and instance labels tell scraped processes apart. */
     pthread_mutex_lock(&job->ctl_mu);
     const tpc__attempt_t *a = job->attempt;
     for (int v = 0; v < job->nvertices; v++) {
@@ -175,14 +175,14 @@ static void runtime_metrics(tpc_job_t *job, tpc_metrics_writer_t *w)
     const tpc_job_stats_t *st = &job->stats;
     uint64_t failed = st->checkpoints_aborted - m->declined;
     tpc_metrics_add(w, "twopc_checkpoints_completed_total", "counter",
-                    "Checkpoints completed (durable, sinks told).", "", job_label,
+                    "Checkpoints completed (durable, sinks told).", "", NULL,
                     (double)st->checkpoints_completed);
     tpc_metrics_add(w, "twopc_checkpoints_failed_total", "counter",
                     "Checkpoints aborted for another reason than a decline (timeout, failure).", "",
-                    job_label, (double)failed);
+                    NULL, (double)failed);
     tpc_metrics_add(w, "twopc_checkpoints_declined_total", "counter",
                     "Checkpoints a subtask declined (it finished while the trigger was in flight).",
-                    "", job_label, (double)m->declined);
+                    "", NULL, (double)m->declined);
     uint64_t cumulative = 0;
     for (size_t i = 0; i <= NBOUNDS; i++) {
         char le[32];
@@ -191,24 +191,24 @@ static void runtime_metrics(tpc_job_t *job, tpc_metrics_writer_t *w)
         else
             snprintf(le, sizeof le, "+Inf");
         cumulative += m->buckets[i];
-        const char *labels[] = {"job", job->name, "le", le, NULL};
+        const char *labels[] = {"le", le, NULL};
         tpc_metrics_add(w, "twopc_checkpoint_duration_seconds", "histogram",
                         "Time from a checkpoint's trigger to its completion.", "_bucket", labels,
                         (double)cumulative);
     }
-    tpc_metrics_add(w, "twopc_checkpoint_duration_seconds", "histogram", NULL, "_sum", job_label,
+    tpc_metrics_add(w, "twopc_checkpoint_duration_seconds", "histogram", NULL, "_sum", NULL,
                     m->duration_sum);
-    tpc_metrics_add(w, "twopc_checkpoint_duration_seconds", "histogram", NULL, "_count", job_label,
+    tpc_metrics_add(w, "twopc_checkpoint_duration_seconds", "histogram", NULL, "_count", NULL,
                     (double)m->durations);
     uint64_t since = m->last_completed_us ? m->last_completed_us : m->started_us;
     tpc_metrics_add(w, "twopc_last_checkpoint_age_seconds", "gauge",
                     "Seconds since the last completed checkpoint (since the start before the "
                     "first).",
-                    "", job_label, (double)(tpc__now_us() - since) / 1e6);
+                    "", NULL, (double)(tpc__now_us() - since) / 1e6);
     tpc_metrics_add(w, "twopc_last_checkpoint_id", "gauge", "Id of the last completed checkpoint.",
-                    "", job_label, (double)st->last_checkpoint_id);
+                    "", NULL, (double)st->last_checkpoint_id);
     tpc_metrics_add(w, "twopc_restarts_total", "counter", "Restarts of the job after failures.", "",
-                    job_label, (double)st->restarts);
+                    NULL, (double)st->restarts);
     pthread_mutex_unlock(&job->ctl_mu);
 }
 
@@ -334,7 +334,7 @@ tpc_error_t *tpc__metrics_start(tpc_job_t *job)
     addr.sin_port = htons((uint16_t)port);
     struct MHD_Daemon *d = MHD_start_daemon(
         MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ERROR_LOG, (uint16_t)port, NULL, NULL, serve, job,
-        MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&addr, MHD_OPTION_EXTERNAL_LOGGER, mhd_log, job,
+        MHD_OPTION_EXTERNAL_LOGGER, mhd_log, job, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&addr,
         MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)10, MHD_OPTION_END);
     if (!d)
         return tpc_error_hint(

@@ -195,7 +195,7 @@ struct tpc_job_s {
     tpc__attempt_t *attempt;
     atomic_bool cancel_requested;
     tpc__stop_t stop;
-    tpc_job_stats_t stats; /* checkpoint counters; vertex counters of past attempts */
+    tpc_job_stats_t stats;        /* checkpoint counters; vertex counters of past attempts */
     struct tpc__metrics *metrics; /* metrics.c: collectors, server, counters; NULL until needed */
 };
 
