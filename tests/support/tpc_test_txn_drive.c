@@ -59,7 +59,7 @@ tpc_error_t *tpc_test_txn_sub_write(tpc_test_txn_sub_t *s, uint64_t first, size_
         uint64_t k = first + i;
         for (int b = 7; b >= 0; b--, k >>= 8)
             keys[i][b] = (unsigned char)k;
-        recs[i] = (tpc_record_t){keys[i], 8, keys[i], 8, 0};
+        recs[i] = (tpc_record_t){.key = keys[i], .key_len = 8, .value = keys[i], .value_len = 8};
     }
     return tpc__txn_task_write(s->task, recs, n);
 }
