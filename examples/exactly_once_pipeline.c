@@ -215,7 +215,10 @@ static void on_delivery(rd_kafka_t *rk, const rd_kafka_message_t *msg, void *opa
         atomic_fetch_add((atomic_ullong *)opaque, 1);
 }
 
-/* With --grow-to: where record i goes, -1 when this fill leaves it out. */
+#define SKIP_RECORD (-2) /* RD_KAFKA_PARTITION_UA is -1 */
+
+/* Where a record goes (RD_KAFKA_PARTITION_UA: the partitioner decides), SKIP_RECORD when this
+ * fill leaves it out (--grow-to). */
 static int32_t fill_partition(const options_t *opt, const char *key, int kl)
 {
     if (!opt->grow_to)
@@ -224,7 +227,7 @@ static int32_t fill_partition(const options_t *opt, const char *key, int kl)
     for (int i = 0; i < kl; i++)
         h = (h ^ (unsigned char)key[i]) * 16777619u;
     int32_t p = (int32_t)(h % (uint32_t)opt->grow_to);
-    return (p < opt->parallelism) != opt->grow ? p : -1;
+    return (p < opt->parallelism) != opt->grow ? p : SKIP_RECORD;
 }
 
 static int fill_input(const options_t *opt)
@@ -254,7 +257,7 @@ static int fill_input(const options_t *opt)
         char key[EO_KEY_MAX], value[EO_VALUE_MAX];
         int kl = eo_key(i, opt->keys, key), vl = eo_input_value(i, value);
         int32_t partition = fill_partition(opt, key, kl);
-        if (partition == -1)
+        if (partition == SKIP_RECORD)
             continue;
         rd_kafka_resp_err_t err;
         while ((err = rd_kafka_producev(

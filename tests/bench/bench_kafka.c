@@ -10,6 +10,9 @@
  *   source:       bounded Kafka source -> discarding sink, checkpoints every second, over the
  *                 topic the raw producer wrote last (read_committed, markers included)
  *   raw consumer: one read_committed librdkafka consumer reading the same topic start to end
+ *   discovery off / on: the same topic read by an unbounded source (cancelled once the counting
+ *                 sink has every record), partition discovery off and every 100 ms (100 times
+ *                 as often as the default), to show what discovery costs
  *
  * Records are 100-byte values with 8-byte keys. Each pair of sides runs in rounds, taking turns at
  * going first (so that neither always meets a broker warmed up by the other), and each side's
@@ -228,6 +231,72 @@ static double run_source(const char *topic, uint64_t records)
     return (double)records / secs;
 }
 
+/* Counts records; the job is cancelled once every record came, and the time noted. */
+typedef struct {
+    tpc_job_t *job;
+    uint64_t want, got;
+    double done_at;
+} count_t;
+
+static tpc_error_t *count_open(tpc_ctx_t *ctx, void *arg, void **self)
+{
+    (void)ctx;
+    *self = arg;
+    return NULL;
+}
+
+static tpc_error_t *count_process(void *self, tpc_ctx_t *ctx, const tpc_batch_t *batch)
+{
+    (void)ctx;
+    count_t *c = self;
+    c->got += tpc_batch_count(batch);
+    if (c->got >= c->want && c->done_at == 0) {
+        c->done_at = tpc_test_now_s();
+        tpc_job_cancel(c->job);
+    }
+    return NULL;
+}
+
+static const tpc_operator_ops_t count_ops = {
+    .version = TPC_OPERATOR_OPS_VERSION, .open = count_open, .process = count_process};
+
+/* Unbounded Kafka source -> counting sink over @topic until every record came, discovery every
+ * @discovery_ms (0: off), checkpoints every second. */
+static double run_unbounded(const char *topic, uint64_t records, const char *discovery_ms)
+{
+    char *ckpt = tpc_test_tmpdir("bench-kafka-unbounded");
+    tpc_job_t *job = tpc_job_new("bench-kafka-unbounded");
+    tpc_kafka_source_t *src = NULL;
+    count_t count = {.job = job, .want = records};
+    int s, k;
+    tpc_error_t *err = tpc_job_set(job, "checkpoint.dir", ckpt);
+    if (!err)
+        err = tpc_job_set(job, "checkpoint.interval.ms", "1000");
+    if (!err)
+        err = tpc_kafka_source_new(bootstrap, topic, &src);
+    if (!err)
+        err = tpc_kafka_source_set(src, "partition.discovery.interval.ms", discovery_ms);
+    if (!err)
+        err = tpc_kafka_source_add_to_job(src, job, "kafka", 1, &s);
+    if (!err)
+        err = tpc_job_add_vertex(job, "count", 1, &count_ops, &count, &k);
+    if (!err)
+        err = tpc_job_connect(job, s, k, TPC_EDGE_FORWARD);
+    double t0 = tpc_test_now_s();
+    tpc_job_result_t result;
+    if (!err)
+        err = tpc_job_run(job, &result);
+    if (err)
+        die("unbounded source job", tpc_error_message(err));
+    if (count.got < records)
+        die("unbounded source job", "ended before every record came");
+    tpc_job_destroy(job);
+    tpc_kafka_source_destroy(src);
+    tpc_test_rmdir(ckpt);
+    free(ckpt);
+    return (double)records / (count.done_at - t0);
+}
+
 /* A plain read_committed consumer reading @topic (one partition) from its start to its end. */
 static double run_raw_consumer(const char *topic, uint64_t records)
 {
@@ -310,6 +379,23 @@ int main(void)
         consumer = c > consumer ? c : consumer;
         source = s > source ? s : source;
     }
+    double off = 0, on = 0;
+    for (int round = 0; round < rounds; round++) {
+        double f, o;
+        if (round % 2 == 0) {
+            f = run_unbounded(topic, records, "0");
+            o = run_unbounded(topic, records, "100");
+        } else {
+            o = run_unbounded(topic, records, "100");
+            f = run_unbounded(topic, records, "0");
+        }
+        fprintf(
+            stderr,
+            "bench_kafka: round %d: unbounded source, discovery off %.0f rec/s, on %.0f rec/s\n",
+            round + 1, f, o);
+        off = f > off ? f : off;
+        on = o > on ? o : on;
+    }
     int n = commits;
     printf("bench kafka sink_rec_per_s %.0f rec/s\n", sink);
     printf("bench kafka raw_rec_per_s %.0f rec/s\n", raw);
@@ -319,5 +405,8 @@ int main(void)
     printf("bench kafka source_rec_per_s %.0f rec/s\n", source);
     printf("bench kafka raw_consumer_rec_per_s %.0f rec/s\n", consumer);
     printf("bench kafka source_ratio %.3f x\n", source / consumer);
+    printf("bench kafka source_discovery_off_rec_per_s %.0f rec/s\n", off);
+    printf("bench kafka source_discovery_100ms_rec_per_s %.0f rec/s\n", on);
+    printf("bench kafka source_discovery_ratio %.3f x\n", on / off);
     return 0;
 }
