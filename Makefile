@@ -7,13 +7,15 @@
 #   make WERROR=1             warnings are errors (default when CI=true)
 #   make install PREFIX=/usr/local DESTDIR=
 #   make services-up / services-down          local PostgreSQL + Kafka for trying twopc
-#   make bench-runtime / bench-file / bench-kafka / bench-pg   benchmark programs
+#   make bench-runtime / bench-file / bench-kafka / bench-pg / bench-latency   benchmark programs
+#   make bench-compare        the same Kafka -> Kafka exactly-once job on twopc and on Apache Flink
 #   make demo                 exactly_once_pipeline into PostgreSQL and Kafka, kill -9 once, verify
 #   make torture RUNS=n       n runs of random kill -9 and server restarts, each verified
 #   make model                Spin model of the commit protocol: checks and mutants (model/)
 #   make soak MINUTES=n       the example pipeline unbounded for n minutes, busy and idle, one kill -9:
 #                             fails when memory, fds, threads, clients, connections or checkpoints grow
 #   make fuzz FUZZ_SECONDS=n  each libFuzzer harness (tests/fuzz/) n seconds from its seed corpus
+#   make docs                 docs/configuration.md from the property tables (twopc config)
 #   make format / format-check / deps
 
 SHELL      := /bin/bash
@@ -92,8 +94,8 @@ SHARED := $(BUILD)/libtwopc.so.$(VERSION)
 TWOPC_CMD := $(BUILD)/bin/twopc
 
 .PHONY: all lib tools test-install deps deps-build test test-unit test-integration tests-build examples \
-        install format format-check services-up services-down clean \
-        bench-runtime bench-file bench-kafka bench-pg demo torture soak fuzz fuzz-run model
+        install format format-check services-up services-down clean docs \
+        bench-runtime bench-file bench-kafka bench-pg bench-compare demo torture soak fuzz fuzz-run model
 .DEFAULT_GOAL := all
 
 all: deps-build lib tools examples
@@ -148,6 +150,10 @@ $(TWOPC_CMD): $(TOOL_SRCS) $(wildcard tools/*.h) $(STATIC)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_ALL) $(ALL_INC) -Itools $(LDFLAGS) -o $@ $(TOOL_SRCS) $(STATIC) $(LDLIBS_ALL)
 
+# docs/configuration.md is generated from the property tables; check_config_doc compares.
+docs: $(TWOPC_CMD)
+	$(TWOPC_CMD) config > docs/configuration.md
+
 $(BUILD)/examples/%: examples/%.c $(STATIC)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_ALL) $(PUBLIC_INC) $(LDFLAGS) -o $@ $< $(STATIC) $(LDLIBS_ALL)
@@ -159,7 +165,7 @@ $(BUILD)/examples/%: examples/%.c $(STATIC)
 -include $(shell find $(BUILD) -name '*.d' 2>/dev/null)
 
 examples: $(EX_BINS)
-tests-build: lib $(UNIT_BINS) $(INTEG_BINS)
+tests-build: lib tools $(UNIT_BINS) $(INTEG_BINS)
 
 # Each test binary is a Check suite that forks per test; tests/run-tests.sh prints one summary line.
 test-unit: deps-build lib tools $(UNIT_BINS) examples
@@ -193,6 +199,17 @@ bench-pg: deps $(BUILD)/bench/bench_pg
 	    tests/services/with-services.sh $(BUILD)/bench/bench_pg
 bench-kafka: deps $(BUILD)/bench/bench_kafka
 	@tests/services/with-services.sh $(BUILD)/bench/bench_kafka
+bench-latency: deps $(BUILD)/bench/bench_latency
+	@tests/services/with-services.sh $(BUILD)/bench/bench_latency
+# twopc beside Apache Flink (MiniCluster, KafkaSink EXACTLY_ONCE) on the same job and broker.
+COMPARE_BINS := $(BUILD)/bench/compare_twopc_job $(BUILD)/bench/compare_topic_tool
+$(BUILD)/bench/compare_%: tests/bench/compare/%.c $(STATIC)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_ALL) $(PUBLIC_INC) $(LDFLAGS) -o $@ $< $(STATIC) $(LDLIBS_ALL)
+bench-compare: deps $(COMPARE_BINS)
+	@tests/services/deps.sh compare
+	@tests/services/deps.sh plot
+	@tests/services/with-services.sh tests/bench/compare/run.sh $(BUILD)
 
 # End to end: the example pipeline, killed and restarted, its outputs read back (tests/e2e/).
 RUNS ?= 5

@@ -27,6 +27,9 @@
  *   exactly_once_pipeline [options]            run the job
  *     --bootstrap HOST:PORT  Kafka brokers (default: $TWOPC_KAFKA_BOOTSTRAP)
  *     --pg CONNINFO          PostgreSQL connection (default: $TWOPC_PG_CONNINFO)
+ *     --sinks S              pg,kafka (default), pg or kafka: the sinks the job writes to; the
+ *                            other one is left out of the job (and its server is not needed).
+ *                            Keep it the same between runs on one checkpoint directory
  *     --name NAME            job name; topics NAME-in and NAME-out, table NAME_out
  *                            (default twopc-demo)
  *     --input T / --topic T / --table T        other names
@@ -89,6 +92,7 @@ typedef struct {
     uint64_t records, first;
     uint32_t keys;
     bool unbounded, fill, grow;
+    bool to_pg, to_kafka;      /* --sinks */
     int grow_to, discovery_ms; /* 0: none, the source's default */
     double rate;
 } options_t;
@@ -413,7 +417,7 @@ static tpc_error_t *build_job(const options_t *opt, tpc_job_t *job, tpc_kafka_so
         err = tpc_job_connect(job, src, xf, TPC_EDGE_FORWARD);
 
     /* PostgreSQL: binary COPY into (id, k, v); gids start with the table's name. */
-    if (!err)
+    if (!err && opt->to_pg)
         err = tpc_pg_sink_new(pg_sink);
     const char *pg_kv[][2] = {{"pg.conninfo", opt->pg},
                               {"pg.table", opt->table},
@@ -422,18 +426,18 @@ static tpc_error_t *build_job(const options_t *opt, tpc_job_t *job, tpc_kafka_so
                               {"pg.mode", "copy"},
                               {"commit.retry.deadline.ms", "120000"},
                               {"pg.connect.deadline.ms", "60000"}};
-    for (size_t i = 0; !err && i < sizeof pg_kv / sizeof pg_kv[0]; i++)
+    for (size_t i = 0; !err && opt->to_pg && i < sizeof pg_kv / sizeof pg_kv[0]; i++)
         err = tpc_txn_sink_set(*pg_sink, pg_kv[i][0], pg_kv[i][1]);
-    if (!err)
+    if (!err && opt->to_pg)
         err = tpc_pg_sink_set_encoder(*pg_sink, encode_row, NULL);
-    if (!err)
+    if (!err && opt->to_pg)
         err = tpc_txn_sink_add_to_job(*pg_sink, job, "postgres", opt->pg_par, &to_pg);
-    if (!err)
+    if (!err && opt->to_pg)
         err = tpc_job_connect(job, xf, to_pg, TPC_EDGE_HASH);
 
     /* Kafka: transactional ids "<topic>-<subtask>-<n>", stable across restarts of this job. */
     snprintf(prefix, sizeof prefix, "%s", opt->topic);
-    if (!err)
+    if (!err && opt->to_kafka)
         err = tpc_kafka_sink_new(opt->bootstrap, opt->topic, kafka_sink);
     const char *kafka_kv[][2] = {{"transactional.id.prefix", prefix},
                                  {"kafka.transaction.timeout.ms", "60000"},
@@ -443,11 +447,11 @@ static tpc_error_t *build_job(const options_t *opt, tpc_job_t *job, tpc_kafka_so
                                  {"open.timeout.ms", "60000"},
                                  {"recovery.timeout.ms", "120000"},
                                  {"commit.retry.deadline.ms", "120000"}};
-    for (size_t i = 0; !err && i < sizeof kafka_kv / sizeof kafka_kv[0]; i++)
+    for (size_t i = 0; !err && opt->to_kafka && i < sizeof kafka_kv / sizeof kafka_kv[0]; i++)
         err = tpc_txn_sink_set(*kafka_sink, kafka_kv[i][0], kafka_kv[i][1]);
-    if (!err)
+    if (!err && opt->to_kafka)
         err = tpc_txn_sink_add_to_job(*kafka_sink, job, "kafka", opt->kafka_par, &to_kafka);
-    if (!err)
+    if (!err && opt->to_kafka)
         err = tpc_job_connect(job, xf, to_kafka, TPC_EDGE_HASH);
     return err;
 }
@@ -458,6 +462,7 @@ static int usage(const char *msg)
         stderr,
         "exactly_once_pipeline: %s\n"
         "usage: exactly_once_pipeline [--bootstrap HOST:PORT] [--pg CONNINFO] [--name NAME]\n"
+        "         [--sinks pg,kafka|pg|kafka]\n"
         "         [--topic T] [--table T] [--checkpoint-dir DIR] [--parallelism P]\n"
         "         [--interval MS] [--records N | --unbounded] [--keys K] [--rate R]\n"
         "         [--input T] [--progress tty|lines|off] [--discovery-ms MS]\n"
@@ -491,8 +496,9 @@ static int parse_options(int argc, char **argv, options_t *opt)
                                              {"kafka-parallelism", required_argument, 0, 'K'},
                                              {"restore-mode", required_argument, 0, 'M'},
                                              {"restore-fallback", required_argument, 0, 'B'},
+                                             {"sinks", required_argument, 0, 'O'},
                                              {"discovery-ms", required_argument, 0, 'D'},
-                                             {"grow-to", required_argument, 0, 'O'},
+                                             {"grow-to", required_argument, 0, 'X'},
                                              {"grow", no_argument, 0, 'W'},
                                              {0, 0, 0, 0}};
     *opt = (options_t){.bootstrap = getenv("TWOPC_KAFKA_BOOTSTRAP"),
@@ -502,6 +508,8 @@ static int parse_options(int argc, char **argv, options_t *opt)
                        .interval_ms = 500,
                        .records = 100000,
                        .keys = EO_DEFAULT_KEYS,
+                       .to_pg = true,
+                       .to_kafka = true,
                        .progress = isatty(STDERR_FILENO) ? "tty" : "lines"};
     int c;
     while ((c = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
@@ -572,11 +580,19 @@ static int parse_options(int argc, char **argv, options_t *opt)
         case 'D':
             opt->discovery_ms = atoi(optarg);
             break;
-        case 'O':
+        case 'X':
             opt->grow_to = atoi(optarg);
             break;
         case 'W':
             opt->grow = true;
+            break;
+        case 'O':
+            opt->to_pg =
+                !strcmp(optarg, "pg") || !strcmp(optarg, "pg,kafka") || !strcmp(optarg, "kafka,pg");
+            opt->to_kafka = !strcmp(optarg, "kafka") || !strcmp(optarg, "pg,kafka") ||
+                            !strcmp(optarg, "kafka,pg");
+            if (!opt->to_pg && !opt->to_kafka)
+                return usage("--sinks is pg,kafka, pg or kafka");
             break;
         default:
             return usage("unknown option");
@@ -584,9 +600,9 @@ static int parse_options(int argc, char **argv, options_t *opt)
     }
     if (optind != argc)
         return usage("unexpected argument");
-    if (!opt->bootstrap || !opt->pg)
+    if (!opt->bootstrap || (!opt->pg && opt->to_pg && !opt->fill))
         return usage("name the servers with --bootstrap and --pg (or TWOPC_KAFKA_BOOTSTRAP and "
-                     "TWOPC_PG_CONNINFO)");
+                     "TWOPC_PG_CONNINFO); --sinks kafka needs no --pg");
     if (opt->parallelism < 1 || opt->parallelism > 8 || opt->interval_ms < 10)
         return usage("--parallelism must be 1 to 8, --interval at least 10");
     if (opt->keys == 0)
@@ -633,7 +649,7 @@ int main(int argc, char **argv)
         return rc;
     if (opt.fill)
         return create_topic(&opt, opt.input) ? fill_input(&opt) : 1;
-    if (!create_table(&opt) || !create_topic(&opt, opt.topic))
+    if ((opt.to_pg && !create_table(&opt)) || (opt.to_kafka && !create_topic(&opt, opt.topic)))
         return 1;
 
     tpc_job_t *job = tpc_job_new(opt.name);
@@ -652,8 +668,8 @@ int main(int argc, char **argv)
     fprintf(stderr,
             ", parallelism %d (source %d, postgres %d, kafka %d), checkpoint every %d ms\n"
             "topic: %s\ntable: %s\n",
-            opt.parallelism, opt.source_par, opt.pg_par, opt.kafka_par, opt.interval_ms, opt.topic,
-            opt.table);
+            opt.parallelism, opt.source_par, opt.pg_par, opt.kafka_par, opt.interval_ms,
+            opt.to_kafka ? opt.topic : "(no kafka sink)", opt.to_pg ? opt.table : "(no pg sink)");
 
     tpc_job_result_t result = TPC_JOB_FINISHED;
     if (!err) {

@@ -66,7 +66,7 @@ void tpc_job_destroy(tpc_job_t *job)
 static const char *const restore_modes[] = {"auto", "fresh", "required", NULL};
 static const char *const fallbacks[] = {"refuse", "at-least-once", NULL};
 
-/* The job's keys; docs/configuration.md is generated from this table (tools/config_doc.c). */
+/* The job's keys; docs/configuration.md is generated from this table (`twopc config`). */
 static const tpc_prop_t job_props[] = {
     {.name = "checkpoint.interval.ms",
      .type = TPC_PROP_INT,

@@ -39,8 +39,12 @@ void tpc_prop_describe(const tpc_prop_t *p, char *buf, size_t size)
     size_t len = 0;
     switch (p->type) {
     case TPC_PROP_INT:
-        len = (size_t)snprintf(buf, size, "a whole number from %" PRId64 " to %" PRId64, p->min,
-                               p->max);
+        /* Limits that only guard against overflow are not worth reading. */
+        if (p->max >= INT64_MAX / 1000)
+            len = (size_t)snprintf(buf, size, "a whole number, %" PRId64 " or more", p->min);
+        else
+            len = (size_t)snprintf(buf, size, "a whole number from %" PRId64 " to %" PRId64, p->min,
+                                   p->max);
         if (p->unit && len < size)
             snprintf(buf + len, size - len, " (%s)", p->unit);
         return;

@@ -60,6 +60,12 @@ static const char help[] =
     "code;\n"
     "                                            the checkpoint folder is left as it is\n"
     "\n"
+    "Configuration:\n"
+    "  twopc config [--check FILE]               every configuration key as Markdown (what it "
+    "takes,\n"
+    "                                            its default, what it does): "
+    "docs/configuration.md\n"
+    "\n"
     "Exit status: 0 done, 1 failed (the message says what to do), 2 usage, 3 --check found\n"
     "transactions that need a decision. Every command takes --help. Manual: "
     "docs/twopc-command.md\n";
@@ -80,6 +86,7 @@ int main(int argc, char **argv)
         {"pg", twopc_cmd_pg},
         {"kafka", twopc_cmd_kafka},
         {"resolve", twopc_cmd_resolve},
+        {"config", twopc_cmd_config},
     };
     for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
         if (strcmp(argv[1], commands[i].name) == 0)

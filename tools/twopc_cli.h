@@ -150,5 +150,6 @@ int twopc_cmd_checkpoint(int argc, char **argv);
 int twopc_cmd_pg(int argc, char **argv);
 int twopc_cmd_kafka(int argc, char **argv);
 int twopc_cmd_resolve(int argc, char **argv);
+int twopc_cmd_config(int argc, char **argv);
 
 #endif /* TWOPC_CLI_H */

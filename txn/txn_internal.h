@@ -156,7 +156,6 @@ typedef enum {
 tpc_error_t *tpc__txn_call(tpc__txn_task_t *t, tpc__txn_op_t op, void *txn, const char *name);
 void tpc__txn_describe(const tpc__txn_task_t *t, const void *txn, char *buf, size_t cap);
 bool tpc__txn_canceled(const tpc__txn_task_t *t);
-int64_t tpc__txn_wall_ms(void);
 
 /* @env is copied; its strings must live until close. */
 tpc_error_t *tpc__txn_task_open(tpc_txn_sink_t *sink, const tpc__txn_env_t *env,

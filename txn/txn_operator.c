@@ -38,7 +38,7 @@ static tpc_error_t *op_open(tpc_ctx_t *ctx, void *arg, void **self)
             "sink's \"guarantee\" to at-least-once or none");
     sink_op_t *s = calloc(1, sizeof *s);
     if (!s)
-        return tpc_error_new(TPC_ERR_NOMEM, TPC_ERROR_FATAL, "out of memory");
+        return tpc_error_nomem();
     /* The context lives from open to close, as long as the task: it can be the logger's. */
     tpc__txn_env_t env = {
         .job_name = tpc_ctx_job_name(ctx),
@@ -82,7 +82,7 @@ static tpc_error_t *op_initialize_state(void *self, tpc_ctx_t *ctx,
     if (count) {
         entries = calloc(count, sizeof *entries);
         if (!entries)
-            return tpc_error_new(TPC_ERR_NOMEM, TPC_ERROR_FATAL, "out of memory");
+            return tpc_error_nomem();
         for (size_t i = 0; i < nlist; i++)
             tpc_state_get(restored, TPC_STATE_LIST, i, &entries[i].bytes, &entries[i].len);
         for (size_t i = 0; i < nunion; i++)
@@ -105,7 +105,7 @@ static tpc_error_t *op_process(void *self, tpc_ctx_t *ctx, const tpc_batch_t *ba
     if (n > s->cap) {
         tpc_record_t *r = realloc(s->records, n * sizeof *r);
         if (!r)
-            return tpc_error_new(TPC_ERR_NOMEM, TPC_ERROR_FATAL, "out of memory");
+            return tpc_error_nomem();
         s->records = r;
         s->cap = n;
     }

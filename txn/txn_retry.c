@@ -5,6 +5,7 @@
  * every other error, and the last retriable one, goes back to the caller, which names the
  * transaction and checkpoint. Also the logging and clock helpers the state machine shares.
  */
+#include "tpc_kit.h"
 #include "txn_internal.h"
 
 #include <inttypes.h>
@@ -13,13 +14,6 @@
 #include <time.h>
 
 static const char *const op_names[] = {"commit", "recovery commit", "recovery abort"};
-
-int64_t tpc__txn_wall_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 static uint64_t mono_us(void)
 {
@@ -78,18 +72,9 @@ static void count_max(atomic_uint_fast64_t *max, uint64_t v)
         ;
 }
 
-/* Sleep in short slices so that a cancel does not wait for a long backoff. */
-static void pause_ms(const tpc__txn_task_t *t, uint64_t ms)
+static bool task_canceled(void *t)
 {
-    uint64_t end = mono_us() + ms * 1000;
-    for (;;) {
-        uint64_t now = mono_us();
-        if (now >= end || tpc__txn_canceled(t))
-            return;
-        uint64_t slice = end - now < 20000 ? end - now : 20000;
-        struct timespec ts = {.tv_sec = 0, .tv_nsec = (long)(slice * 1000)};
-        nanosleep(&ts, NULL);
-    }
+    return tpc__txn_canceled(t);
 }
 
 static tpc_error_t *call_once(tpc__txn_task_t *t, tpc__txn_op_t op, void *txn)
@@ -105,40 +90,39 @@ static tpc_error_t *call_once(tpc__txn_task_t *t, tpc__txn_op_t op, void *txn)
     return NULL;
 }
 
-static tpc_error_t *with_retries(tpc__txn_task_t *t, tpc__txn_op_t op, void *txn, const char *name,
-                                 uint64_t start)
+static tpc_error_t *with_retries(tpc__txn_task_t *t, tpc__txn_op_t op, void *txn, const char *name)
 {
-    uint64_t deadline = start + t->conf->retry_deadline_ms * 1000;
-    uint64_t backoff = t->conf->backoff_ms;
+    tpc_backoff_t b;
+    tpc_backoff_init(&b, tpc_clock_ms() + (int64_t)t->conf->retry_deadline_ms,
+                     (int64_t)t->conf->backoff_ms, (int64_t)t->conf->backoff_max_ms);
     for (;;) {
         tpc_error_t *err = call_once(t, op, txn);
         if (!err || !tpc_error_is_retriable(err))
             return err;
-        uint64_t now = mono_us();
-        if (now + backoff * 1000 > deadline) {
-            err = tpc_error_prefix(err, "gave up after retrying for %" PRIu64 " ms",
-                                   (now - start) / 1000);
+        if (tpc__txn_canceled(t))
+            return tpc_error_prefix(err, "canceled while retrying");
+        if (tpc_clock_ms() + tpc_backoff_next_ms(&b) > b.deadline_ms) {
+            err = tpc_error_prefix(err, "gave up after retrying for %" PRId64 " ms",
+                                   tpc_backoff_elapsed_ms(&b));
             if (!tpc_error_hint_text(err))
                 err = tpc_error_hint(err, "raise commit.retry.deadline.ms if the external "
                                           "system needs longer to come back");
             return err;
         }
-        if (tpc__txn_canceled(t))
-            return tpc_error_prefix(err, "canceled while retrying");
         tpc__txn_logf(&t->env, TPC_LOG_WARN,
-                      "%s of transaction \"%s\" failed, retrying in %" PRIu64 " ms: %s",
-                      op_names[op], name, backoff, tpc_error_message(err));
-        tpc_error_destroy(err);
+                      "%s of transaction \"%s\" failed, retrying in %" PRId64 " ms: %s",
+                      op_names[op], name, tpc_backoff_next_ms(&b), tpc_error_message(err));
         atomic_fetch_add(&t->stats->commit_retries, 1);
-        pause_ms(t, backoff);
-        backoff = backoff * 2 > t->conf->backoff_max_ms ? t->conf->backoff_max_ms : backoff * 2;
+        if (!tpc_backoff_wait(&b, task_canceled, t))
+            return tpc_error_prefix(err, "canceled while retrying");
+        tpc_error_destroy(err);
     }
 }
 
 tpc_error_t *tpc__txn_call(tpc__txn_task_t *t, tpc__txn_op_t op, void *txn, const char *name)
 {
     uint64_t t0 = mono_us();
-    tpc_error_t *err = with_retries(t, op, txn, name, t0);
+    tpc_error_t *err = with_retries(t, op, txn, name);
     if (op != TPC__TXN_OP_RECOVER_ABORT) {
         uint64_t took = mono_us() - t0;
         atomic_fetch_add(&t->stats->commit_latency_us, took);

@@ -22,7 +22,7 @@ tpc_error_t *tpc_txn_buf_append(tpc_txn_buf_t *buf, const void *bytes, size_t le
             cap *= 2;
         unsigned char *data = realloc(buf->data, cap);
         if (!data)
-            return tpc_error_new(TPC_ERR_NOMEM, TPC_ERROR_FATAL, "out of memory");
+            return tpc_error_nomem();
         buf->data = data;
         buf->cap = cap;
     }

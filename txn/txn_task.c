@@ -10,6 +10,7 @@
  * It knows nothing of the runtime (see txn_internal.h); txn_operator.c adapts it, and
  * txn_retry.c makes the calls that are retried.
  */
+#include "tpc_kit.h"
 #include "txn_internal.h"
 
 #include <inttypes.h>
@@ -20,7 +21,7 @@ static void warn_timeouts(tpc__txn_task_t *t)
 {
     if (!t->conf->timeout_ms)
         return;
-    int64_t now = tpc__txn_wall_ms();
+    int64_t now = tpc_wall_ms();
     double limit = (double)t->conf->timeout_ms * t->conf->warn_ratio;
     for (size_t i = 0; i < t->npending; i++) {
         tpc__txn_pending_t *p = &t->pending[i];
@@ -43,7 +44,7 @@ static void warn_timeouts(tpc__txn_task_t *t)
 static void warn_late(tpc__txn_task_t *t, const char *name, uint64_t ckpt, int64_t start_ms,
                       const char *when)
 {
-    int64_t age = tpc__txn_wall_ms() - start_ms;
+    int64_t age = tpc_wall_ms() - start_ms;
     if (!t->conf->timeout_ms || (double)age < (double)t->conf->timeout_ms * t->conf->warn_ratio)
         return;
     tpc__txn_logf(&t->env, TPC_LOG_WARN,
@@ -98,7 +99,7 @@ tpc_error_t *tpc__txn_task_open(tpc_txn_sink_t *sink, const tpc__txn_env_t *env,
     *out = NULL;
     tpc__txn_task_t *t = calloc(1, sizeof *t);
     if (!t)
-        return tpc_error_new(TPC_ERR_NOMEM, TPC_ERROR_FATAL, "out of memory");
+        return tpc_error_nomem();
     t->ops = sink->ops;
     t->conf = &sink->conf;
     t->stats = &sink->stats;
@@ -142,7 +143,7 @@ static tpc_error_t *begin(tpc__txn_task_t *t)
                                 t->env.sink_name);
     t->current = txn;
     t->current_checkpoint = id;
-    t->current_start_ms = tpc__txn_wall_ms();
+    t->current_start_ms = tpc_wall_ms();
     atomic_fetch_add(&t->stats->begun, 1);
     return NULL;
 }
@@ -210,7 +211,7 @@ static tpc_error_t *recover_one(tpc__txn_task_t *t, restored_t *r)
         tpc_error_destroy(err);
         return NULL;
     }
-    int64_t age = tpc__txn_wall_ms() - r->entry.start_ms;
+    int64_t age = tpc_wall_ms() - r->entry.start_ms;
     bool expired = t->conf->timeout_ms && age > (int64_t)t->conf->timeout_ms;
     if (expired && t->conf->expired_log) {
         tpc__txn_logf(&t->env, TPC_LOG_ERROR,
@@ -263,7 +264,7 @@ static tpc_error_t *initialize(tpc__txn_task_t *t, const tpc__txn_bytes_t *entri
     void **known = count ? calloc(count, sizeof *known) : NULL;
     size_t n = 0;
     if (count && (!r || !known)) {
-        err = tpc_error_new(TPC_ERR_NOMEM, TPC_ERROR_FATAL, "out of memory");
+        err = tpc_error_nomem();
         goto out;
     }
     for (size_t i = 0; i < count; i++) {
@@ -347,7 +348,7 @@ static tpc_error_t *push_pending(tpc__txn_task_t *t, uint64_t checkpoint_id)
         size_t cap = t->pending_cap ? t->pending_cap * 2 : 4;
         tpc__txn_pending_t *p = realloc(t->pending, cap * sizeof *p);
         if (!p)
-            return tpc_error_new(TPC_ERR_NOMEM, TPC_ERROR_FATAL, "out of memory");
+            return tpc_error_nomem();
         t->pending = p;
         t->pending_cap = cap;
     }

@@ -59,7 +59,7 @@ static const tpc_prop_t file_props[] = {
      .set = set_name_part,
      .def = "",
      .accepts = "up to " XSTR(TPC__FILE_SUFFIX_MAX) " letters, digits, '_', '-' or '.'",
-     .doc = "End of every committed file name, such as \".csv\"."},
+     .doc = "End of every final file name, such as \".log\"."},
     {.name = "file.part-size",
      .type = TPC_PROP_INT,
      .field = FILE_FIELD(part_size),
@@ -67,7 +67,7 @@ static const tpc_prop_t file_props[] = {
      .max = (int64_t)1 << 48,
      .def = "134217728",
      .unit = "bytes",
-     .doc = "A transaction's file is closed and a new part begun when it reaches this size."},
+     .doc = "Roll to a new part before a part exceeds this many bytes."},
     {.name = "file.buffer-size",
      .type = TPC_PROP_INT,
      .field = FILE_FIELD(buffer_size),
@@ -75,7 +75,7 @@ static const tpc_prop_t file_props[] = {
      .max = (int64_t)1 << 48,
      .def = "1048576",
      .unit = "bytes",
-     .doc = "Bytes buffered in memory before a write to the file."},
+     .doc = "Bytes buffered per subtask between write() calls."},
 };
 
 static const tpc_props_t file_table = {"file sink", "tpc_txn_sink_set()", file_props,

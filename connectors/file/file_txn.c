@@ -20,7 +20,7 @@ tpc_error_t *tpc__file_open(void *arg, const tpc_txn_subtask_t *st, void **out)
     const tpc__file_conf_t *conf = arg;
     tpc__file_conn_t *c = calloc(1, sizeof *c);
     if (!c)
-        return tpc_error_new(TPC_ERR_NOMEM, TPC_ERROR_FATAL, "out of memory");
+        return tpc_error_nomem();
     c->conf = conf;
     c->st = st;
     c->durable = st->guarantee != TPC_TXN_NONE;
@@ -28,8 +28,8 @@ tpc_error_t *tpc__file_open(void *arg, const tpc_txn_subtask_t *st, void **out)
     c->buf = malloc(c->cap);
     c->dirfd = open(conf->dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (c->dirfd < 0 || !c->buf) {
-        tpc_error_t *err = c->buf ? tpc__file_errno(errno, "open folder", conf->dir)
-                                  : tpc_error_new(TPC_ERR_NOMEM, TPC_ERROR_FATAL, "out of memory");
+        tpc_error_t *err =
+            c->buf ? tpc__file_errno(errno, "open folder", conf->dir) : tpc_error_nomem();
         tpc__file_close(c);
         return err;
     }
@@ -51,7 +51,7 @@ tpc_error_t *tpc__file_begin(void *conn, uint64_t checkpoint_id, void **txn)
     tpc__file_conn_t *c = conn;
     tpc__file_txn_t *t = calloc(1, sizeof *t);
     if (!t)
-        return tpc_error_new(TPC_ERR_NOMEM, TPC_ERROR_FATAL, "out of memory");
+        return tpc_error_nomem();
     t->subtask = c->st->subtask;
     t->begin_ckpt = checkpoint_id;
     t->token = tpc__file_token();
@@ -133,7 +133,7 @@ static tpc_error_t *open_part(tpc__file_conn_t *c, tpc__file_txn_t *t)
         uint32_t cap = t->sizes_cap ? t->sizes_cap * 2 : 4;
         uint64_t *s = realloc(t->sizes, cap * sizeof *s);
         if (!s)
-            return tpc_error_new(TPC_ERR_NOMEM, TPC_ERROR_FATAL, "out of memory");
+            return tpc_error_nomem();
         t->sizes = s;
         t->sizes_cap = cap;
     }
@@ -158,7 +158,7 @@ static tpc_error_t *grow(tpc__file_conn_t *c, size_t need)
         cap *= 2;
     unsigned char *b = realloc(c->buf, cap);
     if (!b)
-        return tpc_error_new(TPC_ERR_NOMEM, TPC_ERROR_FATAL, "out of memory");
+        return tpc_error_nomem();
     c->buf = b;
     c->cap = cap;
     return NULL;
@@ -359,7 +359,7 @@ tpc_error_t *tpc__file_deserialize(void *conn, const void *bytes, size_t len, vo
     p += 2;
     tpc__file_txn_t *t = calloc(1, sizeof *t);
     if (!t)
-        return tpc_error_new(TPC_ERR_NOMEM, TPC_ERROR_FATAL, "out of memory");
+        return tpc_error_nomem();
     t->fd = -1;
     t->token_in_name = token_in_name;
     t->subtask = (int)tpc_txn_get_be(&p, 4);
@@ -377,7 +377,7 @@ tpc_error_t *tpc__file_deserialize(void *conn, const void *bytes, size_t len, vo
     t->sizes = nparts ? calloc(nparts, sizeof *t->sizes) : NULL;
     if (nparts && !t->sizes) {
         free(t);
-        return tpc_error_new(TPC_ERR_NOMEM, TPC_ERROR_FATAL, "out of memory");
+        return tpc_error_nomem();
     }
     for (uint32_t i = 0; i < t->nparts; i++)
         t->sizes[i] = tpc_txn_get_be(&p, 8);

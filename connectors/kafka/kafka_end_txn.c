@@ -12,18 +12,13 @@
  * not follow.
  */
 #include "kafka_wire.h"
+#include "tpc_kit.h"
 
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
 
 #define KEY_TYPE_TRANSACTION 1
-
-static void pause_ms(int64_t ms)
-{
-    struct timespec ts = {(time_t)(ms / 1000), (long)(ms % 1000) * 1000000L};
-    nanosleep(&ts, NULL);
-}
 
 static bool retriable_code(int code)
 {
@@ -148,13 +143,13 @@ static tpc_error_t *one_round(const tpc__kafka_wire_conf_t *conf, const char *tx
         }
         /* CONCURRENT_TRANSACTIONS lasts while the markers of an earlier EndTxn are written:
          * ask the same coordinator again after a short pause. */
-        for (int64_t backoff = 20; !err;) {
+        tpc_backoff_t backoff;
+        tpc_backoff_init(&backoff, deadline_ms, 20, 500);
+        while (!err) {
             err = send_end_txn(coord, txn_id, pid, epoch, commit, deadline_ms, code);
             if (err || *code != TPC__KAFKA_E_CONCURRENT_TRANSACTIONS ||
-                tpc__kafka_now_ms() + backoff >= deadline_ms)
+                !tpc_backoff_wait(&backoff, NULL, NULL))
                 break;
-            pause_ms(backoff);
-            backoff = backoff * 2 > 500 ? 500 : backoff * 2;
         }
     } else if (!err && !retriable_code(*code)) {
         err = broker_error("FindCoordinator", txn_id, *code);
@@ -170,12 +165,12 @@ tpc_error_t *tpc__kafka_end_txn(const tpc__kafka_wire_conf_t *conf, const char *
                                 int16_t epoch, bool commit, int timeout_ms,
                                 tpc__kafka_end_result_t *result, int *broker_code)
 {
-    int64_t deadline = tpc__kafka_now_ms() + timeout_ms;
-    int64_t backoff = 50;
+    tpc_backoff_t backoff;
+    tpc_backoff_init(&backoff, tpc_clock_ms() + timeout_ms, 50, 1000);
     *broker_code = 0;
     for (;;) {
         int code = 0;
-        tpc_error_t *err = one_round(conf, txn_id, pid, epoch, commit, deadline, &code);
+        tpc_error_t *err = one_round(conf, txn_id, pid, epoch, commit, backoff.deadline_ms, &code);
         if (!err && code > -1000)
             *broker_code = code;
         else if (!err)
@@ -206,11 +201,9 @@ tpc_error_t *tpc__kafka_end_txn(const tpc__kafka_wire_conf_t *conf, const char *
         }
         if (tpc_error_is_fatal(err) && !tpc_error_is_retriable(err))
             return err;
-        if (tpc__kafka_now_ms() + backoff >= deadline)
+        if (!tpc_backoff_wait(&backoff, NULL, NULL))
             return tpc_error_prefix(err, "gave up ending the transaction of \"%s\" after %d ms",
                                     txn_id, timeout_ms);
         tpc_error_destroy(err);
-        pause_ms(backoff);
-        backoff = backoff * 2 > 1000 ? 1000 : backoff * 2;
     }
 }

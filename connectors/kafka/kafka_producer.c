@@ -10,6 +10,7 @@
  * thread that serves its producers while it leaves them alone (kafka_serve.c), under its lock.
  */
 #include "kafka_internal.h"
+#include "tpc_kit.h"
 
 #include <inttypes.h>
 #include <stdio.h>
@@ -215,8 +216,8 @@ tpc_error_t *tpc__kafka_producer_start(tpc__kafka_producer_t *p, const tpc__kafk
                 err = tpc_error_hint(err, "check kafka.bootstrap.servers and that the brokers "
                                           "run; raise open.timeout.ms for a slow cluster");
         }
-        int64_t deadline = tpc__kafka_now_ms() + conf->open_timeout_ms;
-        while (!err && p->pid < 0 && tpc__kafka_now_ms() < deadline)
+        int64_t deadline = tpc_clock_ms() + conf->open_timeout_ms;
+        while (!err && p->pid < 0 && tpc_clock_ms() < deadline)
             rd_kafka_poll(p->rk, 20);
         if (!err && p->pid < 0)
             err = tpc_error_new(TPC_ERR_TIMEOUT, TPC_ERROR_RETRIABLE,

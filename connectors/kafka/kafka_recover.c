@@ -14,6 +14,7 @@
  * Also the public tpc_kafka_end_transaction().
  */
 #include "kafka_internal.h"
+#include "tpc_kit.h"
 
 #include <inttypes.h>
 #include <stdio.h>
@@ -42,8 +43,7 @@ static tpc_error_t *end_txn(const tpc__kafka_wire_conf_t *wire, const char *id, 
      * answer as "committed". */
     for (int tries = 0; !err && !commit && result == TPC__KAFKA_END_BAD_STATE && tries < 10;
          tries++) {
-        struct timespec pause = {0, 500 * 1000 * 1000};
-        nanosleep(&pause, NULL);
+        tpc_sleep_ms(500, NULL, NULL);
         err = tpc__kafka_end_txn(wire, id, pid, epoch, commit, timeout_ms, &result, &code);
     }
     if (err)
@@ -141,7 +141,7 @@ static tpc_error_t *orphans(tpc__kafka_sub_t *c, const tpc_txn_lingering_t *l)
                 struct tpc__kafka_orphan *o =
                     realloc(c->orphans, (size_t)(c->norphans + 1) * sizeof *o);
                 if (!o)
-                    return tpc_error_new(TPC_ERR_NOMEM, TPC_ERROR_FATAL, "out of memory");
+                    return tpc_error_nomem();
                 c->orphans = o;
                 snprintf(c->orphans[c->norphans].id, sizeof c->orphans[0].id, "%s", id);
                 c->orphans[c->norphans++].release_after = l->restored_checkpoint + 1;
@@ -171,14 +171,8 @@ static tpc_error_t *abort_lingering(tpc__kafka_sub_t *c, const tpc_txn_lingering
                 tpc__kafka_pool_hold(c, n, lingering->restored_checkpoint + 1);
         }
     }
-    for (int n = 0; n < c->conf->pool_size; n++) {
-        if (c->slots[n].state != TPC__KAFKA_SLOT_UNUSED)
-            continue;
-        tpc_error_t *err = tpc__kafka_pool_start(c, n);
-        if (err)
-            return err;
-    }
-    return orphans(c, lingering);
+    tpc_error_t *err = tpc__kafka_pool_start_unused(c);
+    return err ? err : orphans(c, lingering);
 }
 
 tpc_error_t *tpc__kafka_abort_lingering(void *conn, const tpc_txn_lingering_t *lingering)

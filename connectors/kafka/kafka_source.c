@@ -17,11 +17,6 @@
 static const char *const reserved[] = {"isolation.level", "enable.auto.commit",
                                        "enable.auto.offset.store", "enable.partition.eof"};
 
-static tpc_error_t *oom(void)
-{
-    return tpc_error_nomem();
-}
-
 /* kafka.<name>: a librdkafka consumer property, checked now so that a typo fails here. */
 static tpc_error_t *set_kafka_prop(void *arg, const tpc_prop_t *p, const char *key,
                                    const char *value)
@@ -77,7 +72,10 @@ static const tpc_prop_t source_props[] = {
             "isolation.level, enable.auto.commit, enable.auto.offset.store and "
             "enable.partition.eof are the source's and refused. With kafka.group.id set, the "
             "offsets of each completed checkpoint are committed to that group (monitoring "
-            "only)."},
+            "only). The read-ahead defaults to queued.min.messages=20000 and "
+            "queued.max.messages.kbytes=16384 (librdkafka's: 100000 and 65536); the source "
+            "wakes fetchers that parked on a full read-ahead queue itself, so a larger one buys "
+            "no speed."},
     {.name = "bounded",
      .type = TPC_PROP_BOOL,
      .field = SRC_FIELD(bounded),
@@ -175,7 +173,7 @@ static tpc_error_t *split_topics(tpc_kafka_source_t *src, const char *list)
     for (const char *c = list; *c; c++)
         cap += *c == ',';
     if (!(src->topics = calloc(cap, sizeof *src->topics)))
-        return oom();
+        return tpc_error_nomem();
     for (const char *at = list;;) {
         size_t len = strcspn(at, ",");
         while (len && (*at == ' '))
@@ -192,7 +190,7 @@ static tpc_error_t *split_topics(tpc_kafka_source_t *src, const char *list)
                                   "kafka topic names have at most %d characters",
                                   TPC__KAFKA_TOPIC_MAX);
         if (!(src->topics[src->ntopics++] = strndup(at, len)))
-            return oom();
+            return tpc_error_nomem();
         at += strcspn(at, ",");
         if (!*at++)
             break;
@@ -216,7 +214,7 @@ static tpc_error_t *compile(tpc_kafka_source_t *src)
     size_t len = strlen(src->topic);
     char *anchored = malloc(len + 4);
     if (!anchored)
-        return oom();
+        return tpc_error_nomem();
     /* "^(...)$": a match of part of a name does not count. */
     snprintf(anchored, len + 4, "^(%s)$", src->topic + 1);
     int rc = regcomp(&src->pattern, anchored, REG_EXTENDED | REG_NOSUB);
@@ -244,11 +242,13 @@ tpc_error_t *tpc_kafka_source_new(const char *bootstrap, const char *topic,
                              "kafka source needs bootstrap servers, a topic and an out pointer");
     tpc_kafka_source_t *src = calloc(1, sizeof *src);
     if (!src)
-        return oom();
+        return tpc_error_nomem();
     tpc_error_t *err = tpc_props_init(&source_table, src);
     src->topic = err ? NULL : strdup(topic);
     if (!err)
-        err = !src->topic ? oom() : topic[0] == '^' ? compile(src) : split_topics(src, topic);
+        err = !src->topic       ? tpc_error_nomem()
+              : topic[0] == '^' ? compile(src)
+                                : split_topics(src, topic);
     if (!err)
         err = tpc__kafka_props_add(&src->props, &src->nprops, "bootstrap.servers", bootstrap);
     if (err) {

@@ -20,6 +20,7 @@
  * everything skipped, and any record at or past the end offset can.
  */
 #include "kafka_internal.h"
+#include "tpc_kit.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -63,19 +64,8 @@ typedef struct {
     size_t headers_cap;
     uint64_t warnings;
     uint64_t discovery_failures;
+    tpc__kafka_fetch_t fetch;
 } source_t;
-
-static int64_t now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-static tpc_error_t *oom(void)
-{
-    return tpc_error_new(TPC_ERR_NOMEM, TPC_ERROR_FATAL, "out of memory");
-}
 
 static tpc_error_t *conf_set(rd_kafka_conf_t *rc, const char *name, const char *value)
 {
@@ -109,6 +99,8 @@ static tpc_error_t *make_consumer(source_t *s, tpc_ctx_t *ctx)
     tpc_error_t *err = conf_set(rc, "group.id", group);
     if (!err)
         err = conf_set(rc, "auto.offset.reset", "error");
+    if (!err)
+        err = tpc__kafka_fetch_defaults(rc);
     for (size_t i = 0; !err && i < s->conf->nprops; i++)
         err = conf_set(rc, s->conf->props[2 * i], s->conf->props[2 * i + 1]);
     if (!err)
@@ -133,6 +125,7 @@ static tpc_error_t *make_consumer(source_t *s, tpc_ctx_t *ctx)
     }
     rd_kafka_set_log_queue(s->rk, NULL); /* the main queue, which the consumer's poll serves */
     rd_kafka_poll_set_consumer(s->rk);
+    tpc__kafka_fetch_init(&s->fetch, s->rk, rd_kafka_conf(s->rk));
     if (prop(s->conf, "group.id"))
         s->commits = rd_kafka_queue_new(s->rk);
     return NULL;
@@ -153,11 +146,10 @@ static tpc_error_t *read_metadata(source_t *s)
     tpc__kafka_meta_t *m = &s->opened;
     tpc__kafka_meta_read(s->rk, s->conf, s->conf->open_timeout_ms, m);
     /* A topic created a moment ago may have no leader yet. */
-    int64_t deadline = now_ms() + s->conf->open_timeout_ms;
-    while (!m->err && waiting_for_leader(m) && now_ms() < deadline) {
+    int64_t deadline = tpc_clock_ms() + s->conf->open_timeout_ms;
+    while (!m->err && waiting_for_leader(m) && tpc_clock_ms() < deadline) {
         tpc__kafka_meta_free(m);
-        struct timespec pause = {0, 100 * 1000 * 1000};
-        nanosleep(&pause, NULL);
+        tpc_sleep_ms(100, NULL, NULL);
         tpc__kafka_meta_read(s->rk, s->conf, s->conf->open_timeout_ms, m);
     }
     if (m->err) {
@@ -218,11 +210,12 @@ static void source_close(void *self, tpc_ctx_t *ctx)
     tpc__kafka_discovery_stop(s->discovery);
     if (s->commits) {
         /* The last checkpoint's offsets are usually still on their way. */
-        int64_t deadline = now_ms() + COMMIT_WAIT_MS;
-        while (s->commits_in_flight > 0 && now_ms() < deadline)
+        int64_t deadline = tpc_clock_ms() + COMMIT_WAIT_MS;
+        while (s->commits_in_flight > 0 && tpc_clock_ms() < deadline)
             commit_results(s, 100);
         rd_kafka_queue_destroy(s->commits);
     }
+    tpc__kafka_fetch_destroy(&s->fetch);
     if (s->rk) {
         rd_kafka_consumer_close(s->rk);
         rd_kafka_destroy(s->rk);
@@ -243,7 +236,7 @@ static tpc_error_t *source_open(tpc_ctx_t *ctx, void *arg, void **self)
 {
     source_t *s = calloc(1, sizeof *s);
     if (!s)
-        return oom();
+        return tpc_error_nomem();
     s->conf = arg;
     s->ctx = ctx;
     s->last_topic = -1;
@@ -282,14 +275,14 @@ static tpc_error_t *add_topic(source_t *s, const char *name, size_t len, int *at
         size_t cap = s->topics_cap ? 2 * s->topics_cap : 4;
         topic_t *topics = realloc(s->topics, cap * sizeof *topics);
         if (!topics)
-            return oom();
+            return tpc_error_nomem();
         s->topics = topics;
         s->topics_cap = cap;
     }
     topic_t *t = &s->topics[s->ntopics];
     *t = (topic_t){.name = strndup(name, len)};
     if (!t->name)
-        return oom();
+        return tpc_error_nomem();
     *at = (int)s->ntopics++;
     return NULL;
 }
@@ -301,7 +294,7 @@ static tpc_error_t *grow_topic(topic_t *t, int partitions)
         return NULL;
     int *index = realloc(t->index, (size_t)partitions * sizeof *index);
     if (!index)
-        return oom();
+        return tpc_error_nomem();
     for (int p = t->partitions; p < partitions; p++)
         index[p] = -1;
     t->index = index;
@@ -346,7 +339,7 @@ static tpc_error_t *own(source_t *s, const tpc__kafka_source_part_t *part)
         if (parts)
             s->parts = parts;
         if (!next)
-            return oom();
+            return tpc_error_nomem();
         s->snapshot_next = next;
         s->parts_cap = cap;
     }
@@ -754,7 +747,7 @@ static tpc_error_t *headers_of(source_t *s, const rd_kafka_message_t *msg, size_
     if (n > s->headers_cap) {
         tpc_header_t *headers = realloc(s->headers, n * sizeof *headers);
         if (!headers)
-            return oom();
+            return tpc_error_nomem();
         s->headers = headers;
         s->headers_cap = n;
     }
@@ -817,8 +810,22 @@ static tpc_error_t *take(source_t *s, tpc_ctx_t *ctx, const rd_kafka_message_t *
                              tpc_strerror(rc));
     part->next = msg->offset + 1;
     *emitted = true;
+    tpc__kafka_fetch_taken(&s->fetch, msg->key_len + msg->len);
     mark_done_if_past_end(s, part);
     return NULL;
+}
+
+/* Fetchers may have parked on a full queue that ran low: wake the leaders of the partitions
+ * still read (kafka_source_fetch.c). */
+static void wake_fetchers(source_t *s)
+{
+    rd_kafka_topic_partition_list_t *list = rd_kafka_topic_partition_list_new((int)s->nparts);
+    for (size_t i = 0; i < s->nparts; i++)
+        if (!s->parts[i].done && !s->parts[i].gone)
+            rd_kafka_topic_partition_list_add(list, s->topics[s->parts[i].topic].name,
+                                              s->parts[i].partition);
+    tpc__kafka_fetch_wake(&s->fetch, s->rk, list);
+    rd_kafka_topic_partition_list_destroy(list);
 }
 
 static tpc_error_t *source_poll(void *self, tpc_ctx_t *ctx, tpc_poll_result_t *result)
@@ -846,6 +853,8 @@ static tpc_error_t *source_poll(void *self, tpc_ctx_t *ctx, tpc_poll_result_t *r
         emitted += one;
         rd_kafka_message_destroy(msg);
     }
+    if (!err && tpc__kafka_fetch_needs_wake(&s->fetch))
+        wake_fetchers(s);
     *result = emitted ? TPC_POLL_MORE : TPC_POLL_IDLE;
     if (s->conf->bounded && s->ndone == s->nparts)
         *result = TPC_POLL_MORE; /* the next poll ends, after these records went out */

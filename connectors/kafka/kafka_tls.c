@@ -268,7 +268,7 @@ tpc_error_t *tpc__kafka_tls_start(const tpc__kafka_wire_conf_t *conf, int fd, co
     *out = NULL;
     tpc__kafka_tls_t *t = calloc(1, sizeof *t);
     if (!t)
-        return tpc_error_new(TPC_ERR_NOMEM, TPC_ERROR_FATAL, "out of memory");
+        return tpc_error_nomem();
     t->fd = fd;
     t->name = name;
     bool verify_host = true;

@@ -16,11 +16,6 @@
 
 #define HANDLE_VERSION 1
 
-static tpc_error_t *oom(void)
-{
-    return tpc_error_new(TPC_ERR_NOMEM, TPC_ERROR_FATAL, "out of memory");
-}
-
 tpc_error_t *tpc__kafka_open(void *arg, const tpc_txn_subtask_t *st, void **out)
 {
     const tpc__kafka_conf_t *conf = arg;
@@ -37,7 +32,7 @@ tpc_error_t *tpc__kafka_open(void *arg, const tpc_txn_subtask_t *st, void **out)
         return err;
     tpc__kafka_sub_t *c = calloc(1, sizeof *c);
     if (!c)
-        return oom();
+        return tpc_error_nomem();
     c->conf = conf;
     c->st = st;
     c->transactional = transactional;
@@ -74,7 +69,7 @@ tpc_error_t *tpc__kafka_begin(void *conn, uint64_t checkpoint_id, void **txn)
     tpc__kafka_sub_t *c = conn;
     tpc__kafka_txn_t *t = calloc(1, sizeof *t);
     if (!t)
-        return oom();
+        return tpc_error_nomem();
     t->slot = -1;
     t->pid = -1;
     t->epoch = -1;
@@ -337,7 +332,7 @@ tpc_error_t *tpc__kafka_deserialize(void *conn, const void *bytes, size_t len, v
                              len);
     tpc__kafka_txn_t *t = calloc(1, sizeof *t);
     if (!t)
-        return oom();
+        return tpc_error_nomem();
     t->slot = -1;
     t->pid = (int64_t)get_be(b + 1, 8);
     t->epoch = (int16_t)get_be(b + 9, 2);

@@ -8,6 +8,7 @@
  * end transactions of crashed producers (kafka_end_txn.c).
  */
 #include "kafka_wire.h"
+#include "tpc_kit.h"
 
 #include <librdkafka/rdkafka.h>
 
@@ -36,13 +37,6 @@ struct tpc__kafka_conn {
     int16_t max_version[MAX_APIS];
     unsigned char *resp;
 };
-
-int64_t tpc__kafka_now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 const char *tpc__kafka_code_name(int code)
 {
@@ -292,7 +286,7 @@ tpc_error_t *tpc__kafka_wait_fd(int fd, short events, int64_t deadline_ms, const
                                 const char *what)
 {
     for (;;) {
-        int64_t left = deadline_ms - tpc__kafka_now_ms();
+        int64_t left = deadline_ms - tpc_clock_ms();
         if (left <= 0)
             return tpc_error_new(TPC_ERR_TIMEOUT, TPC_ERROR_RETRIABLE,
                                  "timed out trying to %s broker \"%s\"", what, name);
@@ -369,7 +363,7 @@ tpc_error_t *tpc__kafka_conn_call(tpc__kafka_conn_t *c, int api, int version, bo
         put(&w, body->data, body->len);
     if (w.oom || (body && body->oom)) {
         tpc__kafka_wbuf_free(&w);
-        return tpc_error_new(TPC_ERR_NOMEM, TPC_ERROR_FATAL, "out of memory");
+        return tpc_error_nomem();
     }
     uint32_t size = (uint32_t)(w.len - 4);
     for (int i = 0; i < 4; i++)
@@ -390,7 +384,7 @@ tpc_error_t *tpc__kafka_conn_call(tpc__kafka_conn_t *c, int api, int version, bo
     free(c->resp);
     c->resp = malloc(len);
     if (!c->resp)
-        return tpc_error_new(TPC_ERR_NOMEM, TPC_ERROR_FATAL, "out of memory");
+        return tpc_error_nomem();
     err = recv_all(c, c->resp, len, deadline_ms);
     if (err)
         return err;
@@ -501,7 +495,7 @@ tpc_error_t *tpc__kafka_conn_open(const tpc__kafka_wire_conf_t *conf, const char
         return err;
     tpc__kafka_conn_t *c = calloc(1, sizeof *c);
     if (!c)
-        return tpc_error_new(TPC_ERR_NOMEM, TPC_ERROR_FATAL, "out of memory");
+        return tpc_error_nomem();
     c->fd = -1;
     for (int i = 0; i < MAX_APIS; i++)
         c->max_version[i] = -1;

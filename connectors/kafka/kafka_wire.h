@@ -132,7 +132,6 @@ tpc_error_t *tpc__kafka_conn_call(tpc__kafka_conn_t *c, int api, int version, bo
 tpc_error_t *tpc__kafka_wait_fd(int fd, short events, int64_t deadline_ms, const char *name,
                                 const char *what);
 
-int64_t tpc__kafka_now_ms(void);
 /* Name of a broker error code ("PRODUCER_FENCED"), from librdkafka's table. */
 const char *tpc__kafka_code_name(int code);
 

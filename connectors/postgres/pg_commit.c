@@ -25,6 +25,7 @@
  * checkpoint.dir whose ids begin at 1 again) must be free to use the same gids.
  */
 #include "pg_internal.h"
+#include "tpc_kit.h"
 
 #include <inttypes.h>
 #include <stdio.h>
@@ -299,8 +300,7 @@ tpc_error_t *tpc__pg_abort_lingering(void *conn, const tpc_txn_lingering_t *l)
                 if (!err || !tpc_error_is_retriable(err) || tries == 200 || tpc_txn_is_canceled(st))
                     break;
                 tpc_error_destroy(err);
-                struct timespec pause = {0, 25 * 1000 * 1000};
-                nanosleep(&pause, NULL);
+                tpc_sleep_ms(25, tpc_txn_subtask_canceled, (void *)st);
             }
             rolled += done;
         }

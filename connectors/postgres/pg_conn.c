@@ -7,6 +7,7 @@
  * without them. Errors of a lost connection are flagged retriable, so that commits are retried.
  */
 #include "pg_internal.h"
+#include "tpc_kit.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -23,19 +24,6 @@ static void one_line(char *dst, size_t cap, const char *msg)
     size_t n = strlen(dst);
     while (n && dst[n - 1] == ' ')
         dst[--n] = '\0';
-}
-
-static void pause_ms(uint64_t ms)
-{
-    struct timespec ts = {(time_t)(ms / 1000), (long)(ms % 1000) * 1000000L};
-    nanosleep(&ts, NULL);
-}
-
-static uint64_t mono_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
 }
 
 /* Failures that waiting cannot cure: retrying them would only hide the mistake for the deadline. */
@@ -58,8 +46,9 @@ tpc_error_t *tpc__pg_connect(const tpc__pg_conf_t *conf, const tpc_txn_subtask_t
     /* Ours first: keywords in the user's conninfo (expanded from dbname) override them. */
     const char *const keys[] = {"connect_timeout", "application_name", "dbname", NULL};
     const char *const vals[] = {"10", app, conf->conninfo, NULL};
-    uint64_t deadline = mono_ms() + conf->connect_deadline_ms;
-    uint64_t backoff = conf->connect_backoff_ms;
+    tpc_backoff_t backoff;
+    tpc_backoff_init(&backoff, tpc_clock_ms() + (int64_t)conf->connect_deadline_ms,
+                     (int64_t)conf->connect_backoff_ms, 2000);
     char msg[512];
     bool permanent = false;
     for (int attempt = 0;; attempt++) {
@@ -74,11 +63,9 @@ tpc_error_t *tpc__pg_connect(const tpc__pg_conf_t *conf, const tpc_txn_subtask_t
         one_line(msg, sizeof msg, pg ? PQerrorMessage(pg) : "out of memory");
         tpc__pg_hide_secrets(conf->conninfo, msg);
         PQfinish(pg);
-        if ((permanent = permanent_failure(msg)) || mono_ms() + backoff > deadline ||
-            tpc_txn_is_canceled(st))
+        if ((permanent = permanent_failure(msg)) ||
+            !tpc_backoff_wait(&backoff, tpc_txn_subtask_canceled, (void *)st))
             break;
-        pause_ms(backoff);
-        backoff = backoff * 2 > 2000 ? 2000 : backoff * 2;
     }
     /* A wrong password or a missing role or database stays so: no restart mends it. */
     tpc_error_t *err = tpc_error_new(
@@ -141,11 +128,17 @@ tpc_error_t *tpc__pg_exec(PGconn *pg, const char *sql, int n, const char *const 
     return NULL;
 }
 
-char *tpc__pg_quote_qualified(PGconn *pg, const char *name)
+bool tpc__pg_name_ok(const char *name)
 {
     const char *dot = strchr(name, '.');
-    if (!*name || (dot && (dot == name || !dot[1] || strchr(dot + 1, '.'))))
+    return *name && !(dot && (dot == name || !dot[1] || strchr(dot + 1, '.')));
+}
+
+char *tpc__pg_quote_qualified(PGconn *pg, const char *name)
+{
+    if (!tpc__pg_name_ok(name))
         return NULL;
+    const char *dot = strchr(name, '.');
     size_t first = dot ? (size_t)(dot - name) : strlen(name);
     char *a = PQescapeIdentifier(pg, name, first);
     char *b = dot ? PQescapeIdentifier(pg, dot + 1, strlen(dot + 1)) : NULL;
@@ -272,7 +265,7 @@ static tpc_error_t *check_columns(tpc__pg_conn_t *c, PGresult *res, const int *i
 {
     tpc__pg_col_t *cols = calloc((size_t)n, sizeof *cols);
     if (!cols)
-        return tpc_error_new(TPC_ERR_NOMEM, TPC_ERROR_FATAL, "out of memory");
+        return tpc_error_nomem();
     c->cols = cols;
     c->ncols = n;
     for (int i = 0; i < n; i++) {
@@ -281,7 +274,7 @@ static tpc_error_t *check_columns(tpc__pg_conn_t *c, PGresult *res, const int *i
         cols[i].type_name = strdup(PQgetvalue(res, idx[i], 2));
         cols[i].attnum = atoi(PQgetvalue(res, idx[i], 6));
         if (!cols[i].name || !cols[i].type_name)
-            return tpc_error_new(TPC_ERR_NOMEM, TPC_ERROR_FATAL, "out of memory");
+            return tpc_error_nomem();
         if (!supported_type(cols[i].type))
             return tpc_error_hint(
                 tpc_error_new(TPC_ERR_CONFIG, TPC_ERROR_FATAL,
@@ -357,9 +350,8 @@ tpc_error_t *tpc__pg_load_columns(tpc__pg_conn_t *c)
             "set pg.table to the target table, schema.table when it is not on the search path");
     c->table_q = tpc__pg_quote_qualified(c->data, conf->table);
     if (!c->table_q)
-        return tpc_error_hint(tpc_error_new(TPC_ERR_CONFIG, TPC_ERROR_FATAL,
-                                            "invalid value \"%s\" for \"pg.table\"", conf->table),
-                              "give table or schema.table, names as they are, unquoted");
+        return tpc_prop_invalid(tpc_props_find(tpc_pg_sink_properties(), "pg.table"), "pg.table",
+                                conf->table, NULL);
     const char *params[] = {c->table_q};
     PGresult *res = NULL;
     tpc_error_t *err = tpc__pg_exec(
@@ -393,7 +385,7 @@ tpc_error_t *tpc__pg_load_columns(tpc__pg_conn_t *c)
     int *idx = calloc((size_t)total + 1, sizeof *idx), n = 0;
     int *keys = calloc((size_t)total + 1, sizeof *keys), nkeys = 0;
     if (!idx || !keys)
-        err = tpc_error_new(TPC_ERR_NOMEM, TPC_ERROR_FATAL, "out of memory");
+        err = tpc_error_nomem();
     else if (conf->columns)
         err = pick_columns(c, res, "pg.columns", conf->columns, idx, &n);
     else
@@ -438,8 +430,8 @@ tpc_error_t *tpc__pg_ensure_marker_table(tpc__pg_conn_t *c)
     const char *name = c->conf->marker_table;
     c->marker_q = tpc__pg_quote_qualified(c->control, name);
     if (!c->marker_q)
-        return tpc_error_new(TPC_ERR_CONFIG, TPC_ERROR_FATAL,
-                             "invalid value \"%s\" for \"pg.marker-table\"", name);
+        return tpc_prop_invalid(tpc_props_find(tpc_pg_sink_properties(), "pg.marker-table"),
+                                "pg.marker-table", name, NULL);
     const char *params[] = {c->marker_q};
     PGresult *res = NULL;
     tpc_error_t *err = tpc__pg_exec(c->control, "SELECT to_regclass($1) IS NOT NULL", 1, params,

@@ -161,7 +161,7 @@ static tpc_error_t *exec_batch(tpc__pg_conn_t *c, int rows)
         char *sql = cols ? tpc__pg_insert_sql(c, cols, rows) : NULL;
         free(cols);
         if (!sql)
-            return tpc_error_new(TPC_ERR_NOMEM, TPC_ERROR_FATAL, "out of memory");
+            return tpc_error_nomem();
         res = PQexecParams(c->data, sql, rows * c->ncols, c->types, c->values, c->lengths,
                            c->formats, 1);
         free(sql);
@@ -180,7 +180,7 @@ tpc_error_t *tpc__pg_exec_buffered(tpc__pg_conn_t *c)
     tpc_error_t *err = tpc__pg_ensure_txn(c);
     uint32_t *hashes = err ? NULL : calloc((size_t)c->insert_rows, sizeof *hashes);
     if (!err && !hashes)
-        err = tpc_error_new(TPC_ERR_NOMEM, TPC_ERROR_FATAL, "out of memory");
+        err = tpc_error_nomem();
     const unsigned char *p = c->row.buf;
     size_t left = c->rows;
     bool upsert = c->conf->mode == TPC__PG_UPSERT;

@@ -90,6 +90,13 @@ static tpc_error_t *set_gid_prefix(void *arg, const tpc_prop_t *p, const char *k
     return NULL;
 }
 
+static tpc_error_t *check_table_name(void *arg, const tpc_prop_t *p, const char *key,
+                                     const char *value)
+{
+    (void)arg;
+    return tpc__pg_name_ok(value) ? NULL : tpc_prop_invalid(p, key, value, NULL);
+}
+
 #define PG_FIELD(member) TPC_PROP_FIELD(tpc__pg_conf_t, member)
 
 static const char *const modes[] = {"copy", "insert", "upsert", NULL};
@@ -106,13 +113,15 @@ static const tpc_prop_t pg_props[] = {
     {.name = "pg.table",
      .type = TPC_PROP_STRING,
      .field = PG_FIELD(table),
-     .accepts = "a table name, `table` or `schema.table`",
-     .doc = "Required. The target table."},
+     .set = check_table_name,
+     .accepts = "table or schema.table, names as they are, unquoted",
+     .doc = "Required. The target table; names are taken as they are (case-sensitive)."},
     {.name = "pg.columns",
      .type = TPC_PROP_STRING,
      .field = PG_FIELD(columns),
      .accepts = "comma-separated column names",
-     .doc = "The target columns, in row order (default: every column)."},
+     .doc = "The target columns, in the order the encoder fills them (default: every "
+            "column)."},
     {.name = "pg.mode",
      .type = TPC_PROP_ENUM,
      .field = PG_FIELD(mode),
@@ -123,7 +132,7 @@ static const tpc_prop_t pg_props[] = {
      .type = TPC_PROP_STRING,
      .field = PG_FIELD(key_columns),
      .accepts = "comma-separated column names",
-     .doc = "upsert: the conflict columns (a unique index)."},
+     .doc = "upsert: the columns of a unique index (checked at open)."},
     {.name = "pg.gid-prefix",
      .type = TPC_PROP_CUSTOM,
      .set = set_gid_prefix,
@@ -149,8 +158,9 @@ static const tpc_prop_t pg_props[] = {
     {.name = "pg.marker-table",
      .type = TPC_PROP_STRING,
      .field = PG_FIELD(marker_table),
+     .set = check_table_name,
      .def = "twopc_markers",
-     .accepts = "a table name",
+     .accepts = "table or schema.table, names as they are, unquoted",
      .doc = "The marker table, created if missing."},
     {.name = "pg.connect.deadline.ms",
      .type = TPC_PROP_INT,
@@ -159,7 +169,8 @@ static const tpc_prop_t pg_props[] = {
      .max = 86400000,
      .def = "30000",
      .unit = "ms",
-     .doc = "Keep trying to connect this long at open."},
+     .doc = "How long opening keeps trying to connect (a server still starting up); failures "
+            "that waiting cannot cure (authentication, unknown database or role) fail at once."},
     {.name = "pg.connect.backoff.ms",
      .type = TPC_PROP_INT,
      .field = PG_FIELD(connect_backoff_ms),
@@ -167,7 +178,7 @@ static const tpc_prop_t pg_props[] = {
      .max = 60000,
      .def = "100",
      .unit = "ms",
-     .doc = "First pause between connection attempts (it doubles)."},
+     .doc = "First pause between connection attempts, doubling up to 2 s."},
 };
 
 static const tpc_props_t pg_table = {"postgres sink", "tpc_txn_sink_set()", pg_props,

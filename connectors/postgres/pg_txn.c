@@ -19,7 +19,7 @@
 
 static tpc_error_t *nomem(void)
 {
-    return tpc_error_new(TPC_ERR_NOMEM, TPC_ERROR_FATAL, "out of memory");
+    return tpc_error_nomem();
 }
 
 static tpc_error_t *build_statements(tpc__pg_conn_t *c)

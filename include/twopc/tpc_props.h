@@ -4,7 +4,7 @@
  * default, unit, description), and one parser reads every key of every component. Defaults are
  * applied from the table, every bad value gets the same message shape ("invalid value "V" for "K"",
  * with a hint that says what the key takes), and docs/configuration.md is generated from the same
- * tables (tools/config_doc.c), so code and documentation cannot drift.
+ * tables (`twopc config`, tools/cmd_config.c), so code and documentation cannot drift.
  *
  * A connector author writes a table for the connector's own keys, points the connector ops table
  * at it (tpc_txn_connector_ops_t.props, tpc_txn.h) and gets parsing, defaults, messages and
