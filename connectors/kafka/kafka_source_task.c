@@ -589,6 +589,7 @@ static tpc_error_t *topic_missing(source_t *s, int t, rd_kafka_resp_err_t why)
         return tpc_error_new(TPC_ERR_EXTERNAL, 0, "kafka topic \"%s\" is gone: %s", topic->name,
                              rd_kafka_err2str(why));
     topic->gone = true;
+    s->last_rkt = NULL; /* a topic of that name again is another one */
     rd_kafka_topic_partition_list_t *list = rd_kafka_topic_partition_list_new(4);
     for (size_t i = 0; i < s->nparts; i++) {
         tpc__kafka_source_part_t *part = &s->parts[i];
