@@ -167,6 +167,7 @@ typedef struct {
     int max_parallelism;         /* key groups */
     bool fallback_at_least_once; /* restore.fallback */
     size_t channel_capacity, batch_size;
+    int64_t channel_capacity_ms;
 } tpc__conf_t;
 
 struct tpc_job_s {
