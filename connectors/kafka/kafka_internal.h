@@ -6,8 +6,9 @@
  * kafka_pool.c (which transactional id may carry the next transaction), kafka_recover.c
  * (recovery commits and lingering transactions) and kafka_serve.c (the thread that polls the
  * producers the subtask leaves alone). The source is apart: its configuration in
- * kafka_source.c, its checkpoint entries in kafka_source_state.c, a subtask's reading in
- * kafka_source_task.c.
+ * kafka_source.c, its checkpoint entries and ownership rule in kafka_source_state.c, the topics'
+ * metadata and the discovery thread in kafka_source_meta.c, a subtask's reading in
+ * kafka_source_task.c and which partitions it reads in kafka_source_parts.c.
  */
 #ifndef TPC_KAFKA_INTERNAL_H
 #define TPC_KAFKA_INTERNAL_H
