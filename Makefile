@@ -7,7 +7,8 @@
 #   make WERROR=1             warnings are errors (default when CI=true)
 #   make install PREFIX=/usr/local DESTDIR=
 #   make services-up / services-down          local PostgreSQL + Kafka for trying twopc
-#   make bench-runtime / bench-file / bench-kafka / bench-pg   benchmark programs
+#   make bench-runtime / bench-file / bench-kafka / bench-pg / bench-latency   benchmark programs
+#   make bench-compare        the same Kafka -> Kafka exactly-once job on twopc and on Apache Flink
 #   make demo                 exactly_once_pipeline into PostgreSQL and Kafka, kill -9 once, verify
 #   make torture RUNS=n       n runs of random kill -9 and server restarts, each verified
 #   make model                Spin model of the commit protocol: checks and mutants (model/)
@@ -94,7 +95,7 @@ TWOPC_CMD := $(BUILD)/bin/twopc
 
 .PHONY: all lib tools test-install deps deps-build test test-unit test-integration tests-build examples \
         install format format-check services-up services-down clean docs \
-        bench-runtime bench-file bench-kafka bench-pg demo torture soak fuzz fuzz-run model
+        bench-runtime bench-file bench-kafka bench-pg bench-compare demo torture soak fuzz fuzz-run model
 .DEFAULT_GOAL := all
 
 all: deps-build lib tools examples
@@ -198,6 +199,17 @@ bench-pg: deps $(BUILD)/bench/bench_pg
 	    tests/services/with-services.sh $(BUILD)/bench/bench_pg
 bench-kafka: deps $(BUILD)/bench/bench_kafka
 	@tests/services/with-services.sh $(BUILD)/bench/bench_kafka
+bench-latency: deps $(BUILD)/bench/bench_latency
+	@tests/services/with-services.sh $(BUILD)/bench/bench_latency
+# twopc beside Apache Flink (MiniCluster, KafkaSink EXACTLY_ONCE) on the same job and broker.
+COMPARE_BINS := $(BUILD)/bench/compare_twopc_job $(BUILD)/bench/compare_topic_tool
+$(BUILD)/bench/compare_%: tests/bench/compare/%.c $(STATIC)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_ALL) $(PUBLIC_INC) $(LDFLAGS) -o $@ $< $(STATIC) $(LDLIBS_ALL)
+bench-compare: deps $(COMPARE_BINS)
+	@tests/services/deps.sh compare
+	@tests/services/deps.sh plot
+	@tests/services/with-services.sh tests/bench/compare/run.sh $(BUILD)
 
 # End to end: the example pipeline, killed and restarted, its outputs read back (tests/e2e/).
 RUNS ?= 5

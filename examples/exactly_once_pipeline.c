@@ -27,6 +27,9 @@
  *   exactly_once_pipeline [options]            run the job
  *     --bootstrap HOST:PORT  Kafka brokers (default: $TWOPC_KAFKA_BOOTSTRAP)
  *     --pg CONNINFO          PostgreSQL connection (default: $TWOPC_PG_CONNINFO)
+ *     --sinks S              pg,kafka (default), pg or kafka: the sinks the job writes to; the
+ *                            other one is left out of the job (and its server is not needed).
+ *                            Keep it the same between runs on one checkpoint directory
  *     --name NAME            job name; topics NAME-in and NAME-out, table NAME_out
  *                            (default twopc-demo)
  *     --input T / --topic T / --table T        other names
@@ -44,6 +47,14 @@
  *                            input for a running --unbounded job; verify_output then wants
  *                            --records covering every record written
  *     --unbounded            keep reading new input for ever; stop with SIGINT
+ *     --discovery-ms MS      unbounded: how often the source looks for new partitions (default:
+ *                            the source's, 10 s)
+ *     --grow-to F            with --fill: place record i in partition FNV-1a(key) mod F, and
+ *                            write only the records of partitions below --parallelism (the ones
+ *                            the topic is created with); with --grow too, first give the topic F
+ *                            partitions, then write only the records of the partitions added. So
+ *                            a fill, a growth while the job runs and a second fill write every
+ *                            record once, each key in one partition, in order
  *     --keys K               distinct keys written by --fill (default 840)
  *     --rate R               records per second through the transform, all subtasks together
  *                            (default 0: unlimited), to watch a run or kill it half-way
@@ -80,7 +91,9 @@ typedef struct {
     const char *restore_mode, *restore_fallback;
     uint64_t records, first;
     uint32_t keys;
-    bool unbounded, fill;
+    bool unbounded, fill, grow;
+    bool to_pg, to_kafka;      /* --sinks */
+    int grow_to, discovery_ms; /* 0: none, the source's default */
     double rate;
 } options_t;
 
@@ -206,6 +219,21 @@ static void on_delivery(rd_kafka_t *rk, const rd_kafka_message_t *msg, void *opa
         atomic_fetch_add((atomic_ullong *)opaque, 1);
 }
 
+#define SKIP_RECORD (-2) /* RD_KAFKA_PARTITION_UA is -1 */
+
+/* Where a record goes (RD_KAFKA_PARTITION_UA: the partitioner decides), SKIP_RECORD when this
+ * fill leaves it out (--grow-to). */
+static int32_t fill_partition(const options_t *opt, const char *key, int kl)
+{
+    if (!opt->grow_to)
+        return RD_KAFKA_PARTITION_UA;
+    uint32_t h = 2166136261u;
+    for (int i = 0; i < kl; i++)
+        h = (h ^ (unsigned char)key[i]) * 16777619u;
+    int32_t p = (int32_t)(h % (uint32_t)opt->grow_to);
+    return (p < opt->parallelism) != opt->grow ? p : SKIP_RECORD;
+}
+
 static int fill_input(const options_t *opt)
 {
     char errstr[512];
@@ -225,14 +253,22 @@ static int fill_input(const options_t *opt)
         fprintf(stderr, "exactly_once_pipeline: %s\n", errstr);
         return 1;
     }
+    if (opt->grow && !ex_grow_topic("exactly_once_pipeline", rk, opt->input, opt->grow_to)) {
+        rd_kafka_destroy(rk);
+        return 1;
+    }
     for (uint64_t i = opt->first; i < opt->first + opt->records; i++) {
         char key[EO_KEY_MAX], value[EO_VALUE_MAX];
         int kl = eo_key(i, opt->keys, key), vl = eo_input_value(i, value);
+        int32_t partition = fill_partition(opt, key, kl);
+        if (partition == SKIP_RECORD)
+            continue;
         rd_kafka_resp_err_t err;
         while ((err = rd_kafka_producev(
-                    rk, RD_KAFKA_V_TOPIC(opt->input), RD_KAFKA_V_KEY(key, (size_t)kl),
-                    RD_KAFKA_V_VALUE(value, (size_t)vl), RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY),
-                    RD_KAFKA_V_END)) == RD_KAFKA_RESP_ERR__QUEUE_FULL)
+                    rk, RD_KAFKA_V_TOPIC(opt->input), RD_KAFKA_V_PARTITION(partition),
+                    RD_KAFKA_V_KEY(key, (size_t)kl), RD_KAFKA_V_VALUE(value, (size_t)vl),
+                    RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY), RD_KAFKA_V_END)) ==
+               RD_KAFKA_RESP_ERR__QUEUE_FULL)
             rd_kafka_poll(rk, 100);
         if (err) {
             fprintf(stderr, "exactly_once_pipeline: could not produce: %s\n",
@@ -360,13 +396,18 @@ static tpc_error_t *build_job(const options_t *opt, tpc_job_t *job, tpc_kafka_so
     if (!err && opt->rate > 0)
         err = tpc_job_set(job, "batch.size", "64");
 
-    /* Kafka: partition p belongs to subtask p % P; bounded = up to the end at the first start. */
+    /* Kafka: partition p of the input belongs to subtask (FNV-1a(topic) + p) % P; bounded = up to
+     * the end at the first start, unbounded = new input and new partitions as they come. */
     if (!err)
         err = tpc_kafka_source_new(opt->bootstrap, opt->input, source);
     if (!err)
         err = tpc_kafka_source_set(*source, "bounded", opt->unbounded ? "false" : "true");
     if (!err)
         err = tpc_kafka_source_set(*source, "open.timeout.ms", "60000");
+    char discovery[32];
+    snprintf(discovery, sizeof discovery, "%d", opt->discovery_ms);
+    if (!err && opt->discovery_ms)
+        err = tpc_kafka_source_set(*source, "partition.discovery.interval.ms", discovery);
     if (!err)
         err = tpc_kafka_source_add_to_job(*source, job, "source", opt->source_par, &src);
     if (!err)
@@ -376,7 +417,7 @@ static tpc_error_t *build_job(const options_t *opt, tpc_job_t *job, tpc_kafka_so
         err = tpc_job_connect(job, src, xf, TPC_EDGE_FORWARD);
 
     /* PostgreSQL: binary COPY into (id, k, v); gids start with the table's name. */
-    if (!err)
+    if (!err && opt->to_pg)
         err = tpc_pg_sink_new(pg_sink);
     const char *pg_kv[][2] = {{"pg.conninfo", opt->pg},
                               {"pg.table", opt->table},
@@ -385,18 +426,18 @@ static tpc_error_t *build_job(const options_t *opt, tpc_job_t *job, tpc_kafka_so
                               {"pg.mode", "copy"},
                               {"commit.retry.deadline.ms", "120000"},
                               {"pg.connect.deadline.ms", "60000"}};
-    for (size_t i = 0; !err && i < sizeof pg_kv / sizeof pg_kv[0]; i++)
+    for (size_t i = 0; !err && opt->to_pg && i < sizeof pg_kv / sizeof pg_kv[0]; i++)
         err = tpc_txn_sink_set(*pg_sink, pg_kv[i][0], pg_kv[i][1]);
-    if (!err)
+    if (!err && opt->to_pg)
         err = tpc_pg_sink_set_encoder(*pg_sink, encode_row, NULL);
-    if (!err)
+    if (!err && opt->to_pg)
         err = tpc_txn_sink_add_to_job(*pg_sink, job, "postgres", opt->pg_par, &to_pg);
-    if (!err)
+    if (!err && opt->to_pg)
         err = tpc_job_connect(job, xf, to_pg, TPC_EDGE_HASH);
 
     /* Kafka: transactional ids "<topic>-<subtask>-<n>", stable across restarts of this job. */
     snprintf(prefix, sizeof prefix, "%s", opt->topic);
-    if (!err)
+    if (!err && opt->to_kafka)
         err = tpc_kafka_sink_new(opt->bootstrap, opt->topic, kafka_sink);
     const char *kafka_kv[][2] = {{"transactional.id.prefix", prefix},
                                  {"kafka.transaction.timeout.ms", "60000"},
@@ -406,11 +447,11 @@ static tpc_error_t *build_job(const options_t *opt, tpc_job_t *job, tpc_kafka_so
                                  {"open.timeout.ms", "60000"},
                                  {"recovery.timeout.ms", "120000"},
                                  {"commit.retry.deadline.ms", "120000"}};
-    for (size_t i = 0; !err && i < sizeof kafka_kv / sizeof kafka_kv[0]; i++)
+    for (size_t i = 0; !err && opt->to_kafka && i < sizeof kafka_kv / sizeof kafka_kv[0]; i++)
         err = tpc_txn_sink_set(*kafka_sink, kafka_kv[i][0], kafka_kv[i][1]);
-    if (!err)
+    if (!err && opt->to_kafka)
         err = tpc_txn_sink_add_to_job(*kafka_sink, job, "kafka", opt->kafka_par, &to_kafka);
-    if (!err)
+    if (!err && opt->to_kafka)
         err = tpc_job_connect(job, xf, to_kafka, TPC_EDGE_HASH);
     return err;
 }
@@ -421,9 +462,11 @@ static int usage(const char *msg)
         stderr,
         "exactly_once_pipeline: %s\n"
         "usage: exactly_once_pipeline [--bootstrap HOST:PORT] [--pg CONNINFO] [--name NAME]\n"
+        "         [--sinks pg,kafka|pg|kafka]\n"
         "         [--topic T] [--table T] [--checkpoint-dir DIR] [--parallelism P]\n"
         "         [--interval MS] [--records N | --unbounded] [--keys K] [--rate R]\n"
-        "         [--input T] [--progress tty|lines|off] [--fill [--first FIRST]]\n"
+        "         [--input T] [--progress tty|lines|off] [--discovery-ms MS]\n"
+        "         [--fill [--first FIRST] [--grow-to F [--grow]]]\n"
         "         [--source-parallelism P] [--pg-parallelism P] [--kafka-parallelism P]\n"
         "         [--restore-mode auto|fresh|required] [--restore-fallback refuse|at-least-once]\n",
         msg);
@@ -453,6 +496,10 @@ static int parse_options(int argc, char **argv, options_t *opt)
                                              {"kafka-parallelism", required_argument, 0, 'K'},
                                              {"restore-mode", required_argument, 0, 'M'},
                                              {"restore-fallback", required_argument, 0, 'B'},
+                                             {"sinks", required_argument, 0, 'O'},
+                                             {"discovery-ms", required_argument, 0, 'D'},
+                                             {"grow-to", required_argument, 0, 'X'},
+                                             {"grow", no_argument, 0, 'W'},
                                              {0, 0, 0, 0}};
     *opt = (options_t){.bootstrap = getenv("TWOPC_KAFKA_BOOTSTRAP"),
                        .pg = getenv("TWOPC_PG_CONNINFO"),
@@ -461,6 +508,8 @@ static int parse_options(int argc, char **argv, options_t *opt)
                        .interval_ms = 500,
                        .records = 100000,
                        .keys = EO_DEFAULT_KEYS,
+                       .to_pg = true,
+                       .to_kafka = true,
                        .progress = isatty(STDERR_FILENO) ? "tty" : "lines"};
     int c;
     while ((c = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
@@ -528,19 +577,40 @@ static int parse_options(int argc, char **argv, options_t *opt)
         case 'B':
             opt->restore_fallback = optarg;
             break;
+        case 'D':
+            opt->discovery_ms = atoi(optarg);
+            break;
+        case 'X':
+            opt->grow_to = atoi(optarg);
+            break;
+        case 'W':
+            opt->grow = true;
+            break;
+        case 'O':
+            opt->to_pg =
+                !strcmp(optarg, "pg") || !strcmp(optarg, "pg,kafka") || !strcmp(optarg, "kafka,pg");
+            opt->to_kafka = !strcmp(optarg, "kafka") || !strcmp(optarg, "pg,kafka") ||
+                            !strcmp(optarg, "kafka,pg");
+            if (!opt->to_pg && !opt->to_kafka)
+                return usage("--sinks is pg,kafka, pg or kafka");
+            break;
         default:
             return usage("unknown option");
         }
     }
     if (optind != argc)
         return usage("unexpected argument");
-    if (!opt->bootstrap || !opt->pg)
+    if (!opt->bootstrap || (!opt->pg && opt->to_pg && !opt->fill))
         return usage("name the servers with --bootstrap and --pg (or TWOPC_KAFKA_BOOTSTRAP and "
-                     "TWOPC_PG_CONNINFO)");
+                     "TWOPC_PG_CONNINFO); --sinks kafka needs no --pg");
     if (opt->parallelism < 1 || opt->parallelism > 8 || opt->interval_ms < 10)
         return usage("--parallelism must be 1 to 8, --interval at least 10");
     if (opt->keys == 0)
         return usage("--keys must be at least 1");
+    if (opt->grow_to && (opt->grow_to <= opt->parallelism || opt->grow_to > 64))
+        return usage("--grow-to must be more than --parallelism, and at most 64");
+    if ((opt->grow && !opt->grow_to) || opt->discovery_ms < 0)
+        return usage("--grow needs --grow-to; --discovery-ms is 0 or more");
     int *pars[] = {&opt->source_par, &opt->pg_par, &opt->kafka_par};
     for (int i = 0; i < 3; i++) {
         if (!*pars[i])
@@ -579,7 +649,7 @@ int main(int argc, char **argv)
         return rc;
     if (opt.fill)
         return create_topic(&opt, opt.input) ? fill_input(&opt) : 1;
-    if (!create_table(&opt) || !create_topic(&opt, opt.topic))
+    if ((opt.to_pg && !create_table(&opt)) || (opt.to_kafka && !create_topic(&opt, opt.topic)))
         return 1;
 
     tpc_job_t *job = tpc_job_new(opt.name);
@@ -598,8 +668,8 @@ int main(int argc, char **argv)
     fprintf(stderr,
             ", parallelism %d (source %d, postgres %d, kafka %d), checkpoint every %d ms\n"
             "topic: %s\ntable: %s\n",
-            opt.parallelism, opt.source_par, opt.pg_par, opt.kafka_par, opt.interval_ms, opt.topic,
-            opt.table);
+            opt.parallelism, opt.source_par, opt.pg_par, opt.kafka_par, opt.interval_ms,
+            opt.to_kafka ? opt.topic : "(no kafka sink)", opt.to_pg ? opt.table : "(no pg sink)");
 
     tpc_job_result_t result = TPC_JOB_FINISHED;
     if (!err) {

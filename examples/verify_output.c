@@ -7,7 +7,7 @@
  * come in the order of their numbers. It uses only librdkafka and libpq, none of twopc.
  *
  *   verify_output --records N [--topic T] [--table T] [--bootstrap HOST:PORT] [--pg CONNINFO]
- *                 [--keys K] [--name NAME] [--times T]
+ *                 [--keys K] [--name NAME] [--times T] [--sinks pg,kafka|pg|kafka]
  *
  * The names default as in exactly_once_pipeline (NAME-out, NAME_out), the servers to
  * $TWOPC_KAFKA_BOOTSTRAP and $TWOPC_PG_CONNINFO. It prints a summary table and the lines
@@ -15,7 +15,8 @@
  * outputs, restore.mode=fresh) every record must appear exactly T times, and in the topic the
  * numbers of one key may start again from the beginning T - 1 times. Exit status: 0 when both
  * outputs hold every record exactly once, 1 when anything is missing, repeated, wrong or out of
- * order, 2 when it could not read.
+ * order, 2 when it could not read. --sinks as given to exactly_once_pipeline: the output it left
+ * out is neither read nor counted.
  *
  * With --totals it reads what keyed_totals wrote instead (keyed_totals_records.h; --keys is then
  * the number of users, default 300, and the table defaults to NAME_totals): the topic must hold,
@@ -56,7 +57,8 @@ typedef struct {
     uint32_t keys;
     uint32_t times;
     bool totals;
-    uint64_t *prefix; /* --totals: the total of user i % keys after purchase i */
+    bool to_pg, to_kafka; /* --sinks: the outputs to read */
+    uint64_t *prefix;     /* --totals: the total of user i % keys after purchase i */
 } options_t;
 
 enum { REC_OK, REC_FOREIGN, REC_WRONG };
@@ -339,24 +341,31 @@ static int usage(const char *msg)
             "verify_output: %s\n"
             "usage: verify_output --records N [--topic T] [--table T] [--name NAME]\n"
             "         [--bootstrap HOST:PORT] [--pg CONNINFO] [--keys K] [--times T]\n"
-            "         [--totals]\n",
+            "         [--totals] [--sinks pg,kafka|pg|kafka]\n",
             msg);
     return 2;
 }
 
 static int parse_options(int argc, char **argv, options_t *opt)
 {
-    static const struct option longopts[] = {
-        {"bootstrap", required_argument, 0, 'b'}, {"pg", required_argument, 0, 'g'},
-        {"name", required_argument, 0, 'n'},      {"topic", required_argument, 0, 't'},
-        {"table", required_argument, 0, 'T'},     {"records", required_argument, 0, 'r'},
-        {"keys", required_argument, 0, 'k'},      {"times", required_argument, 0, 'x'},
-        {"totals", no_argument, 0, 'S'},          {0, 0, 0, 0}};
+    static const struct option longopts[] = {{"bootstrap", required_argument, 0, 'b'},
+                                             {"pg", required_argument, 0, 'g'},
+                                             {"name", required_argument, 0, 'n'},
+                                             {"topic", required_argument, 0, 't'},
+                                             {"table", required_argument, 0, 'T'},
+                                             {"records", required_argument, 0, 'r'},
+                                             {"keys", required_argument, 0, 'k'},
+                                             {"times", required_argument, 0, 'x'},
+                                             {"totals", no_argument, 0, 'S'},
+                                             {"sinks", required_argument, 0, 'O'},
+                                             {0, 0, 0, 0}};
     const char *name = "twopc-demo";
     *opt = (options_t){.bootstrap = getenv("TWOPC_KAFKA_BOOTSTRAP"),
                        .pg = getenv("TWOPC_PG_CONNINFO"),
                        .keys = EO_DEFAULT_KEYS,
-                       .times = 1};
+                       .times = 1,
+                       .to_pg = true,
+                       .to_kafka = true};
     bool have_records = false, have_keys = false;
     int c;
     while ((c = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
@@ -388,6 +397,10 @@ static int parse_options(int argc, char **argv, options_t *opt)
         case 'x':
             opt->times = (uint32_t)strtoul(optarg, NULL, 10);
             break;
+        case 'O':
+            opt->to_pg = strstr(optarg, "pg") != NULL;
+            opt->to_kafka = strstr(optarg, "kafka") != NULL;
+            break;
         default:
             return usage("unknown option");
         }
@@ -398,7 +411,9 @@ static int parse_options(int argc, char **argv, options_t *opt)
         return usage("give --records (and --keys, when not the default)");
     if (opt->times < 1 || opt->times > 200)
         return usage("--times must be 1 to 200");
-    if (!opt->bootstrap || !opt->pg)
+    if (!opt->to_pg && !opt->to_kafka)
+        return usage("--sinks is pg,kafka, pg or kafka");
+    if (!opt->bootstrap || (opt->to_pg && !opt->pg))
         return usage("name the servers with --bootstrap and --pg (or TWOPC_KAFKA_BOOTSTRAP and "
                      "TWOPC_PG_CONNINFO)");
     if (!opt->topic) {
@@ -430,10 +445,10 @@ int main(int argc, char **argv)
     pg.final_only = opt.totals;
     for (uint64_t i = 0; opt.totals && i < opt.records; i++)
         opt.prefix[i] = (i >= opt.keys ? opt.prefix[i - opt.keys] : 0) + kt_amount(i);
-    bool read = read_pg(&opt, &pg) && read_kafka(&opt, &kafka);
+    bool read = (!opt.to_pg || read_pg(&opt, &pg)) && (!opt.to_kafka || read_kafka(&opt, &kafka));
     tally_finish(&pg, &opt);
     tally_finish(&kafka, &opt);
-    bool ok = read && tally_ok(&pg) && tally_ok(&kafka);
+    bool ok = read && (!opt.to_pg || tally_ok(&pg)) && (!opt.to_kafka || tally_ok(&kafka));
 
     printf("%-36s %12llu\n", "records in", (unsigned long long)opt.records);
     printf("%-36s %12llu\n", "rows in PostgreSQL", (unsigned long long)pg.total);
@@ -450,8 +465,10 @@ int main(int argc, char **argv)
     printf("%-36s %12s %12llu\n", "out of order within a key", "-",
            (unsigned long long)kafka.out_of_order);
     printf("topic: %s\ntable: %s\n", opt.topic, opt.table);
-    tally_examples(&pg);
-    tally_examples(&kafka);
+    if (opt.to_pg)
+        tally_examples(&pg);
+    if (opt.to_kafka)
+        tally_examples(&kafka);
     printf("result: %s\n", !read ? "could not read the outputs"
                            : !ok ? "MISMATCH"
                            : opt.totals

@@ -166,6 +166,17 @@ static const tpc_prop_t job_props[] = {
      .def = "16",
      .unit = "batches",
      .doc = "Batches buffered per channel: the backpressure bound."},
+    {.name = "channel.capacity.ms",
+     .type = TPC_PROP_INT,
+     .field = JOB_FIELD(channel_capacity_ms),
+     .min = 0,
+     .max = 3600000,
+     .def = "500",
+     .unit = "ms",
+     .doc = "The bound in time: a channel takes no further batch while the records it holds "
+            "would take its consumer longer than this to get through, at the pace it took "
+            "them lately (at least one batch always fits). It bounds how long a checkpoint "
+            "barrier waits behind buffered records when an operator is slow; 0: batches only."},
     {.name = "batch.size",
      .type = TPC_PROP_INT,
      .field = JOB_FIELD(batch_size),
@@ -306,7 +317,9 @@ static int task_index(const tpc_job_t *job, int vertex, int subtask)
 
 static void add_channel(tpc__attempt_t *a, tpc__task_t *from, tpc__out_edge_t *o, tpc__task_t *to)
 {
-    tpc__channel_t *ch = tpc__channel_new(a->job->conf.channel_capacity, &a->canceled);
+    tpc__channel_t *ch =
+        tpc__channel_new(a->job->conf.channel_capacity,
+                         (uint64_t)a->job->conf.channel_capacity_ms * 1000u, &a->canceled);
     ch->producer = from;
     ch->consumer = to;
     a->channels = tpc__xrealloc(a->channels, (size_t)(a->nchannels + 1) * sizeof(*a->channels));

@@ -12,8 +12,15 @@
  * records of one key would meet several subtasks. At a checkpoint it is written next to the
  * operator's own state, one entry per value and per map entry, each with its key group; a restore
  * at any parallelism up to max-parallelism hands each subtask the entries of its groups
- * (restore.c). Processing-time timers (timers.c) travel in the same entries. The snapshot copies
- * the table's entries: its cost grows with the state (docs/keyed-state.md).
+ * (restore.c). Processing-time timers (timers.c) travel in the same entries.
+ *
+ * Snapshots are copy-on-write: at the barrier the subtask only lists the entries
+ * (tpc__keyed_freeze, a walk over pointers), and another thread writes them out
+ * (tpc__keyed_write_frozen) while records go on. Until that thread is done, an entry it may still
+ * read is never changed in place: a put gives the key a new entry and a delete unlinks the old one,
+ * and both keep it, retired, until tpc__keyed_thaw frees it. The writer reads only an entry's key,
+ * value, group and state name, which the subtask never changes while the entry is frozen; the
+ * subtask still relinks frozen entries' `next` in its chains (docs/keyed-state.md).
  */
 #include "runtime_task.h"
 
@@ -53,10 +60,12 @@ typedef struct entry {
     uint64_t hash;
     int name; /* index in names; 0 in a map's own table */
     int group;
-    size_t key_len, value_len, value_cap;
-    uint8_t *value; /* inside the entry, after the key: one allocation per entry */
-    uint8_t key[];
+    uint32_t key_len, value_len, value_cap;
+    uint32_t epoch; /* the table's epoch when written: older ones may be frozen */
+    uint8_t key[];  /* then the value: one allocation per entry */
 } entry_t;
+
+#define VALUE(e) ((e)->key + (e)->key_len)
 
 typedef struct {
     entry_t **buckets;
@@ -70,11 +79,48 @@ typedef struct {
     int kind;
 } name_t;
 
+/* One frozen value, or one frozen map entry with its map's entry. */
+typedef struct {
+    const entry_t *e, *item;
+} frozen_ref_t;
+
+struct tpc__frozen {
+    frozen_ref_t *refs;
+    size_t n;
+    char **names; /* copies: the subtask may add names meanwhile */
+    int nnames;
+};
+
 struct tpc__keyed {
     name_t *names;
     int nnames;
     table_t t; /* value state: the value; map state: a table_t * in the value bytes */
+    /* Copy-on-write while a snapshot is written: entries of an older epoch are frozen. */
+    uint32_t epoch;
+    bool frozen;
+    entry_t **retired;
+    size_t nretired, retired_cap;
 };
+
+/* Whether @p e may be read by the snapshot writer: then it must not change or be freed. */
+static bool is_frozen(const tpc__keyed_t *k, const entry_t *e)
+{
+    return k->frozen && e->epoch != k->epoch;
+}
+
+/* Free @p e, or keep it for the snapshot writer until tpc__keyed_thaw. */
+static void release(tpc__keyed_t *k, entry_t *e)
+{
+    if (!is_frozen(k, e)) {
+        free(e);
+        return;
+    }
+    if (k->nretired == k->retired_cap) {
+        k->retired_cap = k->retired_cap ? k->retired_cap * 2 : 256;
+        k->retired = tpc__xrealloc(k->retired, k->retired_cap * sizeof *k->retired);
+    }
+    k->retired[k->nretired++] = e;
+}
 
 static entry_t **find(table_t *t, int name, uint64_t h, const void *key, size_t len)
 {
@@ -103,66 +149,70 @@ static void grow(table_t *t)
     t->nbuckets = n;
 }
 
-/* Set (name, key) to @p value in @p t; returns the entry. */
-static entry_t *put(table_t *t, int name, int group, uint64_t h, const void *key, size_t klen,
-                    const void *value, size_t vlen)
+/* Set (name, key) to @p value in @p t (of @p k: a map's table too); returns the entry. */
+static entry_t *put(tpc__keyed_t *k, table_t *t, int name, int group, uint64_t h, const void *key,
+                    size_t klen, const void *value, size_t vlen)
 {
     if (t->count + 1 > t->nbuckets * 3 / 4)
         grow(t);
     entry_t **slot = find(t, name, h, key, klen);
     entry_t *e = *slot;
-    if (e && vlen <= e->value_cap) { /* the common case: the value fits where the old one was */
+    if (e && vlen <= e->value_cap && !is_frozen(k, e)) { /* the common case: in place */
         if (vlen)
-            memmove(e->value, value, vlen);
-        e->value_len = vlen;
+            memmove(VALUE(e), value, vlen);
+        e->value_len = (uint32_t)vlen;
         return e;
     }
     size_t cap = vlen < 16 ? 16 : vlen;
+    if (e && cap < e->value_cap)
+        cap = e->value_cap;
     entry_t *n = tpc__xmalloc(sizeof *n + klen + cap);
     if (e) {
         *n = *e;
     } else {
-        *n = (entry_t){.hash = h, .name = name, .group = group, .key_len = klen};
+        *n = (entry_t){.hash = h, .name = name, .group = group, .key_len = (uint32_t)klen};
         t->count++;
     }
+    n->epoch = k->epoch;
     if (klen)
         memcpy(n->key, key, klen);
-    n->value = n->key + klen;
-    n->value_cap = cap;
-    n->value_len = vlen;
+    n->value_cap = (uint32_t)cap;
+    n->value_len = (uint32_t)vlen;
     if (vlen)
-        memcpy(n->value, value, vlen);
+        memcpy(VALUE(n), value, vlen);
     *slot = n; /* the link that held the old entry, or the end of its chain */
-    free(e);
+    if (e)
+        release(k, e);
     return n;
 }
 
-static void unlink_entry(table_t *t, entry_t **slot)
+static void unlink_entry(tpc__keyed_t *k, table_t *t, entry_t **slot)
 {
     entry_t *e = *slot;
     *slot = e->next;
-    free(e);
+    release(k, e);
     t->count--;
 }
 
 static table_t *map_of(const entry_t *e)
 {
     table_t *m;
-    memcpy(&m, e->value, sizeof m);
+    memcpy(&m, VALUE(e), sizeof m);
     return m;
 }
 
-static void table_clear(table_t *t, const name_t *names)
+/* Empty @p t (the outer table when @p names is given: maps go too), keeping frozen entries. */
+static void table_clear(tpc__keyed_t *k, table_t *t, const name_t *names)
 {
     for (size_t i = 0; i < t->nbuckets; i++)
         for (entry_t *e = t->buckets[i], *nx; e; e = nx) {
             nx = e->next;
             if (names && names[e->name].kind == KIND_MAP) {
                 table_t *m = map_of(e);
-                table_clear(m, NULL);
+                table_clear(k, m, NULL);
                 free(m);
             }
-            free(e);
+            release(k, e);
         }
     free(t->buckets);
     *t = (table_t){0};
@@ -190,7 +240,11 @@ void tpc__keyed_free(tpc__keyed_t *k)
 {
     if (!k)
         return;
-    table_clear(&k->t, k->names);
+    k->frozen = false; /* the writer is done (tpc__keyed_thaw comes first) */
+    table_clear(k, &k->t, k->names);
+    for (size_t i = 0; i < k->nretired; i++)
+        free(k->retired[i]);
+    free(k->retired);
     for (int i = 0; i < k->nnames; i++)
         free(k->names[i].name);
     free(k->names);
@@ -314,7 +368,7 @@ tpc_error_t *tpc_keyed_get(tpc_ctx_t *ctx, const char *state, const void *key, s
     if (err)
         return err;
     if (e && *e) {
-        *value = (*e)->value;
+        *value = VALUE(*e);
         *value_len = (*e)->value_len;
     }
     return NULL;
@@ -332,7 +386,8 @@ tpc_error_t *tpc_keyed_put(tpc_ctx_t *ctx, const char *state, const void *key, s
         err = state_index(ctx->task, state, KIND_VALUE, true, &name);
     if (err)
         return err;
-    put(&ctx->task->keyed->t, name, group, entry_hash(name, kh), key, key_len, value, value_len);
+    tpc__keyed_t *k = ctx->task->keyed;
+    put(k, &k->t, name, group, entry_hash(name, kh), key, key_len, value, value_len);
     return NULL;
 }
 
@@ -349,10 +404,10 @@ tpc_error_t *tpc_keyed_delete(tpc_ctx_t *ctx, const char *state, const void *key
         return NULL;
     if (k->names[name].kind == KIND_MAP) {
         table_t *m = map_of(*slot);
-        table_clear(m, NULL);
+        table_clear(k, m, NULL);
         free(m);
     }
-    unlink_entry(&k->t, slot);
+    unlink_entry(k, &k->t, slot);
     return NULL;
 }
 
@@ -370,7 +425,7 @@ tpc_error_t *tpc_keyed_foreach(tpc_ctx_t *ctx, const char *state, tpc_keyed_visi
     for (size_t i = 0; i < k->t.nbuckets; i++)
         for (entry_t *e = k->t.buckets[i]; e; e = e->next)
             if (e->name == name) {
-                tpc_error_t *err = visit(opaque, e->key, e->key_len, map ? NULL : e->value,
+                tpc_error_t *err = visit(opaque, e->key, e->key_len, map ? NULL : VALUE(e),
                                          map ? 0 : e->value_len);
                 if (err)
                     return err;
@@ -407,7 +462,7 @@ tpc_error_t *tpc_keyed_map_get(tpc_ctx_t *ctx, const char *state, const void *ke
     entry_t **it;
     tpc_error_t *err = map_lookup(ctx, state, key, key_len, map_key, map_key_len, &m, &it);
     if (!err && it && *it) {
-        *value = (*it)->value;
+        *value = VALUE(*it);
         *value_len = (*it)->value_len;
     }
     return err;
@@ -421,7 +476,7 @@ static table_t *map_for(tpc__keyed_t *k, int name, int group, uint64_t kh, const
     if (e && *e)
         return map_of(*e);
     table_t *m = tpc__xcalloc(1, sizeof *m);
-    put(&k->t, name, group, entry_hash(name, kh), key, key_len, &m, sizeof m);
+    put(k, &k->t, name, group, entry_hash(name, kh), key, key_len, &m, sizeof m);
     return m;
 }
 
@@ -430,7 +485,8 @@ static void map_put(tpc__keyed_t *k, int name, int group, uint64_t kh, const voi
                     size_t value_len)
 {
     table_t *m = map_for(k, name, group, kh, key, key_len);
-    put(m, 0, group, tpc__key_hash(map_key, map_key_len), map_key, map_key_len, value, value_len);
+    put(k, m, 0, group, tpc__key_hash(map_key, map_key_len), map_key, map_key_len, value,
+        value_len);
 }
 
 tpc_error_t *tpc_keyed_map_put(tpc_ctx_t *ctx, const char *state, const void *key, size_t key_len,
@@ -461,7 +517,7 @@ tpc_error_t *tpc_keyed_map_delete(tpc_ctx_t *ctx, const char *state, const void 
     tpc_error_t *err = map_lookup(ctx, state, key, key_len, map_key, map_key_len, &m, &it);
     if (err || !it || !*it)
         return err;
-    unlink_entry(m, it);
+    unlink_entry(ctx->task->keyed, m, it);
     if (m->count == 0) /* an empty map is no state: the key reads as it did before its first put */
         return tpc_keyed_delete(ctx, state, key, key_len);
     return NULL;
@@ -480,7 +536,7 @@ tpc_error_t *tpc_keyed_map_foreach(tpc_ctx_t *ctx, const char *state, const void
     const table_t *m = map_of(*e);
     for (size_t i = 0; i < m->nbuckets; i++)
         for (entry_t *it = m->buckets[i]; it; it = it->next)
-            if ((err = visit(opaque, it->key, it->key_len, it->value, it->value_len)))
+            if ((err = visit(opaque, it->key, it->key_len, VALUE(it), it->value_len)))
                 return err;
     return NULL;
 }
@@ -504,27 +560,68 @@ void tpc__keyed_entry_write(tpc_state_writer_t *w, tpc__buf_t *one, int group, i
     w->nkeyed++;
 }
 
-void tpc__keyed_snapshot(const tpc__keyed_t *k, tpc_state_writer_t *w)
+tpc__frozen_t *tpc__keyed_freeze(tpc__keyed_t *k)
 {
-    if (!k)
-        return;
-    tpc__buf_t one = {0};
+    if (!k || !k->t.count)
+        return NULL;
+    tpc__frozen_t *f = tpc__xcalloc(1, sizeof *f);
+    size_t cap = k->t.count;
+    f->refs = tpc__xmalloc(cap * sizeof *f->refs);
     for (size_t i = 0; i < k->t.nbuckets; i++)
         for (const entry_t *e = k->t.buckets[i]; e; e = e->next) {
-            const name_t *n = &k->names[e->name];
-            if (n->kind == KIND_VALUE) {
-                tpc__keyed_entry_write(w, &one, e->group, TPC__KEYED_VALUE, n->name, e->key,
-                                       e->key_len, NULL, 0, e->value, e->value_len);
+            if (k->names[e->name].kind == KIND_VALUE) {
+                if (f->n == cap)
+                    f->refs = tpc__xrealloc(f->refs, (cap *= 2) * sizeof *f->refs);
+                f->refs[f->n++] = (frozen_ref_t){e, NULL};
                 continue;
             }
             const table_t *m = map_of(e);
             for (size_t j = 0; j < m->nbuckets; j++)
-                for (const entry_t *it = m->buckets[j]; it; it = it->next)
-                    tpc__keyed_entry_write(w, &one, e->group, TPC__KEYED_MAP, n->name, e->key,
-                                           e->key_len, it->key, it->key_len, it->value,
-                                           it->value_len);
+                for (const entry_t *it = m->buckets[j]; it; it = it->next) {
+                    if (f->n == cap)
+                        f->refs = tpc__xrealloc(f->refs, (cap *= 2) * sizeof *f->refs);
+                    f->refs[f->n++] = (frozen_ref_t){e, it};
+                }
         }
+    f->nnames = k->nnames;
+    f->names = tpc__xmalloc((size_t)k->nnames * sizeof *f->names);
+    for (int i = 0; i < k->nnames; i++)
+        f->names[i] = tpc__xstrdup(k->names[i].name);
+    /* From here on every entry written has the new epoch: all older ones are frozen. */
+    k->epoch++;
+    k->frozen = true;
+    return f;
+}
+
+void tpc__keyed_write_frozen(const tpc__frozen_t *f, tpc_state_writer_t *w)
+{
+    tpc__buf_t one = {0};
+    for (size_t i = 0; i < f->n; i++) {
+        const entry_t *e = f->refs[i].e, *it = f->refs[i].item;
+        const char *name = f->names[e->name];
+        if (!it)
+            tpc__keyed_entry_write(w, &one, e->group, TPC__KEYED_VALUE, name, e->key, e->key_len,
+                                   NULL, 0, VALUE(e), e->value_len);
+        else
+            tpc__keyed_entry_write(w, &one, e->group, TPC__KEYED_MAP, name, e->key, e->key_len,
+                                   it->key, it->key_len, VALUE(it), it->value_len);
+    }
     tpc__buf_free(&one);
+}
+
+void tpc__keyed_thaw(tpc__keyed_t *k, tpc__frozen_t *f)
+{
+    if (!f)
+        return;
+    k->frozen = false;
+    for (size_t i = 0; i < k->nretired; i++)
+        free(k->retired[i]);
+    k->nretired = 0;
+    for (int i = 0; i < f->nnames; i++)
+        free(f->names[i]);
+    free(f->names);
+    free(f->refs);
+    free(f);
 }
 
 bool tpc__keyed_parse(const uint8_t *p, size_t len, tpc__keyed_entry_t *e)
@@ -571,7 +668,8 @@ tpc_error_t *tpc__keyed_load(tpc__task_t *t, const tpc__slice_t *entries, size_t
                                  "keyed state \"%s\" holds both value and map entries",
                                  k->names[idx].name);
         if (kind == KIND_VALUE)
-            put(&k->t, idx, e.group, entry_hash(idx, kh), e.key, e.key_len, e.value, e.value_len);
+            put(k, &k->t, idx, e.group, entry_hash(idx, kh), e.key, e.key_len, e.value,
+                e.value_len);
         else
             map_put(k, idx, e.group, kh, e.key, e.key_len, e.map_key, e.map_key_len, e.value,
                     e.value_len);

@@ -79,6 +79,7 @@ typedef struct {
 
 typedef struct tpc__keyed tpc__keyed_t;
 typedef struct tpc__timers tpc__timers_t;
+typedef struct tpc__keyed_writer tpc__keyed_writer_t;
 
 struct tpc__task {
     tpc__attempt_t *attempt;
@@ -116,6 +117,7 @@ struct tpc__task {
     tpc__keyed_t *keyed;   /* keyed state, NULL until first used or restored (keyed.c) */
     tpc__timers_t *timers; /* processing-time timers, NULL until first used (timers.c) */
     bool keyed_allowed;    /* every input is a hash edge: checked at the first keyed call */
+    tpc__keyed_writer_t *keyed_writer; /* a snapshot's keyed state being written (task.c) */
 
     /* Subtask-thread state. */
     tpc__task_state_t state;
@@ -166,6 +168,7 @@ typedef struct {
     int max_parallelism;         /* key groups */
     bool fallback_at_least_once; /* restore.fallback */
     size_t channel_capacity, batch_size;
+    int64_t channel_capacity_ms;
 } tpc__conf_t;
 
 struct tpc_job_s {
@@ -260,7 +263,14 @@ static inline int tpc__group_owner(int group, int max_parallelism, int paralleli
     return (int)((int64_t)group * parallelism / max_parallelism);
 }
 void tpc__keyed_free(tpc__keyed_t *k);
-void tpc__keyed_snapshot(const tpc__keyed_t *k, tpc_state_writer_t *w);
+/* A copy-on-write snapshot of keyed state: tpc__keyed_freeze lists the entries (NULL when there
+ * are none) on the subtask's thread; tpc__keyed_write_frozen writes them on any one thread while
+ * the subtask goes on; tpc__keyed_thaw, on the subtask's thread after the writer is done, frees
+ * what the subtask replaced or removed meanwhile. */
+typedef struct tpc__frozen tpc__frozen_t;
+tpc__frozen_t *tpc__keyed_freeze(tpc__keyed_t *k);
+void tpc__keyed_write_frozen(const tpc__frozen_t *f, tpc_state_writer_t *w);
+void tpc__keyed_thaw(tpc__keyed_t *k, tpc__frozen_t *f);
 /* Keyed entries (state and timers) of a restore into the subtask's tables. */
 tpc_error_t *tpc__keyed_load(tpc__task_t *t, const tpc__slice_t *entries, size_t n);
 /* The rule for keyed state and timers (every input a hash edge, a key of the subtask's groups);

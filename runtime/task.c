@@ -86,8 +86,62 @@ static void post_event(tpc__task_t *t, tpc__event_t ev)
     tpc__attempt_post(t->attempt, e);
 }
 
+/* A snapshot whose keyed state another thread is writing (keyed.c: copy-on-write); its ack goes
+ * out once that is done, and before anything else the subtask posts, so the coordinator sees
+ * acks and states in the order the subtask passed them. */
+struct tpc__keyed_writer {
+    tpc__task_t *task;
+    pthread_t thread;
+    tpc__frozen_t *frozen;
+    tpc__event_t ack;
+    atomic_bool done;
+};
+
+static void *write_keyed(void *arg)
+{
+    tpc__keyed_writer_t *kw = arg;
+    tpc__keyed_write_frozen(kw->frozen, &kw->ack.snapshot);
+    atomic_store(&kw->done, true);
+    tpc__task_wake(kw->task);
+    return NULL;
+}
+
+/* Post the ack of the snapshot being written once it is written; with @p wait, wait for that. */
+static void settle_snapshot(tpc__task_t *t, bool wait)
+{
+    tpc__keyed_writer_t *kw = t->keyed_writer;
+    if (!kw || (!wait && !atomic_load(&kw->done)))
+        return;
+    pthread_join(kw->thread, NULL);
+    tpc__keyed_thaw(t->keyed, kw->frozen);
+    t->keyed_writer = NULL;
+    post_event(t, kw->ack);
+    free(kw);
+}
+
+/* Ack checkpoint @p ack: at once, or, with keyed state, once another thread wrote its entries. */
+static void post_ack(tpc__task_t *t, tpc__event_t ack)
+{
+    tpc__frozen_t *f = tpc__keyed_freeze(t->keyed);
+    if (!f) {
+        post_event(t, ack);
+        return;
+    }
+    tpc__keyed_writer_t *kw = tpc__xcalloc(1, sizeof *kw);
+    *kw = (tpc__keyed_writer_t){.task = t, .frozen = f, .ack = ack};
+    if (pthread_create(&kw->thread, NULL, write_keyed, kw) == 0) {
+        t->keyed_writer = kw;
+        return;
+    }
+    tpc__keyed_write_frozen(f, &kw->ack.snapshot); /* no thread: on this one */
+    tpc__keyed_thaw(t->keyed, f);
+    post_event(t, kw->ack);
+    free(kw);
+}
+
 static void post_state(tpc__task_t *t, tpc__task_state_t s, tpc_error_t *err)
 {
+    settle_snapshot(t, true);
     t->state = s;
     atomic_store(&t->published_state, (int)s);
     post_event(t, (tpc__event_t){.kind = TPC__EV_STATE, .state = s, .err = err});
@@ -109,15 +163,14 @@ static tpc_error_t *from_code(tpc__task_t *t, tpc_err_t rc, const char *what)
 /* Snapshot the operator for checkpoint @p id, forward the barrier and ack. */
 static tpc_error_t *snapshot(tpc__task_t *t, uint64_t id)
 {
+    settle_snapshot(t, true); /* one writer at a time, acks in order */
     tpc_state_writer_t w;
     tpc__state_writer_init(&w);
     tpc_error_t *err = NULL;
     if (t->ops->snapshot_state)
         err = t->ops->snapshot_state(t->self, &t->ctx, id, &w);
-    if (!err) {
-        tpc__keyed_snapshot(t->keyed, &w);
+    if (!err)
         tpc__timers_snapshot(t->timers, &w);
-    }
     if (err) {
         tpc__state_writer_free(&w);
         return tpc_error_prefix(err, "snapshot of checkpoint %llu failed", (unsigned long long)id);
@@ -131,9 +184,9 @@ static tpc_error_t *snapshot(tpc__task_t *t, uint64_t id)
         t->ckpt_floor = id;
     if (t->finished_operator && !t->first_after_finish)
         t->first_after_finish = id;
-    post_event(t,
-               (tpc__event_t){
-                   .kind = TPC__EV_ACK, .id = id, .finished = t->finished_operator, .snapshot = w});
+    post_ack(t,
+             (tpc__event_t){
+                 .kind = TPC__EV_ACK, .id = id, .finished = t->finished_operator, .snapshot = w});
     return NULL;
 }
 
@@ -392,6 +445,7 @@ static tpc_error_t *run(tpc__task_t *t)
         return err;
     int next = 0;
     while (!canceled(t)) {
+        settle_snapshot(t, false);
         if ((err = handle_mail(t)))
             return err;
         if (t->stop_now)

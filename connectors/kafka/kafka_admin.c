@@ -56,7 +56,7 @@ static tpc_error_t *brokers_of(tpc__kafka_conn_t *c, int64_t deadline, broker_t 
         return malformed(c, "Metadata");
     *out = calloc((size_t)count + 1, sizeof **out);
     if (!*out)
-        return tpc_error_new(TPC_ERR_NOMEM, TPC_ERROR_FATAL, "out of memory");
+        return tpc_error_nomem();
     for (int32_t i = 0; i < count; i++) {
         char rack[256];
         tpc__kafka_r_i32(&r); /* node id */
@@ -124,7 +124,7 @@ static tpc_error_t *list_at(tpc__kafka_conn_t *c, const char *prefix, int64_t de
             continue;
         tpc__kafka_txn_info_t *grown = realloc(*out, (*n + 1) * sizeof **out);
         if (!grown)
-            return tpc_error_new(TPC_ERR_NOMEM, TPC_ERROR_FATAL, "out of memory");
+            return tpc_error_nomem();
         *out = grown;
         (*out)[(*n)++] = t;
     }
@@ -221,14 +221,14 @@ tpc_error_t *tpc__kafka_list_transactions(const tpc__kafka_wire_conf_t *conf, co
             c = boot;
         size_t first = *n;
         /* A broker that just started loads __transaction_state first: ask again until then. */
-        for (int64_t pause = 100; !err;) {
+        tpc_backoff_t backoff;
+        tpc_backoff_init(&backoff, deadline, 100, 100);
+        while (!err) {
             err = list_at(c, prefix, deadline, out, n);
-            if (!err || !tpc_error_is_retriable(err) || tpc_clock_ms() + pause > deadline)
+            if (!err || !tpc_error_is_retriable(err) || !tpc_backoff_wait(&backoff, NULL, NULL))
                 break;
             tpc_error_destroy(err);
             err = NULL;
-            struct timespec ts = {0, pause * 1000000L};
-            nanosleep(&ts, NULL);
         }
         if (!err)
             err = describe_at(c, *out + first, *n - first, deadline);
@@ -261,7 +261,9 @@ tpc_error_t *tpc__kafka_describe_transaction(const tpc__kafka_wire_conf_t *conf,
     *out = (tpc__kafka_txn_info_t){.producer_epoch = -1, .start_ms = -1};
     snprintf(out->id, sizeof out->id, "%s", id);
     int64_t deadline = tpc_clock_ms() + timeout_ms;
-    for (int64_t pause = 100;;) {
+    tpc_backoff_t backoff;
+    tpc_backoff_init(&backoff, deadline, 100, 900);
+    for (;;) {
         tpc__kafka_conn_t *boot = NULL, *coord = NULL;
         char host[256];
         int port = 0, code = 0;
@@ -288,11 +290,8 @@ tpc_error_t *tpc__kafka_describe_transaction(const tpc__kafka_wire_conf_t *conf,
                                 tpc__kafka_code_name(out->error));
         tpc__kafka_conn_close(boot);
         tpc__kafka_conn_close(coord);
-        if (!err || !tpc_error_is_retriable(err) || tpc_clock_ms() + pause > deadline)
+        if (!err || !tpc_error_is_retriable(err) || !tpc_backoff_wait(&backoff, NULL, NULL))
             return err;
         tpc_error_destroy(err);
-        struct timespec ts = {0, pause * 1000000L};
-        nanosleep(&ts, NULL);
-        pause = pause * 2 > 900 ? 900 : pause * 2;
     }
 }

@@ -6,8 +6,9 @@
  * kafka_pool.c (which transactional id may carry the next transaction), kafka_recover.c
  * (recovery commits and lingering transactions) and kafka_serve.c (the thread that polls the
  * producers the subtask leaves alone). The source is apart: its configuration in
- * kafka_source.c, its checkpoint entries in kafka_source_state.c, a subtask's reading in
- * kafka_source_task.c.
+ * kafka_source.c, its checkpoint entries and ownership rule in kafka_source_state.c, the topics'
+ * metadata and the discovery thread in kafka_source_meta.c, a subtask's reading in
+ * kafka_source_task.c and which partitions it reads in kafka_source_parts.c.
  */
 #ifndef TPC_KAFKA_INTERNAL_H
 #define TPC_KAFKA_INTERNAL_H
@@ -166,6 +167,8 @@ tpc_error_t *tpc__kafka_check_cluster(const tpc__kafka_conf_t *conf, const tpc_t
 void tpc__kafka_slot_id(const tpc__kafka_sub_t *c, int n, char *buf, size_t cap);
 /* Initialise the slot's producer (fencing older ones with its id); the slot is then free. */
 tpc_error_t *tpc__kafka_pool_start(tpc__kafka_sub_t *c, int slot);
+/* Start every unused slot, in parallel; @returns the first error (the others started). */
+tpc_error_t *tpc__kafka_pool_start_unused(tpc__kafka_sub_t *c);
 /* A slot free to carry a new transaction, its producer initialised. */
 tpc_error_t *tpc__kafka_pool_acquire(tpc__kafka_sub_t *c, int *slot);
 /* Checkpoint @ckpt is known complete: free the slots held until it. */
@@ -261,6 +264,30 @@ typedef struct {
 #define TPC__KAFKA_SOURCE_ENTRY_MAX (4 + TPC__KAFKA_TOPIC_MAX + 4 + 8 + 8)
 
 extern const tpc_operator_ops_t tpc__kafka_source_ops;
+
+/* kafka_source_fetch.c: the source's bounded read-ahead, and waking librdkafka's fetchers that
+ * parked on a full queue. All on the subtask's thread. */
+typedef struct {
+    rd_kafka_queue_t *queue; /* the consumer's queue, which every partition's records go to */
+    long min_messages;       /* queued.min.messages in force */
+    long max_bytes;          /* queued.max.messages.kbytes in force, in bytes */
+    uint64_t taken, taken_bytes;
+    bool full; /* the queue was full enough for a fetcher to park since the last wake-up */
+    uint64_t wakes;
+} tpc__kafka_fetch_t;
+
+/* The source's read-ahead defaults on @rc, before the user's kafka.* keys. */
+tpc_error_t *tpc__kafka_fetch_defaults(rd_kafka_conf_t *rc);
+/* @rc: the configuration the consumer was made with (a copy: rd_kafka_new took the original). */
+void tpc__kafka_fetch_init(tpc__kafka_fetch_t *f, rd_kafka_t *rk, const rd_kafka_conf_t *rc);
+void tpc__kafka_fetch_destroy(tpc__kafka_fetch_t *f);
+/* A record of @bytes (key and value) was taken from the queue. */
+void tpc__kafka_fetch_taken(tpc__kafka_fetch_t *f, size_t bytes);
+/* After a poll: true when a fetcher may be parked and the queue ran low. */
+bool tpc__kafka_fetch_needs_wake(tpc__kafka_fetch_t *f);
+/* Wake the broker threads that lead @parts (offsets are overwritten). */
+void tpc__kafka_fetch_wake(tpc__kafka_fetch_t *f, rd_kafka_t *rk,
+                           rd_kafka_topic_partition_list_t *parts);
 
 /* kafka_source_state.c */
 size_t tpc__kafka_source_encode(const tpc__kafka_source_entry_t *e, unsigned char *buf);

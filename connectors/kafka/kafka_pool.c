@@ -13,6 +13,7 @@
 #include "kafka_internal.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 
 void tpc__kafka_slot_id(const tpc__kafka_sub_t *c, int n, char *buf, size_t cap)
 {
@@ -28,6 +29,53 @@ tpc_error_t *tpc__kafka_pool_start(tpc__kafka_sub_t *c, int slot)
         return err;
     c->slots[slot].state = TPC__KAFKA_SLOT_FREE;
     return NULL;
+}
+
+/* One slot started on a thread of its own by tpc__kafka_pool_start_unused(). */
+typedef struct {
+    tpc__kafka_sub_t *c;
+    int slot;
+    pthread_t thread;
+    bool running;
+    tpc_error_t *err;
+} starter_t;
+
+static void *start_one(void *arg)
+{
+    starter_t *s = arg;
+    s->err = tpc__kafka_pool_start(s->c, s->slot);
+    return NULL;
+}
+
+/* Each producer's start is mostly waiting for the cluster (InitProducerId, then the topic's
+ * metadata: about 100 ms each on one machine), and the ids are independent of each other: each
+ * init_transactions() ends only what its own id left open. So the unused slots start at once,
+ * each on a thread of its own, and open takes one start's time instead of pool-size of them. */
+tpc_error_t *tpc__kafka_pool_start_unused(tpc__kafka_sub_t *c)
+{
+    starter_t *starters = calloc((size_t)c->conf->pool_size, sizeof *starters);
+    if (!starters)
+        return tpc_error_nomem();
+    int n = 0;
+    for (int slot = 0; slot < c->conf->pool_size; slot++)
+        if (c->slots[slot].state == TPC__KAFKA_SLOT_UNUSED)
+            starters[n++] = (starter_t){.c = c, .slot = slot};
+    for (int i = 0; i < n; i++)
+        starters[i].running =
+            pthread_create(&starters[i].thread, NULL, start_one, &starters[i]) == 0;
+    tpc_error_t *err = NULL;
+    for (int i = 0; i < n; i++) {
+        if (starters[i].running)
+            pthread_join(starters[i].thread, NULL);
+        else /* no thread to be had: start it here */
+            start_one(&starters[i]);
+        if (!err)
+            err = starters[i].err;
+        else
+            tpc_error_destroy(starters[i].err);
+    }
+    free(starters);
+    return err; /* the slots that started are free; close stops them */
 }
 
 tpc_error_t *tpc__kafka_pool_acquire(tpc__kafka_sub_t *c, int *slot)

@@ -171,14 +171,8 @@ static tpc_error_t *abort_lingering(tpc__kafka_sub_t *c, const tpc_txn_lingering
                 tpc__kafka_pool_hold(c, n, lingering->restored_checkpoint + 1);
         }
     }
-    for (int n = 0; n < c->conf->pool_size; n++) {
-        if (c->slots[n].state != TPC__KAFKA_SLOT_UNUSED)
-            continue;
-        tpc_error_t *err = tpc__kafka_pool_start(c, n);
-        if (err)
-            return err;
-    }
-    return orphans(c, lingering);
+    tpc_error_t *err = tpc__kafka_pool_start_unused(c);
+    return err ? err : orphans(c, lingering);
 }
 
 tpc_error_t *tpc__kafka_abort_lingering(void *conn, const tpc_txn_lingering_t *lingering)

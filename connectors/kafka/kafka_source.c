@@ -72,7 +72,10 @@ static const tpc_prop_t source_props[] = {
             "isolation.level, enable.auto.commit, enable.auto.offset.store and "
             "enable.partition.eof are the source's and refused. With kafka.group.id set, the "
             "offsets of each completed checkpoint are committed to that group (monitoring "
-            "only)."},
+            "only). The read-ahead defaults to queued.min.messages=20000 and "
+            "queued.max.messages.kbytes=16384 (librdkafka's: 100000 and 65536); the source "
+            "wakes fetchers that parked on a full read-ahead queue itself, so a larger one buys "
+            "no speed."},
     {.name = "bounded",
      .type = TPC_PROP_BOOL,
      .field = SRC_FIELD(bounded),

@@ -147,7 +147,7 @@ tpc_error_t *tpc__kafka_discovery_start(rd_kafka_t *rk, const tpc_kafka_source_t
 {
     tpc__kafka_discovery_t *d = calloc(1, sizeof *d);
     if (!d)
-        return tpc_error_new(TPC_ERR_NOMEM, TPC_ERROR_FATAL, "out of memory");
+        return tpc_error_nomem();
     d->rk = rk;
     d->conf = conf;
     pthread_condattr_t attr;

@@ -128,11 +128,17 @@ tpc_error_t *tpc__pg_exec(PGconn *pg, const char *sql, int n, const char *const 
     return NULL;
 }
 
-char *tpc__pg_quote_qualified(PGconn *pg, const char *name)
+bool tpc__pg_name_ok(const char *name)
 {
     const char *dot = strchr(name, '.');
-    if (!*name || (dot && (dot == name || !dot[1] || strchr(dot + 1, '.'))))
+    return *name && !(dot && (dot == name || !dot[1] || strchr(dot + 1, '.')));
+}
+
+char *tpc__pg_quote_qualified(PGconn *pg, const char *name)
+{
+    if (!tpc__pg_name_ok(name))
         return NULL;
+    const char *dot = strchr(name, '.');
     size_t first = dot ? (size_t)(dot - name) : strlen(name);
     char *a = PQescapeIdentifier(pg, name, first);
     char *b = dot ? PQescapeIdentifier(pg, dot + 1, strlen(dot + 1)) : NULL;
@@ -344,9 +350,8 @@ tpc_error_t *tpc__pg_load_columns(tpc__pg_conn_t *c)
             "set pg.table to the target table, schema.table when it is not on the search path");
     c->table_q = tpc__pg_quote_qualified(c->data, conf->table);
     if (!c->table_q)
-        return tpc_error_hint(tpc_error_new(TPC_ERR_CONFIG, TPC_ERROR_FATAL,
-                                            "invalid value \"%s\" for \"pg.table\"", conf->table),
-                              "give table or schema.table, names as they are, unquoted");
+        return tpc_prop_invalid(tpc_props_find(tpc_pg_sink_properties(), "pg.table"), "pg.table",
+                                conf->table, NULL);
     const char *params[] = {c->table_q};
     PGresult *res = NULL;
     tpc_error_t *err = tpc__pg_exec(
@@ -425,8 +430,8 @@ tpc_error_t *tpc__pg_ensure_marker_table(tpc__pg_conn_t *c)
     const char *name = c->conf->marker_table;
     c->marker_q = tpc__pg_quote_qualified(c->control, name);
     if (!c->marker_q)
-        return tpc_error_new(TPC_ERR_CONFIG, TPC_ERROR_FATAL,
-                             "invalid value \"%s\" for \"pg.marker-table\"", name);
+        return tpc_prop_invalid(tpc_props_find(tpc_pg_sink_properties(), "pg.marker-table"),
+                                "pg.marker-table", name, NULL);
     const char *params[] = {c->marker_q};
     PGresult *res = NULL;
     tpc_error_t *err = tpc__pg_exec(c->control, "SELECT to_regclass($1) IS NOT NULL", 1, params,

@@ -107,6 +107,8 @@ tpc_error_t *tpc__pg_exec(PGconn *pg, const char *sql, int n, const char *const 
                           const char *what, PGresult **res);
 bool tpc__pg_sqlstate_is(const PGresult *res, const char *state);
 /* Quote a possibly schema-qualified name: a.b → "a"."b". malloc'd, NULL on a bad name. */
+/* @returns true when @name is "table" or "schema.table" with non-empty parts. */
+bool tpc__pg_name_ok(const char *name);
 char *tpc__pg_quote_qualified(PGconn *pg, const char *name);
 tpc_error_t *tpc__pg_check_server(tpc__pg_conn_t *c);
 tpc_error_t *tpc__pg_load_columns(tpc__pg_conn_t *c);

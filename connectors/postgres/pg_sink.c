@@ -90,6 +90,13 @@ static tpc_error_t *set_gid_prefix(void *arg, const tpc_prop_t *p, const char *k
     return NULL;
 }
 
+static tpc_error_t *check_table_name(void *arg, const tpc_prop_t *p, const char *key,
+                                     const char *value)
+{
+    (void)arg;
+    return tpc__pg_name_ok(value) ? NULL : tpc_prop_invalid(p, key, value, NULL);
+}
+
 #define PG_FIELD(member) TPC_PROP_FIELD(tpc__pg_conf_t, member)
 
 static const char *const modes[] = {"copy", "insert", "upsert", NULL};
@@ -106,7 +113,8 @@ static const tpc_prop_t pg_props[] = {
     {.name = "pg.table",
      .type = TPC_PROP_STRING,
      .field = PG_FIELD(table),
-     .accepts = "a table name, `table` or `schema.table`",
+     .set = check_table_name,
+     .accepts = "table or schema.table, names as they are, unquoted",
      .doc = "Required. The target table; names are taken as they are (case-sensitive)."},
     {.name = "pg.columns",
      .type = TPC_PROP_STRING,
@@ -150,8 +158,9 @@ static const tpc_prop_t pg_props[] = {
     {.name = "pg.marker-table",
      .type = TPC_PROP_STRING,
      .field = PG_FIELD(marker_table),
+     .set = check_table_name,
      .def = "twopc_markers",
-     .accepts = "a table name",
+     .accepts = "table or schema.table, names as they are, unquoted",
      .doc = "The marker table, created if missing."},
     {.name = "pg.connect.deadline.ms",
      .type = TPC_PROP_INT,

@@ -33,8 +33,10 @@ extra=()
 # shellcheck disable=SC2046 # the README's line, word splitting intended
 cc app.c $(pkg-config --cflags --libs twopc) "${extra[@]}" -o app 2>"$tmp/cc.log" ||
     fail "cc app.c \$(pkg-config --cflags --libs twopc): $(cat "$tmp/cc.log")"
-ldd ./app | grep -q "libtwopc.so.0 => $tmp/prefix/lib/libtwopc.so.0" ||
-    fail "the program does not load libtwopc from the prefix: $(ldd ./app | grep twopc || echo 'not linked')"
+# Into a file first: grep -q stops reading at its match, and ldd, cut off, would fail the pipe.
+ldd ./app >"$tmp/ldd.txt"
+grep -q "libtwopc.so.0 => $tmp/prefix/lib/libtwopc.so.0" "$tmp/ldd.txt" ||
+    fail "the program does not load libtwopc from the prefix: $(grep twopc "$tmp/ldd.txt" || echo 'not linked')"
 mkdir out && ./app out ckpt >"$tmp/run.log" 2>&1 || fail "the program failed: $(cat "$tmp/run.log")"
 records=$(cat out/* | grep -c '^record ' || true)
 [ "$records" -eq 1000 ] || fail "the program wrote $records records instead of 1000"

@@ -3,7 +3,7 @@
  * the real broker: every order of checkpoint events, crashes, restores at another parallelism and
  * kill -9 in every phase. What is committed is read back by an independent read_committed consumer
  * from the beginning of the topic to its last stable offset. Each check has its own topic and
- * transactional id prefix.
+ * transactional id prefix; the other sink of one check shares the topic.
  *
  * A commit returns once the transaction coordinator has decided; the markers that make records
  * visible reach the partitions a moment later. So before reading, the coordinators are asked
@@ -36,7 +36,7 @@ static bool ns_new(char *ns, size_t cap, char *why, size_t why_len)
 
 static void ns_free(const char *ns)
 {
-    (void)ns; /* topics are the broker's, which the test run throws away */
+    kt_delete_topic(bootstrap(), ns);
 }
 
 static tpc_error_t *sink_new(const char *ns, tpc_txn_sink_t **out)
@@ -49,8 +49,26 @@ static tpc_error_t *sink_new(const char *ns, tpc_txn_sink_t **out)
     return err;
 }
 
-/* Wait until no transaction of the prefix is between its decision and its markers. @returns
- * false with a reason, else the number of transactions left open (Ongoing) in @open. */
+/* @id is one of the sink's own transactional ids, "<ns>-<subtask>-<n>" (not one of the other
+ * sink's, "<ns>-0-<subtask>-<n>"). */
+static bool own_id(const char *ns, const char *id)
+{
+    size_t len = strlen(ns);
+    int fields = 0;
+    if (strncmp(id, ns, len) != 0)
+        return false;
+    for (const char *p = id + len; *p; p++) {
+        if (*p == '-' && p[1] >= '0' && p[1] <= '9')
+            fields++;
+        else if (*p < '0' || *p > '9')
+            return false;
+    }
+    return fields == 2;
+}
+
+/* Wait until no transaction of the namespace (either sink) is between its decision and its
+ * markers. @returns false with a reason, else the number of the sink's own transactions left
+ * open (Ongoing) in @open. */
 static bool settle(const char *ns, long long *open, char *why, size_t why_len)
 {
     char prefix[160];
@@ -70,7 +88,7 @@ static bool settle(const char *ns, long long *open, char *why, size_t why_len)
         for (size_t i = 0; i < n; i++) {
             if (strncmp(txns[i].state, "Prepare", 7) == 0)
                 ending++;
-            else
+            else if (own_id(ns, txns[i].id))
                 (*open)++;
         }
         free(txns);
@@ -85,6 +103,17 @@ static bool settle(const char *ns, long long *open, char *why, size_t why_len)
     }
 }
 
+/* Another sink into the same topic, with an id prefix that starts with this one's. */
+static tpc_error_t *other_sink_new(const char *ns, tpc_txn_sink_t **out)
+{
+    char prefix[160];
+    snprintf(prefix, sizeof prefix, "%s-0", ns);
+    tpc_error_t *err = sink_new(ns, out);
+    if (!err)
+        err = tpc_txn_sink_set(*out, "transactional.id.prefix", prefix);
+    return err;
+}
+
 static void collect(void *opaque, const rd_kafka_message_t *msg)
 {
     tpc_conformance_keys_add(opaque, msg->key, msg->key_len);
@@ -95,7 +124,8 @@ static bool read_back(const char *ns, tpc_conformance_keys_t *out, char *why, si
     long long open;
     if (!settle(ns, &open, why, why_len))
         return false;
-    kt_read_topic(bootstrap(), ns, "read_committed", collect, out);
+    /* Settled: every marker is written, so the end of the partition may be seen at once. */
+    kt_read_topic_wait(bootstrap(), ns, "read_committed", "20", collect, out);
     return true;
 }
 
@@ -138,7 +168,9 @@ static const tpc_conformance_t kafka_connector = {
     .read = read_back,
     .footprint = footprint,
     .leftovers = leftovers,
-    .crash_records = 3000,
+    .other_sink_new = other_sink_new,
+    .other_visible = true,
+    .crash_records = 1500,
     .crash_interval_ms = 100,
     .crash_run_ms = 60000,
 };

@@ -2,7 +2,8 @@
  * The PostgreSQL sink passes the connector conformance suite (tests/support/tpc_conformance.h)
  * against the real server: every order of checkpoint events, crashes, restores at another
  * parallelism and kill -9 in every phase, with what is committed read back by SELECT on a
- * connection of its own. Each check has its own table, gid prefix and marker table.
+ * connection of its own. Each check has its own table, gid prefix and marker table; the other
+ * sink of one check shares the table and the marker table.
  */
 #include "tpc_conformance_check.h"
 #include "tpc_pg.h"
@@ -48,6 +49,18 @@ static tpc_error_t *sink_new(const char *ns, tpc_txn_sink_t **out)
     tpc_error_t *err = tpc_pg_sink_new(out);
     for (size_t i = 0; i < sizeof kv / sizeof *kv && !err; i++)
         err = tpc_txn_sink_set(*out, kv[i][0], kv[i][1]);
+    return err;
+}
+
+/* Another sink into the same table, with a gid prefix that starts with this one's and the same
+ * marker table, as two jobs writing one table would be configured. */
+static tpc_error_t *other_sink_new(const char *ns, tpc_txn_sink_t **out)
+{
+    char prefix[NAME_MAX_ + 4];
+    snprintf(prefix, sizeof prefix, "%s_0", ns);
+    tpc_error_t *err = sink_new(ns, out);
+    if (!err)
+        err = tpc_txn_sink_set(*out, "pg.gid-prefix", prefix);
     return err;
 }
 
@@ -111,7 +124,9 @@ static const tpc_conformance_t pg_connector = {
     .read = read_back,
     .footprint = footprint,
     .leftovers = leftovers,
-    .crash_records = 3000,
+    .other_sink_new = other_sink_new,
+    .other_visible = true,
+    .crash_records = 1500,
     .crash_interval_ms = 50,
     .crash_run_ms = 60000,
 };

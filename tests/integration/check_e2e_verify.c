@@ -6,8 +6,12 @@
  * of an aborted transaction do not count), and a duplicate, a missing record, a foreign record or a
  * key out of order each make it say so and exit non-zero, and so does a transaction left open,
  * which hides everything after it from read_committed readers.
+ *
+ * verify_output --totals, for keyed_totals: per user every running total once and in order in
+ * Kafka and the final total in PostgreSQL pass; a repeated, a skipped and a wrong running total,
+ * and a final row left at an older total, each make it say so and exit non-zero.
  */
-#include "../../examples/exactly_once_records.h"
+#include "../../examples/keyed_totals_records.h"
 #include "check_kafka_common.h"
 #include "tpc_test_pg.h"
 
@@ -26,7 +30,7 @@ typedef struct {
     PGconn *pg;
 } output_t;
 
-static void output_open(output_t *o)
+static void output_open_table(output_t *o, const char *columns)
 {
     char errstr[512], txid[160];
     const char *bs = tpc_test_env_require("TWOPC_TEST_KAFKA_BOOTSTRAP");
@@ -45,8 +49,13 @@ static void output_open(output_t *o)
 
     o->pg = tpc_test_pg_connect();
     ck_assert_ptr_nonnull(o->pg);
-    ck_assert(tpc_test_pg_exec(o->pg, "CREATE TABLE %s (id bigint, k text, v text)", o->table));
+    ck_assert(tpc_test_pg_exec(o->pg, "CREATE TABLE %s (%s)", o->table, columns));
     ck_assert(tpc_test_pg_exec(o->pg, "BEGIN"));
+}
+
+static void output_open(output_t *o)
+{
+    output_open_table(o, "id bigint, k text, v text");
 }
 
 /* Record i into the topic when @p message (partition 0, so that the order of a key is the order
@@ -81,14 +90,15 @@ static void output_add_all(output_t *o, uint64_t skip_kafka, uint64_t skip_pg)
 
 /* Commit everything written; then run verify_output on it. @returns its exit status, and its
  * standard output in @p out. */
-static int output_verify(output_t *o, char *out, size_t cap)
+static int output_verify_with(output_t *o, const char *options, char *out, size_t cap)
 {
     ck_assert_ptr_null(rd_kafka_commit_transaction(o->producer, KT_TIMEOUT_MS));
     ck_assert(tpc_test_pg_exec(o->pg, "COMMIT"));
     char cmd[8192];
-    snprintf(cmd, sizeof cmd, "'%s' --records %u --topic %s --table %s --bootstrap '%s' --pg '%s'",
-             verify_bin, RECORDS, o->topic, o->table, tpc_test_env("TWOPC_TEST_KAFKA_BOOTSTRAP"),
-             tpc_test_env("TWOPC_TEST_PG_CONNINFO"));
+    snprintf(cmd, sizeof cmd,
+             "'%s' --records %u --topic %s --table %s --bootstrap '%s' --pg '%s' %s", verify_bin,
+             RECORDS, o->topic, o->table, tpc_test_env("TWOPC_TEST_KAFKA_BOOTSTRAP"),
+             tpc_test_env("TWOPC_TEST_PG_CONNINFO"), options);
     FILE *p = popen(cmd, "r");
     ck_assert_ptr_nonnull(p);
     size_t n = fread(out, 1, cap - 1, p);
@@ -96,6 +106,11 @@ static int output_verify(output_t *o, char *out, size_t cap)
     int status = pclose(p);
     ck_assert_msg(WIFEXITED(status), "verify_output did not exit normally:\n%s", out);
     return WEXITSTATUS(status);
+}
+
+static int output_verify(output_t *o, char *out, size_t cap)
+{
+    return output_verify_with(o, "", out, cap);
 }
 
 static void output_close(output_t *o)
@@ -264,6 +279,87 @@ START_TEST(test_key_out_of_order_fails)
 }
 END_TEST
 
+/* ---- --totals ------------------------------------------------------------------------------ */
+
+#define USERS 30u /* RECORDS / USERS purchases each */
+
+/* The running total of user i % USERS after purchase i, and its purchase count. */
+static uint64_t total_after(uint64_t i, uint64_t *n)
+{
+    uint64_t total = 0;
+    *n = 0;
+    for (uint64_t j = i % USERS; j <= i; j += USERS)
+        total += kt_amount(j), (*n)++;
+    return total;
+}
+
+/* The Kafka record of purchase i, its total changed by @p delta. */
+static void totals_message(output_t *o, uint64_t i, int delta)
+{
+    char user[KT_USER_MAX], value[KT_VALUE_MAX];
+    uint64_t n, total = total_after(i, &n);
+    int ul = kt_user(i, USERS, user), vl = kt_output_value(n, total + (uint64_t)delta, value);
+    ck_assert_int_eq(rd_kafka_producev(o->producer, RD_KAFKA_V_TOPIC(o->topic),
+                                       RD_KAFKA_V_PARTITION(0), RD_KAFKA_V_KEY(user, (size_t)ul),
+                                       RD_KAFKA_V_VALUE(value, (size_t)vl),
+                                       RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY), RD_KAFKA_V_END),
+                     0);
+}
+
+/* The final row of every user, as of purchase i for user @p stale_user (USERS: none). */
+static void totals_rows(output_t *o, uint32_t stale_user, uint64_t stale_i)
+{
+    for (uint64_t i = RECORDS - USERS; i < RECORDS; i++) {
+        uint64_t at = i % USERS == stale_user ? stale_i : i, n, total = total_after(at, &n);
+        char user[KT_USER_MAX];
+        kt_user(i, USERS, user);
+        ck_assert(tpc_test_pg_exec(o->pg, "INSERT INTO %s VALUES ('%s', %llu, %llu)", o->table,
+                                   user, (unsigned long long)n, (unsigned long long)total));
+    }
+}
+
+START_TEST(test_totals_pass)
+{
+    output_t o;
+    char out[8192];
+    output_open_table(&o, "user_id text PRIMARY KEY, n bigint, total bigint");
+    for (uint64_t i = 0; i < RECORDS; i++)
+        totals_message(&o, i, 0);
+    totals_rows(&o, USERS, 0);
+    int rc = output_verify_with(&o, "--totals --keys 30", out, sizeof out);
+    ck_assert_msg(rc == 0, "exit %d:\n%s", rc, out);
+    ck_assert_msg(has_counts(out, "duplicates", 0, 0) && has_counts(out, "missing", 0, 0), "%s",
+                  out);
+    ck_assert_ptr_nonnull(strstr(out, "result: every running total exactly once and in order"));
+    output_close(&o);
+}
+END_TEST
+
+START_TEST(test_totals_repeat_gap_wrong_and_stale_fail)
+{
+    output_t o;
+    char out[8192];
+    output_open_table(&o, "user_id text PRIMARY KEY, n bigint, total bigint");
+    for (uint64_t i = 0; i < RECORDS; i++) {
+        if (i == 200) /* a gap: user 20's 7th total never came */
+            continue;
+        totals_message(&o, i, i == 300 ? 1 : 0); /* user 0's 11th total is off by one */
+        if (i == 100)                            /* user 10's 4th total twice */
+            totals_message(&o, i, 0);
+    }
+    totals_rows(&o, 5, 1955); /* user 5 left at its last-but-one total (its last purchase: 1985) */
+    int rc = output_verify_with(&o, "--totals --keys 30", out, sizeof out);
+    ck_assert_msg(rc == 1, "exit %d:\n%s", rc, out);
+    ck_assert_msg(has_counts(out, "duplicates", 0, 1), "%s", out);
+    ck_assert_msg(has_counts(out, "missing", 1, 2), "%s", out); /* Kafka: the gap, the wrong one */
+    ck_assert_msg(has_counts(out, "wrong key or value", 1, 1), "%s", out);
+    ck_assert_ptr_nonnull(strstr(out, "first missing in PostgreSQL: 1985"));
+    ck_assert_ptr_nonnull(strstr(out, "first missing in Kafka: 200 300"));
+    ck_assert_ptr_nonnull(strstr(out, "result: MISMATCH"));
+    output_close(&o);
+}
+END_TEST
+
 int main(void)
 {
     char self[4096];
@@ -282,6 +378,8 @@ int main(void)
     tcase_add_test(tc, test_foreign_and_changed_records_fail);
     tcase_add_test(tc, test_key_out_of_order_fails);
     tcase_add_test(tc, test_open_transaction_fails);
+    tcase_add_test(tc, test_totals_pass);
+    tcase_add_test(tc, test_totals_repeat_gap_wrong_and_stale_fail);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);

@@ -7,6 +7,8 @@
 #   deps.sh plot    gnuplot, which only draws the soak test's series: installed when possible, a
 #                   note when not, never a failure
 #   deps.sh fuzz    what building the library and the libFuzzer harnesses (clang) needs
+#   deps.sh compare what `make bench-compare` needs besides the servers: a JDK to build the Apache
+#                   Flink side, and GNU time to measure both sides
 #
 # Installs what is missing with apt-get when run as root; otherwise prints the apt-get line to run and
 # fails. Runs on every `make`, so the common case (nothing missing) is one dpkg-query call.
@@ -16,12 +18,14 @@ BUILD_PACKAGES=(librdkafka-dev libpq-dev libssl-dev libmicrohttpd-dev check pkg-
 SERVER_PACKAGES=(postgresql openjdk-17-jre-headless maven openssl clang-format prometheus)
 FUZZ_PACKAGES=(clang libclang-rt-14-dev)
 MODEL_PACKAGES=(spin gcc)
+COMPARE_PACKAGES=(openjdk-17-jdk-headless maven time)
 
 case "${1:-}" in
 build) wanted=("${BUILD_PACKAGES[@]}") ;;
 all) wanted=("${BUILD_PACKAGES[@]}" "${SERVER_PACKAGES[@]}" "${MODEL_PACKAGES[@]}") ;;
 model) wanted=("${MODEL_PACKAGES[@]}") ;;
 fuzz) wanted=("${BUILD_PACKAGES[@]}" "${FUZZ_PACKAGES[@]}") ;;
+compare) wanted=("${BUILD_PACKAGES[@]}" "${SERVER_PACKAGES[@]}" "${COMPARE_PACKAGES[@]}") ;;
 plot)
     command -v gnuplot >/dev/null && exit 0
     if [ "$(id -u)" -ne 0 ]; then
@@ -35,7 +39,7 @@ plot)
     exit 0
     ;;
 *)
-    echo "usage: deps.sh build|all|model|plot|fuzz" >&2
+    echo "usage: deps.sh build|all|model|plot|fuzz|compare" >&2
     exit 2
     ;;
 esac

@@ -6,12 +6,13 @@
  * A connector takes part by filling a tpc_conformance_t: how to make a fresh namespace (a folder, a
  * table, a topic and id prefix), a configured sink writing into it, and how to read back what is
  * committed there the way a user would (the files listed in the folder, SELECT from the table, a
- * read_committed consumer), plus two counts of what the external system holds. The suite then
- * drives sink subtasks by hand through every order of checkpoint events the framework can produce
- * (txn/txn_task.c, through tpc_test_txn_drive.h), crashes them with SIGKILL in child processes,
- * restores them at the same or another parallelism, and compares what is visible with what must
- * be, record by record: nothing lost, nothing twice, nothing early. The kill -9 check runs whole
- * jobs in child processes and kills them at every phase of a transaction.
+ * read_committed consumer), two counts of what the external system holds, and a second sink for
+ * the same namespace. The suite then drives sink subtasks by hand through the orders of checkpoint
+ * events the framework produces (late, subsumed and partial notifications, aborted checkpoints,
+ * finish; txn/txn_task.c through tpc_test_txn_drive.h), crashes them with SIGKILL in child
+ * processes, restores them at the same or another parallelism, and compares what is visible with
+ * what must be, record by record: nothing lost, nothing twice, nothing early. The kill -9 check
+ * runs whole jobs in child processes and kills them at every phase of a transaction.
  *
  * Records are those of the sequence source (tpc_test_ops.h): the key and the value are the same
  * 8 bytes, big-endian (source subtask << 40 | sequence number). A reader returns the 8-byte values
@@ -73,6 +74,14 @@ typedef struct {
      * files, prepared transactions, partitions whose last stable offset lags). Must be 0 once
      * recovery is over and after a sink closed. */
     bool (*leftovers)(const char *ns, long long *out, char *why, size_t why_len);
+
+    /** A second sink writing into the same namespace, as another job would configure it: its
+     * own prefix, chosen so that its names resemble those of sink_new's sink as much as the
+     * connector allows (a prefix that starts with the first one's, a shared marker table). */
+    tpc_error_t *(*other_sink_new)(const char *ns, tpc_txn_sink_t **out);
+    /** read also shows the other sink's records (a table or topic both write into); leftovers
+     * counts only the first sink's transactions. */
+    bool other_visible;
 
     /** The kill -9 check: records per source subtask (2 source subtasks), the job's
      * checkpoint.interval.ms, and how long one run may take before it counts as stuck. */

@@ -6,7 +6,7 @@
  *     int main(int argc, char **argv) { return tpc_conformance_main(&my_connector, argc, argv); }
  *
  * which also runs the children of the kill -9 check. TWOPC_CONFORMANCE_CHECKS=name,name,... runs
- * only the named checks (the names are in tpc_conformance.c).
+ * only the named checks (the names are in tpc_conformance_checks.c).
  *
  * Include this in one file per test binary only: it defines the test function.
  */

@@ -121,8 +121,13 @@ typedef struct {
 static tpc_error_t *w_configure(void *arg, const char *key, const char *value)
 {
     wrap_t *w = arg;
-    return inner_ops->configure ? inner_ops->configure(w->arg, key, value)
-                                : tpc_error_new(TPC_ERR_NOT_FOUND, 0, "unknown key \"%s\"", key);
+    tpc_error_t *err = inner_ops->props ? tpc_props_set(inner_ops->props, w->arg, key, value)
+                                        : tpc_error_new(TPC_ERR_NOT_FOUND, 0, "unknown key");
+    if (err && tpc_error_code(err) == TPC_ERR_NOT_FOUND && inner_ops->configure) {
+        tpc_error_destroy(err);
+        err = inner_ops->configure(w->arg, key, value);
+    }
+    return err;
 }
 static void w_release(void *arg)
 {
@@ -352,7 +357,17 @@ bool tpc_conformance_kill_9(const tpc_conformance_t *c, char *why, size_t why_le
     bool passed = true;
     size_t nruns = sizeof runs / sizeof runs[0];
     double t0 = tpc_test_now_s();
+    size_t before_last = 0;
     for (size_t r = 0; passed && r < nruns; r++) {
+        if (r + 1 == nruns) {
+            /* How far the killed runs got: the kills must spread over the job, not its end. */
+            tpc_conformance_keys_t got = {0};
+            passed = c->read(ns, &got, why, why_len);
+            before_last = got.len;
+            tpc_conformance_keys_free(&got);
+            if (!passed)
+                break;
+        }
         snprintf(par, sizeof par, "%d", runs[r].parallelism);
         snprintf(delay, sizeof delay, "%u", (unsigned)(tpc_test_rng_next(&rng) % 3000));
         const char *argv[] = {self, TPC_CONFORMANCE_CHILD_ARG, ns, ckpt, par, runs[r].kill, delay,
@@ -409,8 +424,10 @@ bool tpc_conformance_kill_9(const tpc_conformance_t *c, char *why, size_t why_le
         size_t n = strlen(why);
         snprintf(why + n, why_len - n, " (seed %llu)", (unsigned long long)seed);
     } else {
-        printf("conformance %s: %zu runs, %zu killed in every phase, %.1f s, seed %llu\n", c->name,
-               nruns, nruns - 1, tpc_test_now_s() - t0, (unsigned long long)seed);
+        printf("conformance %s: %zu runs, %zu killed in every phase, %zu of %llu records committed "
+               "before the last run, %.1f s, seed %llu\n",
+               c->name, nruns, nruns - 1, before_last, (unsigned long long)(2 * c->crash_records),
+               tpc_test_now_s() - t0, (unsigned long long)seed);
         fflush(stdout);
     }
     unlink(log);

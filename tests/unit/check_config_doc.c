@@ -130,6 +130,16 @@ START_TEST(test_message_shape)
     ck_assert_ptr_nonnull(err);
     ck_assert_ptr_null(strstr(tpc_error_message(err), "hunter2"));
     tpc_error_destroy(err);
+    /* A table name the server could never resolve is refused when set, not at open. */
+    static const char *const bad_names[] = {"a.b.c", ".t", "s.", ""};
+    for (size_t i = 0; i < sizeof bad_names / sizeof *bad_names; i++) {
+        err = tpc_txn_sink_set(pg, "pg.table", bad_names[i]);
+        ck_assert_msg(err && tpc_error_code(err) == TPC_ERR_CONFIG, "pg.table=\"%s\"",
+                      bad_names[i]);
+        ck_assert_ptr_nonnull(strstr(tpc_error_hint_text(err), "schema.table"));
+        tpc_error_destroy(err);
+    }
+    ck_assert_ptr_null(tpc_txn_sink_set(pg, "pg.table", "app.events"));
     /* A key of another connector is unknown here, and the hint lists this sink's keys. */
     err = tpc_txn_sink_set(pg, "file.prefix", "x");
     ck_assert_str_eq(tpc_error_message(err),

@@ -1,0 +1,136 @@
+#!/usr/bin/env bash
+# `make bench-compare`: the same bounded Kafka -> transform -> Kafka job with exactly-once output on
+# twopc (twopc_job.c) and on Apache Flink in a local MiniCluster with KafkaSink EXACTLY_ONCE
+# (FlinkKafkaJob.java, built here with Maven), on the same broker, over the same input topic, with
+# the same producer settings and 1 s checkpoints, in interleaved rounds (the side that goes first
+# alternates). Each run's output is read back by an independent read_committed consumer
+# (topic_tool.c) and must hold every input record exactly once, upper-cased; a run that does not
+# fails the benchmark.
+#
+#   tests/bench/compare/run.sh BUILD_DIR
+#
+# Environment: TWOPC_TEST_KAFKA_BOOTSTRAP (required), COMPARE_SIZES (records, default
+# "1000000 5000000"), COMPARE_PARALLELISM (default "1 2"), COMPARE_ROUNDS (default 3).
+# Prints, per side, size and parallelism, the median over the rounds:
+#   bench compare <side>_<metric>_p<P>_<size> <value> <unit>
+# with metrics rec_per_s (start of the process to its exit), steady_rec_per_s (first to last output
+# record, by the broker's append times), cpu_s_per_m (user + system CPU seconds per million
+# records), rss_mb (peak resident memory), end_ms (last output record appended to process exit),
+# and the ratios twopc / flink. The raw rows go to BUILD_DIR/compare/results.tsv, and with gnuplot
+# installed BUILD_DIR/compare/*.png are drawn from the medians (BUILD_DIR/compare/medians.tsv) by
+# tests/bench/compare/plot.gp.
+set -euo pipefail
+
+build=${1:?usage: run.sh BUILD_DIR}
+here=$(cd "$(dirname "$0")" && pwd)
+boot=${TWOPC_TEST_KAFKA_BOOTSTRAP:?TWOPC_TEST_KAFKA_BOOTSTRAP is not set}
+sizes=${COMPARE_SIZES:-1000000 5000000}
+pars=${COMPARE_PARALLELISM:-1 2}
+rounds=${COMPARE_ROUNDS:-3}
+out=$build/compare
+mkdir -p "$out"
+out=$(cd "$out" && pwd)
+tool=$build/bench/compare_topic_tool
+job=$build/bench/compare_twopc_job
+
+echo "bench-compare: building the Flink side with Maven" >&2
+mvn -q -B -f "$here/pom.xml" -Dcompare.out="$out/flink" package >&2
+cp="$out/flink/flink-compare-1.jar:$out/flink/lib/*"
+
+tag=$(date +%s)-$$
+results=$out/results.tsv
+printf 'side\trecords\tparallelism\tround\trec_per_s\tsteady_rec_per_s\tcpu_s_per_m\trss_mb\tend_ms\n' \
+    > "$results"
+
+# run SIDE RECORDS PARALLELISM ROUND INPUT
+run() {
+    local side=$1 n=$2 p=$3 round=$4 input=$5
+    local topic=cmp-out-$side-$n-$p-$round-$tag prefix=cmp-$side-$n-$p-$round-$tag
+    local times=$out/time.txt ckpt=$out/ckpt-$side-$tag
+    "$tool" create "$boot" "$topic" 2
+    rm -rf "$ckpt" && mkdir -p "$ckpt"
+    local start end
+    start=$(date +%s%3N)
+    if [ "$side" = twopc ]; then
+        /usr/bin/time -f '%e %U %S %M' -o "$times" "$job" "$boot" "$input" "$topic" "$p" "$prefix" "$ckpt" \
+            > "$out/$side.log" 2>&1
+    else
+        /usr/bin/time -f '%e %U %S %M' -o "$times" java -cp "$cp" twopc.bench.FlinkKafkaJob \
+            "$boot" "$input" "$topic" "$p" "$prefix" > "$out/$side.log" 2>&1
+    fi || { echo "bench-compare: the $side job failed, see $out/$side.log" >&2; exit 1; }
+    end=$(date +%s%3N)
+    rm -rf "$ckpt"
+    local m
+    m=$("$tool" measure "$boot" "$topic" "$n")
+    read -r _ count _ distinct _ foreign _ upper _ first _ last <<< "$m"
+    if [ "$count" != "$n" ] || [ "$distinct" != "$n" ] || [ "$upper" != "$n" ] || [ "$foreign" != 0 ]; then
+        echo "bench-compare: $side wrote $m for $n input records (not exactly once)" >&2
+        exit 1
+    fi
+    read -r _ user sys rss_kb < "$times"
+    awk -v s="$side" -v n="$n" -v p="$p" -v r="$round" -v t0="$start" -v t1="$end" \
+        -v f="$first" -v l="$last" -v u="$user" -v y="$sys" -v k="$rss_kb" 'BEGIN {
+        steady = l > f ? n * 1000 / (l - f) : 0
+        printf "%s\t%d\t%d\t%d\t%.0f\t%.0f\t%.2f\t%.1f\t%d\n", s, n, p, r, n * 1000 / (t1 - t0),
+               steady, (u + y) / (n / 1e6), k / 1024, t1 - l }' >> "$results"
+    tail -1 "$results" >&2
+}
+
+for n in $sizes; do
+    input=cmp-in-$n-$tag
+    echo "bench-compare: writing $n records into $input" >&2
+    "$tool" fill "$boot" "$input" 2 "$n"
+    for p in $pars; do
+        for ((r = 1; r <= rounds; r++)); do
+            if ((r % 2)); then order="twopc flink"; else order="flink twopc"; fi
+            for side in $order; do run "$side" "$n" "$p" "$r" "$input"; done
+        done
+    done
+done
+
+# Medians per side, size and parallelism, then the ratios.
+awk -F'\t' 'NR > 1 {
+    key = $1 "\t" $2 "\t" $3
+    for (i = 5; i <= 9; i++) v[key, i, ++cnt[key, i]] = $i
+    keys[key] = 1
+}
+function median(key, i,    n, a, j, k, t) {
+    n = cnt[key, i]
+    for (j = 1; j <= n; j++) a[j] = v[key, i, j]
+    for (j = 1; j <= n; j++) for (k = j + 1; k <= n; k++) if (a[k] < a[j]) { t = a[j]; a[j] = a[k]; a[k] = t }
+    return n % 2 ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2
+}
+END {
+    split("rec_per_s steady_rec_per_s cpu_s_per_m rss_mb end_ms", name, " ")
+    split("rec/s rec/s s MB ms", unit, " ")
+    for (key in keys) {
+        split(key, f, "\t")
+        size = f[2] >= 1000000 ? f[2] / 1000000 "m" : f[2]
+        for (i = 5; i <= 9; i++) {
+            m = median(key, i)
+            med[f[1], f[2], f[3], i] = m
+            printf "bench compare %s_%s_p%d_%s %s %s\n", f[1], name[i - 4], f[3], size, m, unit[i - 4]
+        }
+        if (f[1] == "twopc") pairs[f[2] "\t" f[3]] = 1
+    }
+    wide = outdir "/medians.tsv"
+    print "case\ttwopc_steady\tflink_steady\ttwopc_rate\tflink_rate\ttwopc_cpu\tflink_cpu\ttwopc_rss\tflink_rss" > wide
+    for (pk in pairs) {
+        split(pk, f, "\t")
+        size = f[1] >= 1000000 ? f[1] / 1000000 "m" : f[1]
+        printf "%s,p%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", size, f[2],
+               med["twopc", f[1], f[2], 6], med["flink", f[1], f[2], 6],
+               med["twopc", f[1], f[2], 5], med["flink", f[1], f[2], 5],
+               med["twopc", f[1], f[2], 7], med["flink", f[1], f[2], 7],
+               med["twopc", f[1], f[2], 8], med["flink", f[1], f[2], 8] > wide
+        for (i = 5; i <= 8; i++)
+            if (med["flink", f[1], f[2], i] > 0)
+                printf "bench compare ratio_%s_p%d_%s %.2f twopc/flink\n", name[i - 4], f[2], size,
+                       med["twopc", f[1], f[2], i] / med["flink", f[1], f[2], i]
+    }
+}' outdir="$out" "$results" | sort
+
+if command -v gnuplot > /dev/null; then
+    gnuplot -e "medians='$out/medians.tsv'; outdir='$out'" "$here/plot.gp" &&
+        echo "bench-compare: plots in $out" >&2
+fi

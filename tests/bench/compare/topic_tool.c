@@ -1,0 +1,184 @@
+/*
+ * Topics for `make bench-compare`, with librdkafka alone (no twopc code, so that it judges both
+ * sides the same way):
+ *
+ *   topic_tool create BOOTSTRAP TOPIC PARTITIONS        a topic whose records carry the broker's
+ *                                                       append time (LogAppendTime)
+ *   topic_tool fill BOOTSTRAP TOPIC PARTITIONS N        create TOPIC and write N records: 8-byte
+ *                                                       big-endian keys 0..N-1, 100-byte lower-case
+ *                                                       values
+ *   topic_tool measure BOOTSTRAP TOPIC N                read TOPIC read_committed from the start to
+ *                                                       its end and print
+ *     count C distinct D foreign F upper U first_ms A last_ms B
+ *   (records, distinct keys below N, keys outside 0..N-1, values upper-cased, and the first and
+ * last append time). A side did its work exactly once when C = D = U = N and F = 0.
+ */
+#include <librdkafka/rdkafka.h>
+
+#include <inttypes.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define VALUE_BYTES 100
+
+static void die(const char *what, const char *why)
+{
+    fprintf(stderr, "topic_tool: %s: %s\n", what, why);
+    exit(1);
+}
+
+static rd_kafka_t *client(rd_kafka_type_t type, const char *bootstrap, const char *const *kv)
+{
+    char err[512];
+    rd_kafka_conf_t *conf = rd_kafka_conf_new();
+    if (rd_kafka_conf_set(conf, "bootstrap.servers", bootstrap, err, sizeof err))
+        die("configure", err);
+    for (; kv && kv[0]; kv += 2)
+        if (rd_kafka_conf_set(conf, kv[0], kv[1], err, sizeof err))
+            die(kv[0], err);
+    rd_kafka_t *rk = rd_kafka_new(type, conf, err, sizeof err);
+    if (!rk)
+        die("client", err);
+    return rk;
+}
+
+static void create(const char *bootstrap, const char *topic, int partitions, bool append_time)
+{
+    rd_kafka_t *rk = client(RD_KAFKA_PRODUCER, bootstrap, NULL);
+    char err[512];
+    rd_kafka_NewTopic_t *nt = rd_kafka_NewTopic_new(topic, partitions, 1, err, sizeof err);
+    if (!nt)
+        die("new topic", err);
+    if (append_time)
+        rd_kafka_NewTopic_set_config(nt, "message.timestamp.type", "LogAppendTime");
+    rd_kafka_queue_t *q = rd_kafka_queue_new(rk);
+    rd_kafka_CreateTopics(rk, &nt, 1, NULL, q);
+    rd_kafka_event_t *ev = rd_kafka_queue_poll(q, 30000);
+    if (!ev)
+        die("create topic", "no answer in 30 s");
+    const rd_kafka_CreateTopics_result_t *res = rd_kafka_event_CreateTopics_result(ev);
+    size_t n = 0;
+    const rd_kafka_topic_result_t **tr = rd_kafka_CreateTopics_result_topics(res, &n);
+    if (rd_kafka_event_error(ev))
+        die("create topic", rd_kafka_event_error_string(ev));
+    if (n == 1 && rd_kafka_topic_result_error(tr[0]) &&
+        rd_kafka_topic_result_error(tr[0]) != RD_KAFKA_RESP_ERR_TOPIC_ALREADY_EXISTS)
+        die(topic, rd_kafka_topic_result_error_string(tr[0]));
+    rd_kafka_event_destroy(ev);
+    rd_kafka_queue_destroy(q);
+    rd_kafka_NewTopic_destroy(nt);
+    rd_kafka_destroy(rk);
+}
+
+static void fill(const char *bootstrap, const char *topic, uint64_t n)
+{
+    const char *kv[] = {
+        "enable.idempotence",           "true",    "linger.ms", "20", "batch.size", "1000000",
+        "queue.buffering.max.messages", "1000000", NULL};
+    rd_kafka_t *rk = client(RD_KAFKA_PRODUCER, bootstrap, kv);
+    char value[VALUE_BYTES];
+    for (int i = 0; i < VALUE_BYTES; i++)
+        value[i] = (char)('a' + i % 26);
+    for (uint64_t i = 0; i < n; i++) {
+        unsigned char key[8];
+        for (int b = 0; b < 8; b++)
+            key[b] = (unsigned char)(i >> (56 - 8 * b));
+        for (;;) {
+            rd_kafka_resp_err_t e =
+                rd_kafka_producev(rk, RD_KAFKA_V_TOPIC(topic), RD_KAFKA_V_KEY(key, 8),
+                                  RD_KAFKA_V_VALUE(value, VALUE_BYTES),
+                                  RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY), RD_KAFKA_V_END);
+            if (e == RD_KAFKA_RESP_ERR_NO_ERROR)
+                break;
+            if (e != RD_KAFKA_RESP_ERR__QUEUE_FULL)
+                die("produce", rd_kafka_err2str(e));
+            rd_kafka_poll(rk, 10);
+        }
+        rd_kafka_poll(rk, 0);
+    }
+    if (rd_kafka_flush(rk, 120000))
+        die("flush", "records still queued after 120 s");
+    rd_kafka_destroy(rk);
+}
+
+static void measure(const char *bootstrap, const char *topic, uint64_t n)
+{
+    const char *kv[] = {"group.id",
+                        "twopc-bench-compare",
+                        "isolation.level",
+                        "read_committed",
+                        "enable.partition.eof",
+                        "true",
+                        "enable.auto.commit",
+                        "false",
+                        NULL};
+    rd_kafka_t *rk = client(RD_KAFKA_CONSUMER, bootstrap, kv);
+    const struct rd_kafka_metadata *md = NULL;
+    rd_kafka_topic_t *rkt = rd_kafka_topic_new(rk, topic, NULL);
+    if (rd_kafka_metadata(rk, 0, rkt, &md, 10000) || md->topic_cnt != 1 || md->topics[0].err)
+        die(topic, "no metadata");
+    int parts = md->topics[0].partition_cnt;
+    rd_kafka_topic_partition_list_t *list = rd_kafka_topic_partition_list_new(parts);
+    for (int p = 0; p < parts; p++)
+        rd_kafka_topic_partition_list_add(list, topic, p)->offset = RD_KAFKA_OFFSET_BEGINNING;
+    rd_kafka_metadata_destroy(md);
+    rd_kafka_topic_destroy(rkt);
+    if (rd_kafka_assign(rk, list))
+        die("assign", topic);
+    rd_kafka_topic_partition_list_destroy(list);
+    unsigned char *seen = calloc(n ? n : 1, 1);
+    uint64_t count = 0, distinct = 0, foreign = 0, upper = 0;
+    int64_t first = INT64_MAX, last = 0;
+    for (int eof = 0; eof < parts;) {
+        rd_kafka_message_t *m = rd_kafka_consumer_poll(rk, 5000);
+        if (!m)
+            die("measure", "no record and no end of partition in 5 s");
+        if (m->err == RD_KAFKA_RESP_ERR__PARTITION_EOF) {
+            eof++;
+        } else if (m->err) {
+            die("consume", rd_kafka_message_errstr(m));
+        } else {
+            count++;
+            uint64_t k = 0;
+            const unsigned char *key = m->key;
+            for (size_t b = 0; m->key_len == 8 && b < 8; b++)
+                k = k << 8 | key[b];
+            if (m->key_len != 8 || k >= n)
+                foreign++;
+            else if (!seen[k]++)
+                distinct++;
+            bool up = m->len == VALUE_BYTES;
+            for (size_t i = 0; up && i < m->len; i++)
+                up = ((const char *)m->payload)[i] == (char)('A' + i % 26);
+            upper += up;
+            int64_t ts = rd_kafka_message_timestamp(m, NULL);
+            first = ts < first ? ts : first;
+            last = ts > last ? ts : last;
+        }
+        rd_kafka_message_destroy(m);
+    }
+    printf("count %" PRIu64 " distinct %" PRIu64 " foreign %" PRIu64 " upper %" PRIu64
+           " first_ms %" PRId64 " last_ms %" PRId64 "\n",
+           count, distinct, foreign, upper, count ? first : 0, last);
+    free(seen);
+    rd_kafka_consumer_close(rk);
+    rd_kafka_destroy(rk);
+}
+
+int main(int argc, char **argv)
+{
+    if (argc == 5 && strcmp(argv[1], "create") == 0) {
+        create(argv[2], argv[3], atoi(argv[4]), true);
+    } else if (argc == 6 && strcmp(argv[1], "fill") == 0) {
+        create(argv[2], argv[3], atoi(argv[4]), false);
+        fill(argv[2], argv[3], strtoull(argv[5], NULL, 10));
+    } else if (argc == 5 && strcmp(argv[1], "measure") == 0) {
+        measure(argv[2], argv[3], strtoull(argv[4], NULL, 10));
+    } else {
+        fprintf(stderr, "usage: topic_tool create|fill|measure ... (see the file's comment)\n");
+        return 2;
+    }
+    return 0;
+}
