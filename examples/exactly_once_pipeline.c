@@ -47,6 +47,14 @@
  *                            input for a running --unbounded job; verify_output then wants
  *                            --records covering every record written
  *     --unbounded            keep reading new input for ever; stop with SIGINT
+ *     --discovery-ms MS      unbounded: how often the source looks for new partitions (default:
+ *                            the source's, 10 s)
+ *     --grow-to F            with --fill: place record i in partition FNV-1a(key) mod F, and
+ *                            write only the records of partitions below --parallelism (the ones
+ *                            the topic is created with); with --grow too, first give the topic F
+ *                            partitions, then write only the records of the partitions added. So
+ *                            a fill, a growth while the job runs and a second fill write every
+ *                            record once, each key in one partition, in order
  *     --keys K               distinct keys written by --fill (default 840)
  *     --rate R               records per second through the transform, all subtasks together
  *                            (default 0: unlimited), to watch a run or kill it half-way
@@ -83,8 +91,9 @@ typedef struct {
     const char *restore_mode, *restore_fallback;
     uint64_t records, first;
     uint32_t keys;
-    bool unbounded, fill;
-    bool to_pg, to_kafka; /* --sinks */
+    bool unbounded, fill, grow;
+    bool to_pg, to_kafka;      /* --sinks */
+    int grow_to, discovery_ms; /* 0: none, the source's default */
     double rate;
 } options_t;
 
@@ -210,6 +219,21 @@ static void on_delivery(rd_kafka_t *rk, const rd_kafka_message_t *msg, void *opa
         atomic_fetch_add((atomic_ullong *)opaque, 1);
 }
 
+#define SKIP_RECORD (-2) /* RD_KAFKA_PARTITION_UA is -1 */
+
+/* Where a record goes (RD_KAFKA_PARTITION_UA: the partitioner decides), SKIP_RECORD when this
+ * fill leaves it out (--grow-to). */
+static int32_t fill_partition(const options_t *opt, const char *key, int kl)
+{
+    if (!opt->grow_to)
+        return RD_KAFKA_PARTITION_UA;
+    uint32_t h = 2166136261u;
+    for (int i = 0; i < kl; i++)
+        h = (h ^ (unsigned char)key[i]) * 16777619u;
+    int32_t p = (int32_t)(h % (uint32_t)opt->grow_to);
+    return (p < opt->parallelism) != opt->grow ? p : SKIP_RECORD;
+}
+
 static int fill_input(const options_t *opt)
 {
     char errstr[512];
@@ -229,14 +253,22 @@ static int fill_input(const options_t *opt)
         fprintf(stderr, "exactly_once_pipeline: %s\n", errstr);
         return 1;
     }
+    if (opt->grow && !ex_grow_topic("exactly_once_pipeline", rk, opt->input, opt->grow_to)) {
+        rd_kafka_destroy(rk);
+        return 1;
+    }
     for (uint64_t i = opt->first; i < opt->first + opt->records; i++) {
         char key[EO_KEY_MAX], value[EO_VALUE_MAX];
         int kl = eo_key(i, opt->keys, key), vl = eo_input_value(i, value);
+        int32_t partition = fill_partition(opt, key, kl);
+        if (partition == SKIP_RECORD)
+            continue;
         rd_kafka_resp_err_t err;
         while ((err = rd_kafka_producev(
-                    rk, RD_KAFKA_V_TOPIC(opt->input), RD_KAFKA_V_KEY(key, (size_t)kl),
-                    RD_KAFKA_V_VALUE(value, (size_t)vl), RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY),
-                    RD_KAFKA_V_END)) == RD_KAFKA_RESP_ERR__QUEUE_FULL)
+                    rk, RD_KAFKA_V_TOPIC(opt->input), RD_KAFKA_V_PARTITION(partition),
+                    RD_KAFKA_V_KEY(key, (size_t)kl), RD_KAFKA_V_VALUE(value, (size_t)vl),
+                    RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY), RD_KAFKA_V_END)) ==
+               RD_KAFKA_RESP_ERR__QUEUE_FULL)
             rd_kafka_poll(rk, 100);
         if (err) {
             fprintf(stderr, "exactly_once_pipeline: could not produce: %s\n",
@@ -364,13 +396,18 @@ static tpc_error_t *build_job(const options_t *opt, tpc_job_t *job, tpc_kafka_so
     if (!err && opt->rate > 0)
         err = tpc_job_set(job, "batch.size", "64");
 
-    /* Kafka: partition p belongs to subtask p % P; bounded = up to the end at the first start. */
+    /* Kafka: partition p of the input belongs to subtask (FNV-1a(topic) + p) % P; bounded = up to
+     * the end at the first start, unbounded = new input and new partitions as they come. */
     if (!err)
         err = tpc_kafka_source_new(opt->bootstrap, opt->input, source);
     if (!err)
         err = tpc_kafka_source_set(*source, "bounded", opt->unbounded ? "false" : "true");
     if (!err)
         err = tpc_kafka_source_set(*source, "open.timeout.ms", "60000");
+    char discovery[32];
+    snprintf(discovery, sizeof discovery, "%d", opt->discovery_ms);
+    if (!err && opt->discovery_ms)
+        err = tpc_kafka_source_set(*source, "partition.discovery.interval.ms", discovery);
     if (!err)
         err = tpc_kafka_source_add_to_job(*source, job, "source", opt->source_par, &src);
     if (!err)
@@ -428,7 +465,8 @@ static int usage(const char *msg)
         "         [--sinks pg,kafka|pg|kafka]\n"
         "         [--topic T] [--table T] [--checkpoint-dir DIR] [--parallelism P]\n"
         "         [--interval MS] [--records N | --unbounded] [--keys K] [--rate R]\n"
-        "         [--input T] [--progress tty|lines|off] [--fill [--first FIRST]]\n"
+        "         [--input T] [--progress tty|lines|off] [--discovery-ms MS]\n"
+        "         [--fill [--first FIRST] [--grow-to F [--grow]]]\n"
         "         [--source-parallelism P] [--pg-parallelism P] [--kafka-parallelism P]\n"
         "         [--restore-mode auto|fresh|required] [--restore-fallback refuse|at-least-once]\n",
         msg);
@@ -459,6 +497,9 @@ static int parse_options(int argc, char **argv, options_t *opt)
                                              {"restore-mode", required_argument, 0, 'M'},
                                              {"restore-fallback", required_argument, 0, 'B'},
                                              {"sinks", required_argument, 0, 'O'},
+                                             {"discovery-ms", required_argument, 0, 'D'},
+                                             {"grow-to", required_argument, 0, 'X'},
+                                             {"grow", no_argument, 0, 'W'},
                                              {0, 0, 0, 0}};
     *opt = (options_t){.bootstrap = getenv("TWOPC_KAFKA_BOOTSTRAP"),
                        .pg = getenv("TWOPC_PG_CONNINFO"),
@@ -536,6 +577,15 @@ static int parse_options(int argc, char **argv, options_t *opt)
         case 'B':
             opt->restore_fallback = optarg;
             break;
+        case 'D':
+            opt->discovery_ms = atoi(optarg);
+            break;
+        case 'X':
+            opt->grow_to = atoi(optarg);
+            break;
+        case 'W':
+            opt->grow = true;
+            break;
         case 'O':
             opt->to_pg =
                 !strcmp(optarg, "pg") || !strcmp(optarg, "pg,kafka") || !strcmp(optarg, "kafka,pg");
@@ -557,6 +607,10 @@ static int parse_options(int argc, char **argv, options_t *opt)
         return usage("--parallelism must be 1 to 8, --interval at least 10");
     if (opt->keys == 0)
         return usage("--keys must be at least 1");
+    if (opt->grow_to && (opt->grow_to <= opt->parallelism || opt->grow_to > 64))
+        return usage("--grow-to must be more than --parallelism, and at most 64");
+    if ((opt->grow && !opt->grow_to) || opt->discovery_ms < 0)
+        return usage("--grow needs --grow-to; --discovery-ms is 0 or more");
     int *pars[] = {&opt->source_par, &opt->pg_par, &opt->kafka_par};
     for (int i = 0; i < 3; i++) {
         if (!*pars[i])

@@ -48,4 +48,57 @@ static inline bool ex_create_topic(const char *program, const char *bootstrap, c
     return !err || err == RD_KAFKA_RESP_ERR_TOPIC_ALREADY_EXISTS;
 }
 
+/* The partition count of @topic as @rk sees it, -1 when it cannot tell. */
+static inline int ex_partition_count(rd_kafka_t *rk, const char *topic)
+{
+    rd_kafka_topic_t *rkt = rd_kafka_topic_new(rk, topic, NULL);
+    const struct rd_kafka_metadata *md = NULL;
+    int n = -1;
+    if (rkt && !rd_kafka_metadata(rk, 0, rkt, &md, 10000) && md->topic_cnt == 1 &&
+        !md->topics[0].err)
+        n = md->topics[0].partition_cnt;
+    if (md)
+        rd_kafka_metadata_destroy(md);
+    if (rkt)
+        rd_kafka_topic_destroy(rkt);
+    return n;
+}
+
+/* Give @topic @total partitions (CreatePartitions) unless it has that many, and wait until @rk's
+ * metadata shows them. */
+static inline bool ex_grow_topic(const char *program, rd_kafka_t *rk, const char *topic, int total)
+{
+    char errstr[512];
+    rd_kafka_resp_err_t err = RD_KAFKA_RESP_ERR_NO_ERROR;
+    int now = ex_partition_count(rk, topic);
+    if (now < 0 || now >= total)
+        return now >= total;
+    rd_kafka_NewPartitions_t *np =
+        rd_kafka_NewPartitions_new(topic, (size_t)total, errstr, sizeof errstr);
+    rd_kafka_queue_t *queue = rd_kafka_queue_new(rk);
+    rd_kafka_CreatePartitions(rk, &np, 1, NULL, queue);
+    rd_kafka_event_t *ev = rd_kafka_queue_poll(queue, 35000);
+    err = RD_KAFKA_RESP_ERR__TIMED_OUT;
+    if (ev) {
+        size_t n = 0;
+        const rd_kafka_topic_result_t **res =
+            rd_kafka_CreatePartitions_result_topics(rd_kafka_event_CreatePartitions_result(ev), &n);
+        err = rd_kafka_event_error(ev);
+        if (!err && n == 1)
+            err = rd_kafka_topic_result_error(res[0]);
+        rd_kafka_event_destroy(ev);
+    }
+    rd_kafka_queue_destroy(queue);
+    rd_kafka_NewPartitions_destroy(np);
+    for (int i = 0; i < 300 && (!err || err == RD_KAFKA_RESP_ERR_INVALID_PARTITIONS) &&
+                    ex_partition_count(rk, topic) < total;
+         i++)
+        rd_kafka_poll(rk, 100);
+    if (ex_partition_count(rk, topic) >= total)
+        return true;
+    fprintf(stderr, "%s: could not give topic \"%s\" %d partitions: %s\n", program, topic, total,
+            rd_kafka_err2str(err));
+    return false;
+}
+
 #endif

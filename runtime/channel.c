@@ -4,18 +4,31 @@
  * end of partition) share the ring with batches, so they never overtake records. The consumer is
  * woken through its task's wake-up (task.c); the producer can wait for the ring to drain, which a
  * finished task does before it closes so that no record is left in flight.
+ *
+ * The ring is also bounded in time (channel.capacity.ms): with a slow consumer, a ring full of
+ * batches is seconds of work, and a checkpoint barrier queued behind it waits that long. The
+ * consumer's pace is measured while it has a backlog (the time between two takes, over the
+ * records of the batch taken first); a batch waits while the records queued would take longer
+ * than the limit at that pace. Events are never held back by it, and one batch always fits. Until
+ * the pace is known, two batches: a job that starts with a slow consumer would otherwise fill the
+ * whole ring before the first measurement, and its first checkpoint would wait behind it.
  */
 #include "runtime_internal.h"
 #include "runtime_task.h"
 
 #include <stdlib.h>
 
-tpc__channel_t *tpc__channel_new(size_t cap, const atomic_bool *canceled)
+/* Takes that leave the ring empty before a consumer whose pace is not known counts as keeping up:
+ * a slow one empties it once at its start, before the producer got ahead. */
+#define KEPT_UP_TAKES 4
+
+tpc__channel_t *tpc__channel_new(size_t cap, uint64_t limit_us, const atomic_bool *canceled)
 {
     tpc__channel_t *ch = tpc__xcalloc(1, sizeof(*ch));
     pthread_mutex_init(&ch->mu, NULL);
     tpc__cond_init_monotonic(&ch->not_full);
     ch->cap = cap;
+    ch->limit_us = limit_us;
     ch->ring = tpc__xcalloc(cap, sizeof(*ch->ring));
     ch->spare_cap = cap + 2;
     ch->spare = tpc__xcalloc(ch->spare_cap, sizeof(*ch->spare));
@@ -46,12 +59,27 @@ static bool push_refused(const tpc__channel_t *ch)
            (ch->producer && atomic_load(&ch->producer->stop_requested));
 }
 
+/* The ring holds as much of the consumer's time as it may. */
+static bool full_in_time(const tpc__channel_t *ch, const tpc__item_t *item)
+{
+    if (item->kind != TPC__ITEM_BATCH || !ch->limit_us || ch->count == 0)
+        return false;
+    if (ch->ns_per_record <= 0) /* at the start: two batches until the pace is known */
+        return ch->empty_takes < KEPT_UP_TAKES && ch->count >= 2;
+    return (double)ch->records * ch->ns_per_record > (double)ch->limit_us * 1000.0;
+}
+
+static bool is_full(const tpc__channel_t *ch, const tpc__item_t *item)
+{
+    return ch->count == ch->cap || full_in_time(ch, item);
+}
+
 tpc_err_t tpc__channel_push(tpc__channel_t *ch, tpc__item_t item, uint64_t *blocked_us)
 {
     pthread_mutex_lock(&ch->mu);
-    if (ch->count == ch->cap && !push_refused(ch)) {
+    if (is_full(ch, &item) && !push_refused(ch)) {
         uint64_t t0 = tpc__now_us();
-        while (ch->count == ch->cap && !push_refused(ch)) {
+        while (is_full(ch, &item) && !push_refused(ch)) {
             struct timespec ts;
             tpc__deadline(&ts, 100000);
             pthread_cond_timedwait(&ch->not_full, &ch->mu, &ts);
@@ -66,9 +94,32 @@ tpc_err_t tpc__channel_push(tpc__channel_t *ch, tpc__item_t item, uint64_t *bloc
     }
     ch->ring[(ch->head + ch->count) % ch->cap] = item;
     ch->count++;
+    if (item.batch)
+        ch->records += item.batch->count;
     pthread_mutex_unlock(&ch->mu);
     tpc__task_wake(ch->consumer);
     return TPC_OK;
+}
+
+/* Called with the lock held as the consumer takes a batch of @records. When the consumer had
+ * more waiting at its previous take, the time since then went into the previous batch: a pace
+ * sample, averaged with the earlier ones (weight 1/4). A take that leaves the ring empty starts
+ * no sample (the time until the next one is partly waiting for records), and a consumer that
+ * empties it often enough keeps up: the ring is not held to two batches while its pace is not
+ * known. */
+static void measure_pace(tpc__channel_t *ch, uint64_t records)
+{
+    uint64_t now = tpc__now_us();
+    if (ch->last_take_us && ch->last_take_records) {
+        double sample = (double)(now - ch->last_take_us) * 1000.0 / (double)ch->last_take_records;
+        ch->ns_per_record =
+            ch->ns_per_record > 0 ? 0.75 * ch->ns_per_record + 0.25 * sample : sample;
+    }
+    bool backlog = ch->records > 0;
+    if (!backlog && ch->empty_takes < KEPT_UP_TAKES)
+        ch->empty_takes++;
+    ch->last_take_us = backlog ? now : 0;
+    ch->last_take_records = backlog ? records : 0;
 }
 
 bool tpc__channel_try_take(tpc__channel_t *ch, tpc__item_t *out)
@@ -81,6 +132,11 @@ bool tpc__channel_try_take(tpc__channel_t *ch, tpc__item_t *out)
     *out = ch->ring[ch->head];
     ch->head = (ch->head + 1) % ch->cap;
     ch->count--;
+    if (out->batch) {
+        ch->records -= out->batch->count;
+        if (ch->limit_us)
+            measure_pace(ch, out->batch->count);
+    }
     bool drained = ch->count == 0 && ch->producer_waits_drain;
     pthread_cond_signal(&ch->not_full);
     pthread_mutex_unlock(&ch->mu);

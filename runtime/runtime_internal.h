@@ -95,14 +95,22 @@ typedef struct {
     pthread_cond_t not_full;
     tpc__item_t *ring;
     size_t cap, head, count;
-    tpc_batch_t **spare; /* recycled batches */
+    /* The bound in time (channel.capacity.ms): batches wait while the records queued would take
+     * the consumer longer than limit_us to get through, at the pace it took them lately. */
+    uint64_t limit_us;
+    uint64_t records;      /* in the queued batches */
+    uint64_t last_take_us; /* when the consumer last took a batch with more queued behind it */
+    uint64_t last_take_records;
+    double ns_per_record; /* the consumer's recent pace while backlogged; 0: not known yet */
+    int empty_takes;      /* takes that left the ring empty, while the pace is not known */
+    tpc_batch_t **spare;  /* recycled batches */
     size_t nspare, spare_cap;
     tpc__task_t *producer, *consumer;
     bool producer_waits_drain;
     const atomic_bool *canceled;
 } tpc__channel_t;
 
-tpc__channel_t *tpc__channel_new(size_t cap, const atomic_bool *canceled);
+tpc__channel_t *tpc__channel_new(size_t cap, uint64_t limit_us, const atomic_bool *canceled);
 void tpc__channel_destroy(tpc__channel_t *ch);
 /* Blocks while full. Returns TPC_ERR_CANCELED (and drops the item's batch) once canceled or once
  * the producer was told to stop without drain. */

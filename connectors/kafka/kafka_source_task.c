@@ -19,7 +19,7 @@
  * occupy offsets too; the consumer's end-of-partition events, whose offset is the position after
  * everything skipped, and any record at or past the end offset can.
  */
-#include "kafka_internal.h"
+#include "kafka_source_task.h"
 #include "tpc_kit.h"
 
 #include <stdio.h>
@@ -29,43 +29,6 @@
 
 /* How long close waits for offset commits still on their way to the group. */
 #define COMMIT_WAIT_MS 2000
-/* Discoveries in a row that must miss a topic before it counts as deleted: one answer without
- * it may come from a broker that has not loaded its metadata yet. */
-#define MISSES_TO_DELETE 3
-
-/* A topic the subtask reads or has read. */
-typedef struct {
-    char *name;
-    int partitions; /* as the metadata said last */
-    int *index;     /* partition -> position in parts, -1 when not owned */
-    int floor;      /* partitions below it are known even without an entry (docs/kafka.md) */
-    int misses;     /* discoveries in a row that did not find it */
-    bool gone;      /* deleted: no longer read; a topic of that name again is another */
-} topic_t;
-
-typedef struct {
-    const tpc_kafka_source_t *conf;
-    tpc_ctx_t *ctx;
-    rd_kafka_t *rk;
-    rd_kafka_queue_t *commits; /* a consumer group was named: results of offset commits */
-    int commits_in_flight;
-    uint64_t snapshot_id; /* the last snapshot's checkpoint, and the offsets it stored */
-    int64_t *snapshot_next;
-    topic_t *topics;
-    size_t ntopics, topics_cap;
-    const rd_kafka_topic_t *last_rkt; /* the topic handle of the last message, and its index */
-    int last_topic;
-    tpc__kafka_source_part_t *parts;
-    size_t nparts, parts_cap;
-    size_t ndone;
-    tpc__kafka_meta_t opened; /* the metadata read at open */
-    tpc__kafka_discovery_t *discovery;
-    tpc_header_t *headers; /* of the message being emitted */
-    size_t headers_cap;
-    uint64_t warnings;
-    uint64_t discovery_failures;
-    tpc__kafka_fetch_t fetch;
-} source_t;
 
 static tpc_error_t *conf_set(rd_kafka_conf_t *rc, const char *name, const char *value)
 {
@@ -257,428 +220,22 @@ static tpc_error_t *source_open(tpc_ctx_t *ctx, void *arg, void **self)
     return err;
 }
 
-/* ---- topics and partitions ------------------------------------------------------------------ */
-
-/* The topic of that name that is read now, or -1. */
-static int topic_index(const source_t *s, const char *name, size_t len)
-{
-    for (size_t t = 0; t < s->ntopics; t++)
-        if (!s->topics[t].gone && strlen(s->topics[t].name) == len &&
-            memcmp(s->topics[t].name, name, len) == 0)
-            return (int)t;
-    return -1;
-}
-
-static tpc_error_t *add_topic(source_t *s, const char *name, size_t len, int *at)
-{
-    if (s->ntopics == s->topics_cap) {
-        size_t cap = s->topics_cap ? 2 * s->topics_cap : 4;
-        topic_t *topics = realloc(s->topics, cap * sizeof *topics);
-        if (!topics)
-            return tpc_error_nomem();
-        s->topics = topics;
-        s->topics_cap = cap;
-    }
-    topic_t *t = &s->topics[s->ntopics];
-    *t = (topic_t){.name = strndup(name, len)};
-    if (!t->name)
-        return tpc_error_nomem();
-    *at = (int)s->ntopics++;
-    return NULL;
-}
-
-/* Make room in topic @t's index for @partitions partitions. */
-static tpc_error_t *grow_topic(topic_t *t, int partitions)
-{
-    if (partitions <= t->partitions)
-        return NULL;
-    int *index = realloc(t->index, (size_t)partitions * sizeof *index);
-    if (!index)
-        return tpc_error_nomem();
-    for (int p = t->partitions; p < partitions; p++)
-        index[p] = -1;
-    t->index = index;
-    t->partitions = partitions;
-    return NULL;
-}
-
-/* Where the part for @partition of topic @topic is in parts, or -1 (not owned, or unknown). */
-static int find(const source_t *s, int topic, int32_t partition)
-{
-    if (topic < 0 || partition < 0 || partition >= s->topics[topic].partitions)
-        return -1;
-    return s->topics[topic].index[partition];
-}
-
-static bool owns(const source_t *s, int topic, int32_t partition)
-{
-    const char *name = s->topics[topic].name;
-    return tpc__kafka_source_owner(name, strlen(name), partition, tpc_ctx_parallelism(s->ctx)) ==
-           tpc_ctx_subtask(s->ctx);
-}
-
-static tpc_error_t *own(source_t *s, const tpc__kafka_source_part_t *part)
-{
-    topic_t *t = &s->topics[part->topic];
-    if (part->partition >= t->partitions)
-        return tpc_error_hint(
-            tpc_error_new(TPC_ERR_STATE, TPC_ERROR_FATAL,
-                          "restored kafka source state names partition %d of topic \"%s\", "
-                          "which has %d partitions",
-                          (int)part->partition, t->name, t->partitions),
-            "the topic was deleted and created again: start the job with restore.mode=fresh");
-    if (t->index[part->partition] >= 0)
-        return tpc_error_new(TPC_ERR_STATE, TPC_ERROR_FATAL,
-                             "restored kafka source state lists partition %d of topic \"%s\" "
-                             "twice",
-                             (int)part->partition, t->name);
-    if (s->nparts == s->parts_cap) {
-        size_t cap = s->parts_cap ? 2 * s->parts_cap : 16;
-        tpc__kafka_source_part_t *parts = realloc(s->parts, cap * sizeof *parts);
-        int64_t *next = parts ? realloc(s->snapshot_next, cap * sizeof *next) : NULL;
-        if (parts)
-            s->parts = parts;
-        if (!next)
-            return tpc_error_nomem();
-        s->snapshot_next = next;
-        s->parts_cap = cap;
-    }
-    t->index[part->partition] = (int)s->nparts;
-    s->parts[s->nparts++] = *part;
-    return NULL;
-}
-
-static tpc_error_t *partition_list_error(rd_kafka_error_t *e, const source_t *s, const char *what)
-{
-    tpc_error_t *err = tpc_error_new(TPC_ERR_EXTERNAL, TPC_ERROR_FATAL,
-                                     "could not %s partitions of kafka "
-                                     "topics \"%s\": %s",
-                                     what, s->conf->topic, rd_kafka_error_string(e));
-    rd_kafka_error_destroy(e);
-    return err;
-}
-
-/* Read parts[first..] from their offsets, beside what the consumer reads already. */
-static tpc_error_t *assign_from(source_t *s, size_t first)
-{
-    if (first == s->nparts)
-        return NULL;
-    rd_kafka_topic_partition_list_t *list =
-        rd_kafka_topic_partition_list_new((int)(s->nparts - first));
-    for (size_t i = first; i < s->nparts; i++) {
-        tpc__kafka_source_part_t *part = &s->parts[i];
-        rd_kafka_topic_partition_list_add(list, s->topics[part->topic].name, part->partition)
-            ->offset = part->next;
-    }
-    rd_kafka_error_t *e = rd_kafka_incremental_assign(s->rk, list);
-    rd_kafka_topic_partition_list_destroy(list);
-    return e ? partition_list_error(e, s, "assign") : NULL;
-}
-
-static void mark_done_if_past_end(source_t *s, tpc__kafka_source_part_t *part)
-{
-    if (part->done || part->end < 0 || part->next < part->end)
-        return;
-    part->done = true;
-    s->ndone++;
-    rd_kafka_topic_partition_list_t *list = rd_kafka_topic_partition_list_new(1);
-    rd_kafka_topic_partition_list_add(list, s->topics[part->topic].name, part->partition);
-    rd_kafka_pause_partitions(s->rk, list); /* stop fetching what will not be emitted */
-    rd_kafka_topic_partition_list_destroy(list);
-}
-
-/* First and end offset of a partition as a read_committed consumer sees them (the end is the
- * last stable offset). */
-static tpc_error_t *watermarks(source_t *s, int topic, int32_t partition, int64_t *low,
-                               int64_t *high)
-{
-    const char *name = s->topics[topic].name;
-    rd_kafka_resp_err_t e = rd_kafka_query_watermark_offsets(s->rk, name, partition, low, high,
-                                                             s->conf->open_timeout_ms);
-    if (!e)
-        return NULL;
-    return tpc_error_new(e == RD_KAFKA_RESP_ERR__TIMED_OUT ? TPC_ERR_TIMEOUT : TPC_ERR_EXTERNAL,
-                         TPC_ERROR_RETRIABLE,
-                         "could not read the offsets of kafka topic \"%s\" partition %d: %s", name,
-                         (int)partition, rd_kafka_err2str(e));
-}
-
-/* start=timestamp and start=group: ask the cluster where each owned partition begins. A
- * partition with no answer (no record that late, no offset in the group) keeps the offset
- * fresh_parts() gave it. */
-static tpc_error_t *start_offsets(source_t *s)
-{
-    bool by_time = s->conf->start == TPC__KAFKA_START_TIMESTAMP;
-    rd_kafka_topic_partition_list_t *list = rd_kafka_topic_partition_list_new((int)s->nparts);
-    for (size_t i = 0; i < s->nparts; i++)
-        rd_kafka_topic_partition_list_add(list, s->topics[s->parts[i].topic].name,
-                                          s->parts[i].partition)
-            ->offset = by_time ? s->conf->start_timestamp : RD_KAFKA_OFFSET_INVALID;
-    rd_kafka_resp_err_t e = by_time
-                                ? rd_kafka_offsets_for_times(s->rk, list, s->conf->open_timeout_ms)
-                                : rd_kafka_committed(s->rk, list, s->conf->open_timeout_ms);
-    for (int i = 0; !e && i < list->cnt; i++) {
-        rd_kafka_topic_partition_t *tp = &list->elems[i];
-        int at = find(s, topic_index(s, tp->topic, strlen(tp->topic)), tp->partition);
-        if (tp->err)
-            e = tp->err;
-        else if (tp->offset >= 0 && at >= 0)
-            s->parts[at].next = tp->offset;
-    }
-    rd_kafka_topic_partition_list_destroy(list);
-    if (!e)
-        return NULL;
-    return tpc_error_new(e == RD_KAFKA_RESP_ERR__TIMED_OUT ? TPC_ERR_TIMEOUT : TPC_ERR_EXTERNAL,
-                         TPC_ERROR_RETRIABLE, "could not read the %s of kafka topics \"%s\": %s",
-                         by_time ? "offsets by timestamp" : "group's committed offsets",
-                         s->conf->topic, rd_kafka_err2str(e));
-}
-
-/* The topics the metadata at open names, as the subtask's topics. */
-static tpc_error_t *topics_from_metadata(source_t *s)
-{
-    tpc_error_t *err = NULL;
-    for (size_t i = 0; !err && i < s->opened.ntopics; i++) {
-        const tpc__kafka_topic_meta_t *m = &s->opened.topics[i];
-        int t = -1;
-        err = add_topic(s, m->name, strlen(m->name), &t);
-        if (!err)
-            err = grow_topic(&s->topics[t], m->partitions);
-    }
-    return err;
-}
-
-/* The partitions a fresh start owns, from where start says, and their end offsets. */
-static tpc_error_t *fresh_parts(source_t *s)
-{
-    tpc__kafka_start_t start = s->conf->start;
-    /* Where a partition begins without a better answer: no record at or after the timestamp
-     * means nothing to read yet, so the end. */
-    bool at_end = start == TPC__KAFKA_START_LATEST || start == TPC__KAFKA_START_TIMESTAMP ||
-                  (start == TPC__KAFKA_START_GROUP && s->conf->start_fallback_latest);
-    tpc_error_t *err = topics_from_metadata(s);
-    for (size_t t = 0; !err && t < s->ntopics; t++) {
-        for (int32_t p = 0; !err && p < s->topics[t].partitions; p++) {
-            if (!owns(s, (int)t, p))
-                continue;
-            int64_t low = 0, high = 0;
-            err = watermarks(s, (int)t, p, &low, &high);
-            tpc__kafka_source_part_t part = {.topic = (int)t,
-                                             .partition = p,
-                                             .next = at_end ? high : low,
-                                             .end = s->conf->bounded ? high : -1};
-            if (!err)
-                err = own(s, &part);
-        }
-    }
-    if (!err && s->nparts &&
-        (start == TPC__KAFKA_START_TIMESTAMP || start == TPC__KAFKA_START_GROUP))
-        err = start_offsets(s);
-    return err;
-}
-
-/* The topic of a restored entry among the subtask's topics; -1 (and no error) for a topic of
- * the pattern that no longer exists, whose entries are dropped. */
-static tpc_error_t *entry_topic(source_t *s, const tpc__kafka_source_entry_t *e, int *at)
-{
-    *at = topic_index(s, e->topic, e->topic_len);
-    if (*at >= 0)
-        return NULL;
-    if (!tpc__kafka_source_matches(s->conf, e->topic, e->topic_len)) {
-        tpc_error_t *err = tpc_error_new(TPC_ERR_STATE, TPC_ERROR_FATAL,
-                                         "restored kafka source state is for topic \"%.*s\", "
-                                         "which the source (\"%s\") does not read",
-                                         (int)e->topic_len, e->topic, s->conf->topic);
-        return tpc_error_hint(err, "give the source reading other topics a new vertex name, or "
-                                   "start the job with restore.mode=fresh");
-    }
-    /* Listed topics exist, or open failed: this one matched the pattern and was deleted. */
-    if (!e->floor)
-        tpc_log(s->ctx, TPC_LOG_ERROR,
-                "kafka source: topic \"%.*s\" of the restored checkpoint was deleted: partition "
-                "%d is no longer read, and its records from offset %lld on that the job had not "
-                "read are lost",
-                (int)e->topic_len, e->topic, (int)e->partition, (long long)e->next);
-    return NULL;
-}
-
-/* A restore. Union entries (an unbounded source) name every partition the job had begun to
- * read: this subtask takes those the rule gives it. List entries (a bounded source, or a
- * checkpoint written before discovery existed) are spread by the runtime, so each subtask keeps
- * what it got; every partition the topics have now then counts as known (a floor), as no
- * subtask can tell which of them another one holds. */
-static tpc_error_t *restored_parts(source_t *s, const tpc_state_reader_t *restored)
-{
-    tpc_error_t *err = topics_from_metadata(s);
-    size_t nunion = tpc_state_count(restored, TPC_STATE_UNION);
-    size_t nlist = tpc_state_count(restored, TPC_STATE_LIST);
-    for (size_t i = 0; !err && i < nunion + nlist; i++) {
-        bool from_union = i < nunion;
-        const void *bytes;
-        size_t len;
-        tpc_state_get(restored, from_union ? TPC_STATE_UNION : TPC_STATE_LIST,
-                      from_union ? i : i - nunion, &bytes, &len);
-        tpc__kafka_source_entry_t e;
-        int t = -1;
-        err = tpc__kafka_source_decode(bytes, len, &e);
-        if (!err)
-            err = entry_topic(s, &e, &t);
-        if (err || t < 0)
-            continue;
-        if (e.floor) {
-            if (e.partition > s->topics[t].floor)
-                s->topics[t].floor = e.partition;
-            continue;
-        }
-        if (from_union && !owns(s, t, e.partition))
-            continue;
-        tpc__kafka_source_part_t part = {
-            .topic = t, .partition = e.partition, .next = e.next, .end = e.end};
-        if (!s->conf->bounded) {
-            part.end = -1;
-        } else if (part.end < 0) {
-            /* Bounded now, unbounded in the checkpoint: the end is taken now. */
-            int64_t low = 0;
-            err = watermarks(s, t, part.partition, &low, &part.end);
-        }
-        if (!err)
-            err = own(s, &part);
-    }
-    if (!err && nlist && !s->conf->bounded) {
-        for (size_t t = 0; t < s->ntopics; t++)
-            if (s->topics[t].floor < s->topics[t].partitions)
-                s->topics[t].floor = s->topics[t].partitions;
-        tpc_log(s->ctx, TPC_LOG_INFO,
-                "kafka source: the restored state has no list of the partitions the job knew "
-                "(a bounded run, or one before partition discovery): the partitions there are "
-                "now count as known, partitions added from now on are read");
-    }
-    return err;
-}
-
-/* Partitions of topic @t from @from to its count that this subtask owns and that no checkpoint
- * knows: read from their first offsets. */
-static tpc_error_t *take_new_partitions(source_t *s, int t, int from)
-{
-    tpc_error_t *err = NULL;
-    int count = 0;
-    for (int32_t p = from; !err && p < s->topics[t].partitions; p++) {
-        if (p < s->topics[t].floor || !owns(s, t, p) || find(s, t, p) >= 0)
-            continue;
-        tpc__kafka_source_part_t part = {
-            .topic = t, .partition = p, .next = TPC__KAFKA_FROM_BEGINNING, .end = -1};
-        err = own(s, &part);
-        count++;
-    }
-    if (count)
-        tpc_log(s->ctx, TPC_LOG_INFO,
-                "kafka source: reads %d more partitions of \"%s\" (now %d in the topic) from "
-                "their first offsets",
-                count, s->topics[t].name, s->topics[t].partitions);
-    return err;
-}
-
-/* A topic no longer in the metadata: a listed one fails the subtask (the restart's open then
- * says it is gone); one of the pattern stops being read, loudly. */
-static tpc_error_t *topic_missing(source_t *s, int t, rd_kafka_resp_err_t why)
-{
-    topic_t *topic = &s->topics[t];
-    if (++topic->misses < MISSES_TO_DELETE)
-        return NULL;
-    if (!s->conf->is_pattern)
-        return tpc_error_new(TPC_ERR_EXTERNAL, 0, "kafka topic \"%s\" is gone: %s", topic->name,
-                             rd_kafka_err2str(why));
-    topic->gone = true;
-    rd_kafka_topic_partition_list_t *list = rd_kafka_topic_partition_list_new(4);
-    for (size_t i = 0; i < s->nparts; i++) {
-        tpc__kafka_source_part_t *part = &s->parts[i];
-        if (part->topic != t)
-            continue;
-        part->gone = true;
-        rd_kafka_topic_partition_list_add(list, topic->name, part->partition);
-        tpc_log(s->ctx, TPC_LOG_ERROR,
-                "kafka source: topic \"%s\", matched by \"%s\", was deleted: partition %d is no "
-                "longer read; records from offset %lld on that the job had not read are lost",
-                topic->name, s->conf->topic, (int)part->partition, (long long)part->next);
-    }
-    if (list->cnt == 0)
-        tpc_log(s->ctx, TPC_LOG_ERROR, "kafka source: topic \"%s\", matched by \"%s\", was deleted",
-                topic->name, s->conf->topic);
-    rd_kafka_error_t *e = list->cnt ? rd_kafka_incremental_unassign(s->rk, list) : NULL;
-    rd_kafka_topic_partition_list_destroy(list);
-    return e ? partition_list_error(e, s, "unassign") : NULL;
-}
-
-/* What a discovery found: partitions and topics that appeared, topics that went. */
-static tpc_error_t *apply_discovery(source_t *s, const tpc__kafka_meta_t *m)
-{
-    if (m->err) {
-        if (s->discovery_failures++ % 10 == 0)
-            tpc_log(s->ctx, TPC_LOG_WARN, "kafka source: partition discovery failed: %s",
-                    rd_kafka_err2str(m->err));
-        return NULL;
-    }
-    size_t first_new = s->nparts;
-    size_t ntopics = s->ntopics; /* topics added here are found */
-    tpc_error_t *err = NULL;
-    for (size_t i = 0; !err && i < m->ntopics; i++) {
-        const tpc__kafka_topic_meta_t *tm = &m->topics[i];
-        int t = topic_index(s, tm->name, strlen(tm->name));
-        if (tm->err) {
-            if (t >= 0 && tm->err == RD_KAFKA_RESP_ERR_UNKNOWN_TOPIC_OR_PART)
-                err = topic_missing(s, t, tm->err);
-            continue;
-        }
-        if (t < 0) {
-            err = add_topic(s, tm->name, strlen(tm->name), &t);
-            if (!err)
-                tpc_log(s->ctx, TPC_LOG_INFO, "kafka source: topic \"%s\" matches \"%s\"", tm->name,
-                        s->conf->topic);
-        }
-        if (err)
-            break;
-        topic_t *topic = &s->topics[t];
-        topic->misses = 0;
-        int before = topic->partitions;
-        if (tm->partitions < before) {
-            err = tpc_error_new(TPC_ERR_STATE, 0,
-                                "kafka topic \"%s\" has %d partitions, fewer than the %d read: it "
-                                "was deleted and created again",
-                                topic->name, tm->partitions, before);
-            break;
-        }
-        err = grow_topic(topic, tm->partitions);
-        if (!err)
-            err = take_new_partitions(s, t, before);
-    }
-    /* A topic of the pattern that the answer leaves out is missing too. */
-    for (size_t t = 0; !err && s->conf->is_pattern && t < ntopics; t++) {
-        if (s->topics[t].gone)
-            continue;
-        bool listed = false;
-        for (size_t j = 0; j < m->ntopics && !listed; j++)
-            listed = strcmp(m->topics[j].name, s->topics[t].name) == 0;
-        if (!listed)
-            err = topic_missing(s, (int)t, RD_KAFKA_RESP_ERR_UNKNOWN_TOPIC_OR_PART);
-    }
-    return err ? err : assign_from(s, first_new);
-}
-
 static tpc_error_t *source_initialize(void *self, tpc_ctx_t *ctx,
                                       const tpc_state_reader_t *restored)
 {
     source_t *s = self;
-    tpc_error_t *err = restored ? restored_parts(s, restored) : fresh_parts(s);
+    tpc_error_t *err =
+        restored ? tpc__kafka_source_restored(s, restored) : tpc__kafka_source_fresh(s);
     /* After a restore, partitions that no checkpoint knows: appeared while the job was down. */
     for (size_t t = 0; !err && restored && !s->conf->bounded && t < s->ntopics; t++)
-        err = take_new_partitions(s, (int)t, 0);
+        err = tpc__kafka_source_take_new(s, (int)t, 0);
     tpc__kafka_meta_free(&s->opened);
     if (!err)
-        err = assign_from(s, 0);
+        err = tpc__kafka_source_assign_from(s, 0);
     if (err)
         return err;
     for (size_t i = 0; i < s->nparts; i++)
-        mark_done_if_past_end(s, &s->parts[i]);
+        tpc__kafka_source_mark_done(s, &s->parts[i]);
     int total = 0;
     for (size_t t = 0; t < s->ntopics; t++)
         total += s->topics[t].partitions;
@@ -771,10 +328,10 @@ static tpc_error_t *take(source_t *s, tpc_ctx_t *ctx, const rd_kafka_message_t *
         return consumer_error(s, ctx, msg);
     if (msg->rkt != s->last_rkt) {
         const char *name = msg->rkt ? rd_kafka_topic_name(msg->rkt) : NULL;
-        s->last_topic = name ? topic_index(s, name, strlen(name)) : -1;
+        s->last_topic = name ? tpc__kafka_source_topic(s, name, strlen(name)) : -1;
         s->last_rkt = msg->rkt;
     }
-    int at = find(s, s->last_topic, msg->partition);
+    int at = tpc__kafka_source_find(s, s->last_topic, msg->partition);
     if (at < 0)
         return NULL; /* not assigned to this subtask: cannot happen with assign() */
     tpc__kafka_source_part_t *part = &s->parts[at];
@@ -785,7 +342,7 @@ static tpc_error_t *take(source_t *s, tpc_ctx_t *ctx, const rd_kafka_message_t *
          * and aborted record already skipped. A record past the end proves the same. */
         if (msg->offset > part->next)
             part->next = msg->err ? msg->offset : part->end;
-        mark_done_if_past_end(s, part);
+        tpc__kafka_source_mark_done(s, part);
         return NULL;
     }
     rd_kafka_timestamp_type_t type;
@@ -810,7 +367,7 @@ static tpc_error_t *take(source_t *s, tpc_ctx_t *ctx, const rd_kafka_message_t *
     part->next = msg->offset + 1;
     *emitted = true;
     tpc__kafka_fetch_taken(&s->fetch, msg->key_len + msg->len);
-    mark_done_if_past_end(s, part);
+    tpc__kafka_source_mark_done(s, part);
     return NULL;
 }
 
@@ -837,7 +394,7 @@ static tpc_error_t *source_poll(void *self, tpc_ctx_t *ctx, tpc_poll_result_t *r
     tpc_error_t *err = NULL;
     tpc__kafka_meta_t found;
     if (s->discovery && tpc__kafka_discovery_take(s->discovery, &found)) {
-        err = apply_discovery(s, &found);
+        err = tpc__kafka_source_discovered(s, &found);
         tpc__kafka_meta_free(&found);
     }
     int emitted = 0;

@@ -11,6 +11,9 @@
  *                 topic the raw producer wrote last (read_committed, markers included)
  *   raw consumer: one read_committed librdkafka consumer reading the same topic start to end,
  *                 with librdkafka's defaults
+ *   discovery off / on: the same topic read by an unbounded source (canceled once its counting
+ *                 sink has every record), partition discovery off and every 100 ms (a hundred
+ *                 times as often as the default), to show what discovery costs
  *   pipeline:     bounded Kafka source -> exactly-once Kafka sink (the job users run), its rate
  *                 from the sink's first to its last write (steady state)
  *   fast consumer: the same, tuned for raw speed rather than memory (FAST_CONSUMER below: a
@@ -347,6 +350,80 @@ static side_t run_source(const char *topic, uint64_t records)
     return (side_t){.rate = (double)records / secs, .max_gap_ms = gaps.max_gap_s * 1000.0};
 }
 
+/* Counts records and keeps the longest gap; cancels the job once every record came. */
+typedef struct {
+    tpc_job_t *job;
+    uint64_t want, got;
+    double done_at;
+} count_t;
+
+static count_t counted;
+
+static tpc_error_t *count_process(void *self, tpc_ctx_t *ctx, const tpc_batch_t *batch)
+{
+    count_t *c = self;
+    gap_process(&gaps, ctx, batch);
+    c->got += tpc_batch_count(batch);
+    if (c->got >= c->want && c->done_at == 0) {
+        c->done_at = tpc_test_now_s();
+        tpc_job_cancel(c->job);
+    }
+    return NULL;
+}
+
+static const tpc_operator_ops_t count_ops = {
+    .version = TPC_OPERATOR_OPS_VERSION, .open = gap_open, .process = count_process};
+
+/* Unbounded Kafka source -> counting sink over @topic until every record came, discovery every
+ * @discovery_ms (0: off), checkpoints every second. */
+static side_t run_unbounded(const char *topic, uint64_t records, const char *discovery_ms)
+{
+    char *ckpt = tpc_test_tmpdir("bench-kafka-unbounded");
+    tpc_job_t *job = tpc_job_new("bench-kafka-unbounded");
+    tpc_kafka_source_t *src = NULL;
+    counted = (count_t){.job = job, .want = records};
+    int s, k;
+    tpc_error_t *err = tpc_job_set(job, "checkpoint.dir", ckpt);
+    if (!err)
+        err = tpc_job_set(job, "checkpoint.interval.ms", "1000");
+    if (!err)
+        err = tpc_kafka_source_new(bootstrap, topic, &src);
+    if (!err)
+        err = tpc_kafka_source_set(src, "partition.discovery.interval.ms", discovery_ms);
+    if (!err)
+        err = with_extra_props(src);
+    if (!err)
+        err = tpc_kafka_source_add_to_job(src, job, "kafka", 1, &s);
+    if (!err)
+        err = tpc_job_add_vertex(job, "count", 1, &count_ops, &counted, &k);
+    if (!err)
+        err = tpc_job_connect(job, s, k, TPC_EDGE_FORWARD);
+    double t0 = tpc_test_now_s();
+    tpc_job_result_t result;
+    if (!err)
+        err = tpc_job_run(job, &result);
+    if (err)
+        die("unbounded source job", tpc_error_message(err));
+    if (counted.got < records)
+        die("unbounded source job", "ended before every record came");
+    tpc_job_destroy(job);
+    tpc_kafka_source_destroy(src);
+    tpc_test_rmdir(ckpt);
+    free(ckpt);
+    return (side_t){.rate = (double)records / (counted.done_at - t0),
+                    .max_gap_ms = gaps.max_gap_s * 1000.0};
+}
+
+static side_t run_discovery_off(const char *topic, uint64_t records)
+{
+    return run_unbounded(topic, records, "0");
+}
+
+static side_t run_discovery_on(const char *topic, uint64_t records)
+{
+    return run_unbounded(topic, records, "100");
+}
+
 /* The sink's write, timed: the first and last write and the longest gap between two. */
 static tpc_txn_connector_ops_t gap_ops;
 static double first_write_s, last_write_s;
@@ -580,6 +657,30 @@ int main(void)
     printf("bench kafka fast_consumer_rss_kb %ld kB\n", fast.rss_kb);
     printf("bench kafka source_ratio %.3f x\n", source.rate / consumer.rate);
     printf("bench kafka source_fast_ratio %.3f x\n", source.rate / fast.rate);
+    fflush(stdout);
+    side_t off = {0}, on = {0};
+    for (int round = 0; round < rounds; round++) {
+        side_t f, o;
+        if (round % 2 == 0) {
+            f = in_child(run_discovery_off, topic, records);
+            o = in_child(run_discovery_on, topic, records);
+        } else {
+            o = in_child(run_discovery_on, topic, records);
+            f = in_child(run_discovery_off, topic, records);
+        }
+        fprintf(stderr,
+                "bench_kafka: round %d: unbounded source, discovery off %.0f rec/s (gap %.0f ms), "
+                "every 100 ms %.0f rec/s (gap %.0f ms)\n",
+                round + 1, f.rate, f.max_gap_ms, o.rate, o.max_gap_ms);
+        keep_best(&off, f);
+        keep_best(&on, o);
+    }
+    printf("bench kafka source_discovery_off_rec_per_s %.0f rec/s\n", off.rate);
+    printf("bench kafka source_discovery_100ms_rec_per_s %.0f rec/s\n", on.rate);
+    printf("bench kafka source_discovery_off_max_gap_ms %.0f ms\n", off.max_gap_ms);
+    printf("bench kafka source_discovery_100ms_max_gap_ms %.0f ms\n", on.max_gap_ms);
+    printf("bench kafka source_discovery_ratio %.3f x\n", on.rate / off.rate);
+    fflush(stdout);
     side_t pipe = {0};
     for (int round = 0; round < rounds; round++) {
         side_t r = in_child(run_pipeline, topic, records);

@@ -12,6 +12,10 @@
  *   of the keyed operator (keyed_stall_ms_1m), and heap memory in use per key
  *   (keyed_bytes_per_key). BENCH_SCALE (default 1) scales the
  * record counts of the throughput runs.
+ * Backpressure: generator -> map passing 1,000 records a second -> discard, 8,000 records, a
+ * checkpoint every second: checkpoint duration p50/p99/max (ckpt_duration_backpressure_*) against
+ * the same job with a fast map (ckpt_duration_unloaded_p99), and the goal 2 x unloaded + one
+ * interval. TWOPC_BENCH_PART=backpressure runs only this part.
  */
 #include "tpc_runtime.h"
 #include "tpc_test_env.h"
@@ -77,6 +81,80 @@ static double run_pipeline(int par, uint64_t per_subtask, const char *interval, 
         free(dir);
     }
     return (double)per_subtask * par / secs;
+}
+
+/* ---- backpressure: a slow operator ------------------------------------------------------- */
+
+#define SLOW_RATE    1000 /* records a second per subtask */
+#define SLOW_RECORDS 8000
+
+typedef struct {
+    double started;
+    uint64_t passed;
+} slow_t;
+
+static tpc_error_t *slow_open(tpc_ctx_t *ctx, void *arg, void **self)
+{
+    (void)ctx;
+    (void)arg;
+    slow_t *s = calloc(1, sizeof *s);
+    if (!s)
+        return tpc_error_new(TPC_ERR_NOMEM, 0, "out of memory");
+    *self = s;
+    return NULL;
+}
+
+/* Passes records on at SLOW_RATE, record by record, as an operator that calls a slow service. */
+static tpc_error_t *slow_process(void *self, tpc_ctx_t *ctx, const tpc_batch_t *batch)
+{
+    slow_t *s = self;
+    if (s->started == 0)
+        s->started = tpc_test_now_s();
+    for (size_t i = 0; i < tpc_batch_count(batch); i++) {
+        double due = s->started + (double)s->passed / SLOW_RATE;
+        double now = tpc_test_now_s();
+        if (due > now)
+            usleep((useconds_t)((due - now) * 1e6));
+        tpc_record_t rec;
+        tpc_batch_get(batch, i, &rec);
+        if (tpc_emit(ctx, &rec) != TPC_OK)
+            break;
+        s->passed++;
+    }
+    return NULL;
+}
+
+static void slow_close(void *self, tpc_ctx_t *ctx)
+{
+    (void)ctx;
+    free(self);
+}
+
+static const tpc_operator_ops_t slow_ops = {.version = TPC_OPERATOR_OPS_VERSION,
+                                            .open = slow_open,
+                                            .process = slow_process,
+                                            .close = slow_close};
+
+/* generator -> map (@slow: SLOW_RATE records/s) -> discard, SLOW_RECORDS records, a checkpoint
+ * every second: the checkpoint durations in @d. */
+static void run_backpressure(bool slow, durations_t *d)
+{
+    tpc_test_seq_conf_t src = {.count_default = SLOW_RECORDS, .per_poll = 256};
+    char *dir = tpc_test_tmpdir("bench-bp");
+    tpc_job_t *job = tpc_job_new("bench-backpressure");
+    check(tpc_job_set(job, "checkpoint.dir", dir));
+    check(tpc_job_set(job, "checkpoint.interval.ms", "1000"));
+    int g, m, k;
+    check(tpc_job_add_vertex(job, "generator", 1, &tpc_test_seq_source_ops, &src, &g));
+    check(tpc_job_add_vertex(job, "map", 1, slow ? &slow_ops : &tpc_test_identity_ops, NULL, &m));
+    check(tpc_job_add_vertex(job, "sink", 1, &tpc_test_discard_ops, NULL, &k));
+    check(tpc_job_connect(job, g, m, TPC_EDGE_FORWARD));
+    check(tpc_job_connect(job, m, k, TPC_EDGE_FORWARD));
+    tpc_job_set_checkpoint_callback(job, on_ckpt, d);
+    check(tpc_job_run(job, NULL));
+    tpc_job_destroy(job);
+    tpc_test_rmdir(dir);
+    free(dir);
 }
 
 /* ---- keyed state ------------------------------------------------------------------------- */
@@ -263,11 +341,38 @@ static double child_rss_mb(uint64_t records)
     return (double)ru.ru_maxrss / 1024.0;
 }
 
+/* Checkpoints of a job whose operator passes SLOW_RATE records a second, against the same job
+ * with a fast one: how long a barrier waits behind the records buffered before it. */
+static int backpressure(void)
+{
+    static durations_t slow, fast;
+    run_backpressure(false, &fast);
+    run_backpressure(true, &slow);
+    qsort(fast.durations_ms, (size_t)fast.n, sizeof(double), cmp_double);
+    qsort(slow.durations_ms, (size_t)slow.n, sizeof(double), cmp_double);
+    double unloaded = fast.n ? fast.durations_ms[(fast.n * 99) / 100] : 0;
+    printf("bench runtime ckpt_duration_unloaded_p99 %.2f ms\n", unloaded);
+    if (slow.n) {
+        printf("bench runtime ckpt_duration_backpressure_p50 %.2f ms\n",
+               slow.durations_ms[slow.n / 2]);
+        printf("bench runtime ckpt_duration_backpressure_p99 %.2f ms\n",
+               slow.durations_ms[(slow.n * 99) / 100]);
+        printf("bench runtime ckpt_duration_backpressure_max %.2f ms\n",
+               slow.durations_ms[slow.n - 1]);
+    }
+    printf("bench runtime ckpt_backpressure_checkpoints %d checkpoints\n", slow.n);
+    printf("bench runtime ckpt_backpressure_goal %.2f ms\n", 2 * unloaded + 1000);
+    return 0;
+}
+
 int main(void)
 {
     const char *scale_env = getenv("BENCH_SCALE");
     double scale = scale_env ? atof(scale_env) : 1.0;
     uint64_t n = (uint64_t)(10000000 * scale);
+    const char *part = getenv("TWOPC_BENCH_PART");
+    if (part && strcmp(part, "backpressure") == 0)
+        return backpressure();
 
     double p1_off = 1;
     /* Warm up once so the first measured run does not pay for page faults. */

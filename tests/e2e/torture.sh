@@ -32,6 +32,14 @@
 # every running total in the topic exactly once and in input order (the prefix sums of the user's
 # amounts: no gap, no repeat, no wrong total), and each user's final total in the table.
 #
+# Growth runs: one run in four that is not keyed (seeds with remainder 1 mod 4) runs the pipeline
+# unbounded, with partition discovery every 300 ms, and gives its input topic one or two more
+# partitions at a random moment while the pipeline runs (before one of its kills, or after the last),
+# writing the records of the new partitions then (exactly_once_pipeline --fill --grow-to F --grow: each
+# key stays in one partition, so per-key order still holds). The run ends with SIGINT (a savepoint)
+# once verify_output finds every record, of old and new partitions, exactly once; then it is verified
+# again.
+#
 # Every run prints its seed and its time. The seed fixes the run's plan (parallelism, checkpoint
 # interval, pace, number of kills, the delay before each kill, which server is restarted and when);
 # the moment a delay lands in the pipeline's work still depends on timing, so a seed reproduces the
@@ -106,6 +114,34 @@ fail() {
     tail -n 20 "$dir/pipeline.log" >&2
     e2e_log "reproduce the plan with: make torture RUNS=1 TORTURE_SEED=$seed"
     exit 1
+}
+
+# Growth runs: more partitions for the input topic while the pipeline runs, and their records.
+grow_input() {
+    "$E2E_PIPELINE" --fill "${args[@]}" --grow-to "$grow_to" --grow >>"$dir/pipeline.log" 2>&1 ||
+        fail "could not add partitions to the input topic"
+    grown=1 grow_runs=$((grow_runs + 1)) grown_partitions=$((grown_partitions + grow_to - par))
+    faults="$faults g$grow_to"
+    echo "---- operator: input topic grown to $grow_to partitions" >>"$dir/pipeline.log"
+}
+
+# Growth runs read for ever: once the verifier finds every record, stop the pipeline with SIGINT (a
+# savepoint). Returns 0 when it stopped, 1 when it ended by itself before (then it is started again).
+stop_when_verified() {
+    local until_ms=$(($(e2e_now_ms) + 180000))
+    while [ "$(e2e_now_ms)" -lt "$until_ms" ]; do
+        if e2e_pipeline_wait_ms 1000; then
+            ended && return 0
+            return 1
+        fi
+        if "$E2E_VERIFY" "${verify_args[@]}" >/dev/null 2>&1; then
+            kill -INT "$E2E_PID"
+            e2e_pipeline_wait_ms 60000 || fail "the unbounded pipeline did not stop after SIGINT"
+            ended && return 0
+            return 1
+        fi
+    done
+    fail "the unbounded pipeline did not deliver every record within 180 s"
 }
 
 # A pipeline run ended by itself: 0 = input exhausted, everything committed. Returns 0 when done.
@@ -256,7 +292,7 @@ start_over() {
 one_run() {
     RANDOM=$seed
     local name par interval rate kills_planned disrupt disrupt_at server delay started ms sp pp kp
-    local faults= keyed=0 keyed_par example=records
+    local faults= keyed=0 keyed_par example=records grow=0 grow_to=0 grow_at=-1 grown=0
     prev_args=()
     case "$EXAMPLE" in
     keyed) keyed=1 ;;
@@ -276,6 +312,7 @@ one_run() {
     0) server=pg ;;
     1) server=kafka ;;
     esac
+    [ "$keyed" = 1 ] || [ $((seed % 4)) -ne 1 ] || grow=1
     local args=(--name "$name" --checkpoint-dir "$dir/checkpoints" --parallelism "$par"
         --interval "$interval" --rate "$rate" --records "$RECORDS")
     verify_args=(--name "$name" --records "$RECORDS")
@@ -287,14 +324,24 @@ one_run() {
     else
         args+=(--progress lines)
     fi
+    local fill_args=()
+    if [ "$grow" = 1 ]; then
+        example=growth grow_to=$((par + 1 + RANDOM % 2)) grow_at=$((RANDOM % (kills_planned + 1)))
+        args+=(--unbounded --discovery-ms 300)
+        fill_args=(--grow-to "$grow_to")
+    fi
     run_args=("${args[@]}")
     started=$(e2e_now_ms)
-    "$E2E_PIPELINE" --fill "${args[@]}" >>"$dir/pipeline.log" 2>&1 || fail "could not fill the input"
+    "$E2E_PIPELINE" --fill "${args[@]}" "${fill_args[@]}" >>"$dir/pipeline.log" 2>&1 ||
+        fail "could not fill the input"
 
     local kills=0 restarted=none rescales_before=$f_rescale
     errors=0
     while :; do
         [ -n "$E2E_PID" ] || e2e_pipeline_start "${run_args[@]}" 2>>"$dir/pipeline.log"
+        if [ "$grow" = 1 ] && [ "$grown" = 0 ] && [ "$kills" -ge "$grow_at" ]; then
+            grow_input
+        fi
         if [ "$kills" -lt "$kills_planned" ]; then
             delay=$((50 + RANDOM % 2700))
             if [ "$kills" -eq "$disrupt_at" ] && [ "$server" != none ]; then
@@ -313,6 +360,8 @@ one_run() {
                     break
                 fi
             fi
+        elif [ "$grow" = 1 ]; then
+            stop_when_verified && break
         else
             e2e_pipeline_wait_ms 180000 || fail "the pipeline did not finish within 180 s"
             ended && break
@@ -339,7 +388,7 @@ one_run() {
         keyed_dups=$((keyed_dups + sums[2])) keyed_missing=$((keyed_missing + sums[3]))
         keyed_wrong=$((keyed_wrong + sums[4]))
     fi
-    if [ "$FAULTS" = 1 ] && [ $((RANDOM % 4)) -eq 0 ]; then
+    if [ "$FAULTS" = 1 ] && [ $((RANDOM % 4)) -eq 0 ] && [ "$grow" = 0 ]; then
         start_over
     fi
     ms=$(($(e2e_now_ms) - started))
@@ -353,7 +402,7 @@ one_run() {
 total_ms=0 total_kills=0
 keyed_runs=0 keyed_kills=0 keyed_rescales=0 keyed_finals=0 keyed_totals=0 keyed_dups=0
 keyed_missing=0 keyed_wrong=0 sums=() verify_args=()
-broker_faults=0
+broker_faults=0 grow_runs=0 grown_partitions=0
 f_rescale=0 f_damage=0 f_remove=0 f_startover=0 refusals=0 accepted=0 rescale_refusals=0
 run_args=() prev_args=()
 skipped=
@@ -365,6 +414,8 @@ printf 'torture: %d runs, %d kills, 0 violations, %d broker faults, %d.%01d s pe
     "$RUNS" "$total_kills" "$broker_faults" $((total_ms / RUNS / 1000)) $((total_ms / RUNS % 1000 / 100))
 printf 'torture: operator faults: %d rescales (%d refused: partly finished source), %d damaged and %d removed newest checkpoints (%d refused and copied back, %d restores allowed to go on), %d starts over; 0 silent duplicates, 0 losses\n' \
     "$f_rescale" "$rescale_refusals" "$f_damage" "$f_remove" "$refusals" "$accepted" "$f_startover"
+printf 'torture: growth runs: %d input topics grew by %d partitions while their unbounded pipeline ran; every record of old and new partitions verified exactly once\n' \
+    "$grow_runs" "$grown_partitions"
 printf 'torture: keyed runs: %d (%d kills, %d rescales); verified (first verification of each run) %d running totals in Kafka and %d final totals in PostgreSQL: %d wrong totals, %d duplicates, %d missing\n' \
     "$keyed_runs" "$keyed_kills" "$keyed_rescales" "$keyed_totals" "$keyed_finals" "$keyed_wrong" \
     "$keyed_dups" "$keyed_missing"

@@ -27,9 +27,13 @@ static void log_line(void *opaque, tpc_log_level_t level, const char *message)
     fprintf(stderr, "%s\n", message);
 }
 
+static int pass_sleep_us; /* per batch, to kill a bounded job half-way */
+
 static tpc_error_t *pass_process(void *self, tpc_ctx_t *ctx, const tpc_batch_t *batch)
 {
     (void)self;
+    if (pass_sleep_us)
+        usleep((useconds_t)pass_sleep_us);
     for (size_t i = 0; i < tpc_batch_count(batch); i++) {
         tpc_record_t r;
         tpc_batch_get(batch, i, &r);
@@ -52,11 +56,13 @@ static const tpc_operator_ops_t pass_ops = {
     .process = pass_process,
 };
 
-/* The job, until it is killed: source(@p) -> pass(@p) -> sink(@p), checkpoints every 100 ms. */
+/* The job, until it is killed (or, bounded, until it ends): source(@p) -> pass(@p) -> sink(@p),
+ * checkpoints every 100 ms. */
 static int child_main(char **argv)
 {
     const char *bs = argv[0], *in = argv[1], *out = argv[2], *prefix = argv[3], *ckpt = argv[4];
-    const char *parallelism = argv[5], *discovery_ms = argv[6];
+    const char *parallelism = argv[5], *discovery_ms = argv[6], *bounded = argv[7];
+    pass_sleep_us = atoi(argv[8]) * 1000;
     alarm(120);
     int p = atoi(parallelism), s, m, k;
     tpc_job_t *job = tpc_job_new("kafka-source-discovery");
@@ -72,6 +78,10 @@ static int child_main(char **argv)
         err = tpc_kafka_source_set(src, "partition.discovery.interval.ms", discovery_ms);
     if (!err)
         err = tpc_kafka_source_set(src, "kafka.topic.metadata.refresh.interval.ms", "500");
+    if (!err)
+        err = tpc_kafka_source_set(src, "bounded", bounded);
+    if (!err)
+        err = tpc_kafka_source_set(src, "max.batch", pass_sleep_us ? "10" : "500");
     if (!err)
         err = tpc_kafka_sink_new(bs, out, &sink);
     if (!err)
@@ -215,16 +225,23 @@ static void wait_log(const char *log, const char *needle, int want, const char *
     }
 }
 
-static pid_t start_job(const char *in, const char *out, const char *prefix, const char *ckpt,
-                       const char *parallelism, const char *discovery_ms, const char *log)
+static pid_t start_job_as(const char *in, const char *out, const char *prefix, const char *ckpt,
+                          const char *parallelism, const char *discovery_ms, const char *bounded,
+                          const char *sleep_ms, const char *log)
 {
     char self[4096];
     ck_assert(tpc_test_self_path(self, sizeof self));
-    const char *argv[] = {self,   "--child", bootstrap,   in,           out,
-                          prefix, ckpt,      parallelism, discovery_ms, NULL};
+    const char *argv[] = {self, "--child",   bootstrap,    in,      out,      prefix,
+                          ckpt, parallelism, discovery_ms, bounded, sleep_ms, NULL};
     pid_t pid = tpc_test_spawn(argv, log, -1);
     ck_assert_int_gt(pid, 0);
     return pid;
+}
+
+static pid_t start_job(const char *in, const char *out, const char *prefix, const char *ckpt,
+                       const char *parallelism, const char *discovery_ms, const char *log)
+{
+    return start_job_as(in, out, prefix, ckpt, parallelism, discovery_ms, "false", "0", log);
 }
 
 /* Every value 0 .. total - 1 exactly once, nothing else. */
@@ -340,6 +357,49 @@ START_TEST(test_pattern_reads_topics_that_appear)
     check_exactly_once(out, 200, log);
     printf("kafka source pattern: a topic created while the job ran was read, one deleted was "
            "reported: 200 records exactly once\n");
+    unlink(log);
+    tpc_test_rmdir(ckpt);
+    free(ckpt);
+}
+END_TEST
+
+/* A checkpoint without the list of known partitions (list state: a bounded run, or a version
+ * before discovery) restored into an unbounded source: each subtask keeps the partitions it got,
+ * the partitions there are count as known, and partitions added later are read. */
+START_TEST(test_unbounded_after_a_bounded_checkpoint_discovers)
+{
+    char in[128], out[128], prefix[128];
+    tpc_test_unique_name(in, sizeof in, "twopc-list-in", '-');
+    tpc_test_unique_name(out, sizeof out, "twopc-list-out", '-');
+    tpc_test_unique_name(prefix, sizeof prefix, "twopc-list", '-');
+    char *ckpt = tpc_test_tmpdir("kafka-list-state");
+    char log[4200];
+    snprintf(log, sizeof log, "%s.log", ckpt);
+    kt_create_topic(bootstrap, in, 2);
+    kt_create_topic(bootstrap, out, 2);
+    produce(in, 0, 0, 300);
+    produce(in, 1, 300, 300);
+
+    /* A slow bounded run, killed once part of the input is committed. */
+    pid_t job = start_job_as(in, out, prefix, ckpt, "2", "300", "true", "100", log);
+    wait_output(out, 50, job, log, "bounded run");
+    tpc_test_kill(job);
+    /* Unbounded from its checkpoint: the rest, then two partitions that appear. */
+    job = start_job(in, out, prefix, ckpt, "2", "300", log);
+    wait_log(log, "has no list of the partitions", 1, "restore of list state");
+    kt_add_partitions(bootstrap, in, 4);
+    produce(in, 2, 600, 100);
+    produce(in, 3, 700, 100);
+    produce(in, 0, 800, 50);
+    wait_output(out, 850, job, log, "partitions added after the restore");
+    /* Restored again, now from union state with the floor: nothing twice. */
+    tpc_test_kill(job);
+    job = start_job(in, out, prefix, ckpt, "3", "300", log);
+    produce(in, 3, 850, 50);
+    wait_output(out, 900, job, log, "rescaled after the list-state restore");
+    usleep(500000);
+    tpc_test_kill(job);
+    check_exactly_once(out, 900, log);
     unlink(log);
     tpc_test_rmdir(ckpt);
     free(ckpt);
@@ -486,7 +546,7 @@ END_TEST
 
 int main(int argc, char **argv)
 {
-    if (argc == 9 && strcmp(argv[1], "--child") == 0)
+    if (argc == 11 && strcmp(argv[1], "--child") == 0)
         return child_main(argv + 2);
     bootstrap = tpc_test_env_require("TWOPC_TEST_KAFKA_BOOTSTRAP");
     Suite *s = suite_create("kafka_source_discovery");
@@ -494,6 +554,7 @@ int main(int argc, char **argv)
     tcase_set_timeout(tc, 180);
     tcase_add_test(tc, test_partitions_added_while_running_are_read_exactly_once);
     tcase_add_test(tc, test_pattern_reads_topics_that_appear);
+    tcase_add_test(tc, test_unbounded_after_a_bounded_checkpoint_discovers);
     tcase_add_test(tc, test_kafka_to_kafka_keeps_headers_across_a_crash);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
