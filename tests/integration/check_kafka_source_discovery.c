@@ -275,9 +275,9 @@ START_TEST(test_partitions_added_while_running_are_read_exactly_once)
     produce(in, 0, 0, 200);
     produce(in, 1, 200, 200);
 
-    /* Run 1: the old partitions; then two partitions appear, and the job dies before its next
-     * discovery (every 1500 ms) can have found them, or at least before a checkpoint took them. */
-    pid_t job = start_job(in, out, prefix, ckpt, "2", "1500", log);
+    /* Run 1: the old partitions; then two partitions appear, and the job dies before its first
+     * discovery (due a minute after its start) can find them. */
+    pid_t job = start_job(in, out, prefix, ckpt, "2", "60000", log);
     wait_output(out, 400, job, log, "run 1");
     kt_add_partitions(bootstrap, in, 4);
     produce(in, 2, 400, 100);
