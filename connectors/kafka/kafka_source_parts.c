@@ -170,7 +170,8 @@ static tpc_error_t *start_offsets(source_t *s)
                                 : rd_kafka_committed(s->rk, list, s->conf->open_timeout_ms);
     for (int i = 0; !e && i < list->cnt; i++) {
         rd_kafka_topic_partition_t *tp = &list->elems[i];
-        int at = tpc__kafka_source_find(s, tpc__kafka_source_topic(s, tp->topic, strlen(tp->topic)), tp->partition);
+        int at = tpc__kafka_source_find(s, tpc__kafka_source_topic(s, tp->topic, strlen(tp->topic)),
+                                        tp->partition);
         if (tp->err)
             e = tp->err;
         else if (tp->offset >= 0 && at >= 0)
