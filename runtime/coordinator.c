@@ -99,6 +99,7 @@ static void record_outcome(coord_t *c, uint64_t id, bool completed, uint64_t dur
         c->job->stats.checkpoints_aborted++;
     }
     pthread_mutex_unlock(&c->job->ctl_mu);
+    tpc__metrics_note_checkpoint(c->job, completed, duration_us);
     if (c->job->ckpt_cb)
         c->job->ckpt_cb(c->job->ckpt_cb_opaque, id, completed, duration_us, reason);
 }
@@ -330,8 +331,10 @@ static void on_event(coord_t *c, tpc__event_t *ev)
     }
     case TPC__EV_DECLINE: {
         pending_t *p = find_pending(c, ev->id);
-        if (p)
+        if (p) {
+            tpc__metrics_note_declined(c->job);
             abort_checkpoint(c, p, ev->reason ? ev->reason : "declined", true);
+        }
         break;
     }
     case TPC__EV_WAKE:

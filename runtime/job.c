@@ -50,6 +50,7 @@ void tpc_job_destroy(tpc_job_t *job)
         free(job->vertices[v].name);
     free(job->vertices);
     free(job->edges);
+    tpc__metrics_free(job);
     tpc_props_free(tpc_job_properties(), &job->conf);
     tpc__record_free(&job->record);
     free(job->stop.path);
@@ -184,6 +185,13 @@ static const tpc_prop_t job_props[] = {
      .def = "256",
      .unit = "records",
      .doc = "Records per batch."},
+    {.name = "metrics.listen",
+     .type = TPC_PROP_STRING,
+     .field = JOB_FIELD(metrics_listen),
+     .accepts = "a port, or an IPv4 address and a port (\"9464\", \"127.0.0.1:9464\"); port 0 "
+                "takes a free one",
+     .doc = "Serve Prometheus metrics at http://ADDRESS:PORT/metrics while the job runs; a bare "
+            "port listens on 127.0.0.1 only (docs/metrics.md). Unset: no endpoint."},
     {.name = "max-parallelism",
      .type = TPC_PROP_INT,
      .field = JOB_FIELD(max_parallelism),
@@ -493,6 +501,7 @@ static tpc__end_t run_attempt(tpc_job_t *job, int number, tpc_error_t **err)
     tpc_job_stats_t totals = job->stats;
     add_vertex_stats(job, a, &totals, false);
     job->stats = totals;
+    tpc__metrics_note_attempt(job, a);
     pthread_mutex_unlock(&job->ctl_mu);
     attempt_destroy(a);
     return end;
@@ -573,10 +582,16 @@ tpc_error_t *tpc_job_run(tpc_job_t *job, tpc_job_result_t *result)
     job->dir_listed = false;
     job->run_newest = job->run_first = 0;
     pthread_mutex_unlock(&job->ctl_mu);
+    tpc_error_t *err = tpc__metrics_start(job);
+    if (err) {
+        pthread_mutex_lock(&job->ctl_mu);
+        job->running = false;
+        pthread_mutex_unlock(&job->ctl_mu);
+        return err;
+    }
     if (job->conf.dir) /* only now: a second call while running must not touch the directory */
         tpc__checkpoint_dir_clean(job->conf.dir);
 
-    tpc_error_t *err = NULL;
     tpc__end_t end = TPC__END_FAILED;
     for (int attempt = 0;; attempt++) {
         /* A cancel that came before this run, or during the restart pause, ends it here. */
@@ -606,6 +621,7 @@ tpc_error_t *tpc_job_run(tpc_job_t *job, tpc_job_result_t *result)
         restart_pause(job);
         pthread_mutex_unlock(&job->ctl_mu);
     }
+    tpc__metrics_stop(job);
 
     pthread_mutex_lock(&job->ctl_mu);
     job->running = false;

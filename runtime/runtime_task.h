@@ -163,6 +163,7 @@ typedef struct {
     int retained, max_concurrent, tolerable_failures, restart_attempts;
     bool after_finish;
     char *dir;
+    char *metrics_listen; /* metrics.listen, NULL: no endpoint */
     enum { TPC__RESTORE_AUTO, TPC__RESTORE_FRESH, TPC__RESTORE_REQUIRED } restore;
     int max_parallelism;         /* key groups */
     bool fallback_at_least_once; /* restore.fallback */
@@ -197,7 +198,8 @@ struct tpc_job_s {
     tpc__attempt_t *attempt;
     atomic_bool cancel_requested;
     tpc__stop_t stop;
-    tpc_job_stats_t stats; /* checkpoint counters; vertex counters of past attempts */
+    tpc_job_stats_t stats;        /* checkpoint counters; vertex counters of past attempts */
+    struct tpc__metrics *metrics; /* metrics.c: collectors, server, counters; NULL until needed */
 };
 
 struct tpc__attempt {
@@ -225,6 +227,15 @@ tpc_err_t tpc__task_flush(tpc__task_t *t);
 tpc_err_t tpc__task_broadcast_event(tpc__task_t *t, tpc__item_kind_t kind, uint64_t id);
 bool tpc__task_outputs_drained(tpc__task_t *t);
 void tpc__task_release_outputs(tpc__task_t *t);
+
+/* metrics.c: the Prometheus endpoint. start/stop around a run (start fails when it cannot
+ * listen); note_* from the coordinator and at the end of an attempt (under ctl_mu). */
+tpc_error_t *tpc__metrics_start(tpc_job_t *job);
+void tpc__metrics_stop(tpc_job_t *job);
+void tpc__metrics_free(tpc_job_t *job);
+void tpc__metrics_note_checkpoint(tpc_job_t *job, bool completed, uint64_t duration_us);
+void tpc__metrics_note_declined(tpc_job_t *job);
+void tpc__metrics_note_attempt(tpc_job_t *job, const tpc__attempt_t *a);
 
 /* task.c */
 void tpc__task_wake(tpc__task_t *t);

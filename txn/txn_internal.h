@@ -54,8 +54,12 @@ struct tpc_txn_sink_s {
     void *arg;
     tpc__txn_conf_t conf;
     bool added; /* configuration is frozen once a job holds the sink */
+    char *name; /* the vertex name it was added as */
     tpc__txn_counters_t stats;
 };
+
+/* txn_metrics.c: the sink's part of a scrape of the job's metrics endpoint; arg = the sink. */
+void tpc__txn_metrics(void *arg, tpc_metrics_writer_t *w);
 
 /* ---- state entries ----------------------------------------------------------------------- */
 

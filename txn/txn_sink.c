@@ -232,6 +232,10 @@ tpc_error_t *tpc_txn_sink_add_to_job(tpc_txn_sink_t *sink, tpc_job_t *job, const
     if (err)
         return err;
     sink->added = true;
+    free(sink->name);
+    sink->name = strdup(name);
+    if (sink->name)
+        tpc_job_add_metrics(job, tpc__txn_metrics, sink);
     return NULL;
 }
 
@@ -275,5 +279,6 @@ void tpc_txn_sink_destroy(tpc_txn_sink_t *sink)
         return;
     if (sink->ops->release && sink->arg)
         sink->ops->release(sink->arg);
+    free(sink->name);
     free(sink);
 }

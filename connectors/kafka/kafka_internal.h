@@ -18,14 +18,41 @@
 
 #include <librdkafka/rdkafka.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <regex.h>
 
 #define TPC__KAFKA_ID_MAX   200
 #define TPC__KAFKA_POOL_MAX 64
 
+/* kafka_metrics.c: librdkafka's statistics of a sink's producers, summed over them for the job's
+ * metrics endpoint. Each producer remembers the values it last reported and adds the change. */
+enum {
+    TPC__KAFKA_STAT_TX,          /* requests sent */
+    TPC__KAFKA_STAT_TX_BYTES,    /* bytes sent */
+    TPC__KAFKA_STAT_RX,          /* responses received */
+    TPC__KAFKA_STAT_RX_BYTES,    /* bytes received */
+    TPC__KAFKA_STAT_TXMSGS,      /* messages sent to brokers */
+    TPC__KAFKA_STAT_TXMSG_BYTES, /* message bytes sent */
+    TPC__KAFKA_STAT_MSG_CNT,     /* gauge: messages in the producer's queues */
+    TPC__KAFKA_STAT_MSG_SIZE,    /* gauge: bytes of them */
+    TPC__KAFKA_STAT_REPLYQ,      /* gauge: operations waiting for the application */
+    TPC__KAFKA_NSTATS
+};
+typedef struct {
+    atomic_int_fast64_t v[TPC__KAFKA_NSTATS];
+    atomic_int_fast64_t producers; /* gauge: producers alive */
+} tpc__kafka_stats_t;
+/* Take a statistics JSON document of a client whose last values are @last. */
+void tpc__kafka_stats_take(tpc__kafka_stats_t *s, int64_t last[TPC__KAFKA_NSTATS],
+                           const char *json);
+/* The client is gone: its gauges no longer count. */
+void tpc__kafka_stats_drop(tpc__kafka_stats_t *s, int64_t last[TPC__KAFKA_NSTATS]);
+void tpc__kafka_sink_metrics(void *arg, const char *sink, tpc_metrics_writer_t *w);
+
 typedef struct {
     char **props; /* librdkafka name, value, name, value, ... */
     size_t nprops;
+    tpc__kafka_stats_t *stats;
     char *topic;
     char *id_prefix;
     int pool_size;
@@ -70,6 +97,8 @@ typedef struct {
     uint64_t delivered;
     uint64_t failed;
     char first_failure[256];
+    tpc__kafka_stats_t *stats; /* the sink's, for the metrics endpoint */
+    int64_t stats_last[TPC__KAFKA_NSTATS];
 } tpc__kafka_producer_t;
 
 typedef struct {

@@ -54,7 +54,9 @@ static int on_stats(rd_kafka_t *rk, char *json, size_t len, void *opaque)
     tpc__kafka_producer_t *p = opaque;
     (void)rk;
     (void)len;
-    const char *eos = strstr(json, "\"eos\":");
+    if (p->stats)
+        tpc__kafka_stats_take(p->stats, p->stats_last, json);
+    const char *eos = p->id[0] ? strstr(json, "\"eos\":") : NULL;
     if (eos && json_str_is(eos, "\"idemp_state\":", "\"Assigned\"")) {
         p->pid = json_int(eos, "\"producer_id\":", -1);
         p->epoch = (int16_t)json_int(eos, "\"producer_epoch\":", -1);
@@ -145,8 +147,10 @@ static tpc_error_t *make_conf(tpc__kafka_producer_t *p, const tpc__kafka_conf_t 
     tpc_error_t *err = set(rc, "partitioner", "murmur2_random");
     if (!err && p->id[0])
         err = set(rc, "transaction.timeout.ms", timeout);
-    if (!err && p->id[0])
-        err = set(rc, "statistics.interval.ms", STATS_INTERVAL);
+    /* Transactional producers need the statistics' producer id and epoch soon; plain ones
+     * only feed the metrics. */
+    if (!err)
+        err = set(rc, "statistics.interval.ms", p->id[0] ? STATS_INTERVAL : "1000");
     for (size_t i = 0; !err && i < conf->nprops; i++)
         err = set(rc, conf->props[2 * i], conf->props[2 * i + 1]);
     if (!err && p->id[0])
@@ -161,8 +165,9 @@ static tpc_error_t *make_conf(tpc__kafka_producer_t *p, const tpc__kafka_conf_t 
     rd_kafka_conf_set_dr_msg_cb(rc, on_delivery);
     rd_kafka_conf_set_error_cb(rc, on_error);
     rd_kafka_conf_set_log_cb(rc, on_log);
-    if (p->id[0])
-        rd_kafka_conf_set_stats_cb(rc, on_stats);
+    rd_kafka_conf_set_stats_cb(rc, on_stats);
+    p->stats = conf->stats;
+    memset(p->stats_last, 0, sizeof p->stats_last);
     *out = rc;
     return NULL;
 }
@@ -208,6 +213,8 @@ tpc_error_t *tpc__kafka_producer_start(tpc__kafka_producer_t *p, const tpc__kafk
         return tpc_error_new(TPC_ERR_CONFIG, TPC_ERROR_FATAL, "could not create producer: %s",
                              errstr);
     }
+    if (p->stats)
+        atomic_fetch_add(&p->stats->producers, 1);
     if (p->id[0]) {
         rd_kafka_error_t *e = rd_kafka_init_transactions(p->rk, conf->open_timeout_ms);
         if (e) {
@@ -244,6 +251,11 @@ void tpc__kafka_producer_stop(tpc__kafka_producer_t *p, bool abort_open)
     }
     rd_kafka_destroy(p->rk);
     p->rk = NULL;
+    if (p->stats) {
+        tpc__kafka_stats_drop(p->stats, p->stats_last);
+        atomic_fetch_sub(&p->stats->producers, 1);
+        p->stats = NULL;
+    }
 }
 
 tpc_error_t *tpc__kafka_producer_fatal(tpc__kafka_producer_t *p, const char *what)

@@ -18,6 +18,7 @@ static void kafka_release(void *arg)
     tpc__kafka_conf_t *conf = arg;
     tpc__kafka_props_free(conf->props, conf->nprops);
     tpc_props_free(&kafka_sink_table, conf);
+    free(conf->stats);
     free(conf);
 }
 
@@ -156,6 +157,7 @@ const tpc_txn_connector_ops_t tpc__kafka_ops = {
     .free_txn = tpc__kafka_free_txn,
     .describe = tpc__kafka_describe,
     .props = &kafka_sink_table,
+    .metrics = tpc__kafka_sink_metrics,
 };
 
 tpc_error_t *tpc_kafka_sink_new(const char *bootstrap, const char *topic, tpc_txn_sink_t **out)
@@ -169,6 +171,11 @@ tpc_error_t *tpc_kafka_sink_new(const char *bootstrap, const char *topic, tpc_tx
     if (!conf)
         return tpc_error_nomem();
     conf->txn_timeout_ms = 60000; /* librdkafka's default of kafka.transaction.timeout.ms */
+    conf->stats = calloc(1, sizeof *conf->stats);
+    if (!conf->stats) {
+        free(conf);
+        return tpc_error_nomem();
+    }
     tpc_error_t *err = tpc_props_init(&kafka_sink_table, conf);
     if (!err)
         err = tpc__kafka_props_add(&conf->props, &conf->nprops, "bootstrap.servers", bootstrap);

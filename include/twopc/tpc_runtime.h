@@ -504,6 +504,46 @@ typedef struct {
  * @returns TPC_OK, or TPC_ERR_INVALID_ARG when @p job or @p out is NULL. */
 TPC_API tpc_err_t tpc_job_get_stats(tpc_job_t *job, tpc_job_stats_t *out);
 
+/** @name Metrics
+ * With the job key `metrics.listen` set ("PORT" or "ADDRESS:PORT", IPv4; a bare port listens on
+ * 127.0.0.1 only), tpc_job_run() serves `GET /metrics` in Prometheus' text exposition format for as
+ * long as it runs (libmicrohttpd, its own thread): records in and out and backpressure per vertex
+ * and subtask, checkpoints completed, failed and declined, their duration (a histogram), the time
+ * since the last completed checkpoint, restarts, and what the job's components add with
+ * tpc_job_add_metrics() (the sinks: pending transactions, commits, commit latency; Kafka clients:
+ * librdkafka's statistics). docs/metrics.md lists every metric.
+ * @{ */
+
+/** What a metrics callback writes into. Only valid during the callback. */
+typedef struct tpc_metrics_writer_s tpc_metrics_writer_t;
+
+/** Called on the metrics server's thread for every scrape; must be thread-safe and quick. */
+typedef void (*tpc_metrics_fn)(void *opaque, tpc_metrics_writer_t *w);
+
+/**
+ * @brief Add @p fn to what the job's metrics endpoint shows (job thread, before tpc_job_run()).
+ * @p opaque is borrowed and must outlive the job.
+ * @returns TPC_OK, or TPC_ERR_INVALID_ARG / TPC_ERR_STATE while the job runs.
+ */
+TPC_API tpc_err_t tpc_job_add_metrics(tpc_job_t *job, tpc_metrics_fn fn, void *opaque);
+
+/**
+ * @brief Write one sample of metric family @p family (`twopc_..._total`, `..._seconds`, ...).
+ * Samples of one family are grouped under one HELP and TYPE line whatever order they come in.
+ * @param type "counter", "gauge", "histogram" or "summary".
+ * @param suffix "" or, for histograms and summaries, "_bucket", "_sum", "_count".
+ * @param labels name, value, name, value, ..., NULL (values are escaped); NULL for none.
+ */
+TPC_API void tpc_metrics_add(tpc_metrics_writer_t *w, const char *family, const char *type,
+                             const char *help, const char *suffix, const char *const *labels,
+                             double value);
+
+/** @returns the port the metrics endpoint listens on while the job runs (useful with port 0),
+ * else 0. Any thread. */
+TPC_API int tpc_job_metrics_port(tpc_job_t *job);
+
+/** @} */
+
 /** Checkpoint event callback, on the job thread: @p completed true = completed, else aborted. */
 typedef void (*tpc_checkpoint_cb)(void *opaque, uint64_t checkpoint_id, bool completed,
                                   uint64_t duration_us, const char *reason);

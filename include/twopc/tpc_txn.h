@@ -126,7 +126,7 @@ typedef struct {
  * TPC_ERROR_RETRIABLE makes the framework retry commits (see tpc_txn_sink_set()).
  * @{ */
 
-#define TPC_TXN_CONNECTOR_OPS_VERSION 2
+#define TPC_TXN_CONNECTOR_OPS_VERSION 3
 
 /** Growable byte buffer for serialize. Append with tpc_txn_buf_append(). */
 typedef struct tpc_txn_buf tpc_txn_buf_t;
@@ -199,6 +199,12 @@ typedef struct tpc_txn_connector_ops {
      * the defaults (tpc_props_init()) before tpc_txn_sink_new() and frees the strings
      * (tpc_props_free()) in release. */
     const tpc_props_t *props;
+
+    /* ---- version 3 ---- */
+    /** Optional. Add the connector's own metrics of the sink (configuration @p arg) named
+     * @p sink to a scrape of the job's metrics endpoint (tpc_metrics_add(), label "sink"). Called
+     * on the metrics server's thread while subtasks run: read only what is safe to share. */
+    void (*metrics)(void *arg, const char *sink, tpc_metrics_writer_t *w);
 } tpc_txn_connector_ops_t;
 
 /** @} */

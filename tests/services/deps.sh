@@ -14,8 +14,8 @@
 # fails. Runs on every `make`, so the common case (nothing missing) is one dpkg-query call.
 set -euo pipefail
 
-BUILD_PACKAGES=(librdkafka-dev libpq-dev libssl-dev check pkg-config gcc make)
-SERVER_PACKAGES=(postgresql openjdk-17-jre-headless maven openssl clang-format)
+BUILD_PACKAGES=(librdkafka-dev libpq-dev libssl-dev libmicrohttpd-dev check pkg-config gcc make)
+SERVER_PACKAGES=(postgresql openjdk-17-jre-headless maven openssl clang-format prometheus)
 FUZZ_PACKAGES=(clang libclang-rt-14-dev)
 MODEL_PACKAGES=(spin gcc)
 COMPARE_PACKAGES=(openjdk-17-jdk-headless maven time)
@@ -61,4 +61,10 @@ fi
 echo "deps.sh: installing ${missing[*]}" >&2
 export DEBIAN_FRONTEND=noninteractive
 apt-get update -q >&2
-apt-get install -y -q "${missing[@]}" >&2
+# Prometheus without what it recommends (node exporter services): the metrics test starts it itself.
+plain=() bare=()
+for pkg in "${missing[@]}"; do
+    if [ "$pkg" = prometheus ]; then bare+=("$pkg"); else plain+=("$pkg"); fi
+done
+[ ${#plain[@]} -eq 0 ] || apt-get install -y -q "${plain[@]}" >&2
+[ ${#bare[@]} -eq 0 ] || apt-get install -y -q --no-install-recommends "${bare[@]}" >&2

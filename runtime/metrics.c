@@ -1,0 +1,417 @@
+/*
+ * The job's Prometheus endpoint: with metrics.listen set, tpc_job_run() serves GET /metrics in
+ * Prometheus' text exposition format (version 0.0.4) from a libmicrohttpd thread while it runs.
+ * What the runtime knows is written here (records and backpressure per vertex and subtask,
+ * checkpoints and their durations, restarts); the layers above add theirs through
+ * tpc_job_add_metrics() callbacks, so the runtime stays ignorant of sinks and Kafka. Samples are
+ * grouped by family before they are sent, so that callbacks of several sinks can write the same
+ * family. Counters of subtasks add up over restarts: an attempt's counters are added to the
+ * totals when it ends (under ctl_mu, like the job statistics).
+ */
+#include "runtime_task.h"
+
+#include <arpa/inet.h>
+#include <inttypes.h>
+#include <microhttpd.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Bounds of the checkpoint duration histogram, in seconds. */
+static const double duration_bounds[] = {0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60};
+#define NBOUNDS (sizeof duration_bounds / sizeof duration_bounds[0])
+
+typedef struct {
+    tpc_metrics_fn fn;
+    void *opaque;
+} collector_t;
+
+typedef struct {
+    uint64_t records_in, records_out, backpressure_us;
+} subtask_totals_t;
+
+struct tpc__metrics {
+    collector_t *collectors;
+    int ncollectors;
+    struct MHD_Daemon *daemon;
+    int port;
+    /* Under the job's ctl_mu. */
+    uint64_t declined;
+    uint64_t buckets[NBOUNDS + 1]; /* the last: above every bound */
+    double duration_sum;
+    uint64_t durations;
+    uint64_t last_completed_us; /* monotonic; 0: none yet */
+    uint64_t started_us;
+    int *first_task; /* per vertex: index of its subtask 0 in totals */
+    subtask_totals_t *totals;
+};
+
+/* ---- the writer --------------------------------------------------------------------------- */
+
+typedef struct {
+    char *name;
+    const char *type, *help;
+    tpc__buf_t samples;
+} family_t;
+
+struct tpc_metrics_writer_s {
+    family_t *families;
+    size_t nfamilies;
+};
+
+static void put_str(tpc__buf_t *b, const char *s)
+{
+    tpc__buf_put(b, s, strlen(s));
+}
+
+static void put_escaped(tpc__buf_t *b, const char *s)
+{
+    for (; *s; s++) {
+        if (*s == '\\' || *s == '"')
+            tpc__buf_put(b, "\\", 1);
+        if (*s == '\n')
+            put_str(b, "\\n");
+        else
+            tpc__buf_put(b, s, 1);
+    }
+}
+
+void tpc_metrics_add(tpc_metrics_writer_t *w, const char *family, const char *type,
+                     const char *help, const char *suffix, const char *const *labels, double value)
+{
+    if (!w || !family)
+        return;
+    family_t *f = NULL;
+    for (size_t i = 0; i < w->nfamilies && !f; i++)
+        if (strcmp(w->families[i].name, family) == 0)
+            f = &w->families[i];
+    if (!f) {
+        w->families = tpc__xrealloc(w->families, (w->nfamilies + 1) * sizeof *w->families);
+        f = &w->families[w->nfamilies++];
+        *f = (family_t){.name = tpc__xstrdup(family), .type = type, .help = help};
+    }
+    put_str(&f->samples, family);
+    put_str(&f->samples, suffix ? suffix : "");
+    for (int i = 0; labels && labels[i] && labels[i + 1]; i += 2) {
+        put_str(&f->samples, i ? "," : "{");
+        put_str(&f->samples, labels[i]);
+        put_str(&f->samples, "=\"");
+        put_escaped(&f->samples, labels[i + 1]);
+        put_str(&f->samples, "\"");
+    }
+    if (labels && labels[0])
+        put_str(&f->samples, "}");
+    char num[64];
+    if (value == (double)(int64_t)value && value < 9e15 && value > -9e15)
+        snprintf(num, sizeof num, " %" PRId64 "\n", (int64_t)value);
+    else
+        snprintf(num, sizeof num, " %.9g\n", value);
+    put_str(&f->samples, num);
+}
+
+/* The exposition text of @w, and @w freed. */
+static tpc__buf_t finish(tpc_metrics_writer_t *w)
+{
+    tpc__buf_t out = {0};
+    for (size_t i = 0; i < w->nfamilies; i++) {
+        family_t *f = &w->families[i];
+        put_str(&out, "# HELP ");
+        put_str(&out, f->name);
+        put_str(&out, " ");
+        put_str(&out, f->help ? f->help : "");
+        put_str(&out, "\n# TYPE ");
+        put_str(&out, f->name);
+        put_str(&out, " ");
+        put_str(&out, f->type ? f->type : "untyped");
+        put_str(&out, "\n");
+        tpc__buf_put(&out, f->samples.data, f->samples.len);
+        tpc__buf_free(&f->samples);
+        free(f->name);
+    }
+    free(w->families);
+    return out;
+}
+
+/* ---- what the runtime knows ---------------------------------------------------------------- */
+
+static void subtask_sample(tpc_metrics_writer_t *w, const char *family, const char *help,
+                           const char *vertex, int subtask, double value)
+{
+    char sub[16];
+    snprintf(sub, sizeof sub, "%d", subtask);
+    const char *labels[] = {"vertex", vertex, "subtask", sub, NULL};
+    tpc_metrics_add(w, family, "counter", help, "", labels, value);
+}
+
+static void runtime_metrics(tpc_job_t *job, tpc_metrics_writer_t *w)
+{
+    struct tpc__metrics *m = job->metrics;
+    /* No "job" label: Prometheus' own job and instance labels tell scraped processes apart. */
+    pthread_mutex_lock(&job->ctl_mu);
+    const tpc__attempt_t *a = job->attempt;
+    for (int v = 0; v < job->nvertices; v++) {
+        for (int s = 0; s < job->vertices[v].parallelism; s++) {
+            subtask_totals_t t = m->totals[m->first_task[v] + s];
+            for (int i = 0; a && i < a->ntasks; i++) {
+                const tpc__task_t *task = &a->tasks[i];
+                if (task->vertex != v || task->subtask != s)
+                    continue;
+                t.records_in += atomic_load_explicit(&task->records_in, memory_order_relaxed);
+                t.records_out += atomic_load_explicit(&task->records_out, memory_order_relaxed);
+                t.backpressure_us +=
+                    atomic_load_explicit(&task->backpressure_us, memory_order_relaxed);
+            }
+            const char *name = job->vertices[v].name;
+            subtask_sample(w, "twopc_records_in_total", "Records a subtask received.", name, s,
+                           (double)t.records_in);
+            subtask_sample(w, "twopc_records_out_total", "Records a subtask emitted.", name, s,
+                           (double)t.records_out);
+            subtask_sample(w, "twopc_backpressure_seconds_total",
+                           "Time a subtask spent blocked on full output channels.", name, s,
+                           (double)t.backpressure_us / 1e6);
+        }
+    }
+    const tpc_job_stats_t *st = &job->stats;
+    uint64_t failed = st->checkpoints_aborted - m->declined;
+    tpc_metrics_add(w, "twopc_checkpoints_completed_total", "counter",
+                    "Checkpoints completed (durable, sinks told).", "", NULL,
+                    (double)st->checkpoints_completed);
+    tpc_metrics_add(w, "twopc_checkpoints_failed_total", "counter",
+                    "Checkpoints aborted for another reason than a decline (timeout, failure).", "",
+                    NULL, (double)failed);
+    tpc_metrics_add(w, "twopc_checkpoints_declined_total", "counter",
+                    "Checkpoints a subtask declined (it finished while the trigger was in flight).",
+                    "", NULL, (double)m->declined);
+    uint64_t cumulative = 0;
+    for (size_t i = 0; i <= NBOUNDS; i++) {
+        char le[32];
+        if (i < NBOUNDS)
+            snprintf(le, sizeof le, "%g", duration_bounds[i]);
+        else
+            snprintf(le, sizeof le, "+Inf");
+        cumulative += m->buckets[i];
+        const char *labels[] = {"le", le, NULL};
+        tpc_metrics_add(w, "twopc_checkpoint_duration_seconds", "histogram",
+                        "Time from a checkpoint's trigger to its completion.", "_bucket", labels,
+                        (double)cumulative);
+    }
+    tpc_metrics_add(w, "twopc_checkpoint_duration_seconds", "histogram", NULL, "_sum", NULL,
+                    m->duration_sum);
+    tpc_metrics_add(w, "twopc_checkpoint_duration_seconds", "histogram", NULL, "_count", NULL,
+                    (double)m->durations);
+    uint64_t since = m->last_completed_us ? m->last_completed_us : m->started_us;
+    tpc_metrics_add(w, "twopc_last_checkpoint_age_seconds", "gauge",
+                    "Seconds since the last completed checkpoint (since the start before the "
+                    "first).",
+                    "", NULL, (double)(tpc__now_us() - since) / 1e6);
+    tpc_metrics_add(w, "twopc_last_checkpoint_id", "gauge", "Id of the last completed checkpoint.",
+                    "", NULL, (double)st->last_checkpoint_id);
+    tpc_metrics_add(w, "twopc_restarts_total", "counter", "Restarts of the job after failures.", "",
+                    NULL, (double)st->restarts);
+    pthread_mutex_unlock(&job->ctl_mu);
+}
+
+static enum MHD_Result serve(void *cls, struct MHD_Connection *conn, const char *url,
+                             const char *method, const char *version, const char *upload,
+                             size_t *upload_len, void **state)
+{
+    (void)version, (void)upload, (void)upload_len, (void)state;
+    tpc_job_t *job = cls;
+    struct MHD_Response *resp;
+    unsigned code = MHD_HTTP_OK;
+    if (strcmp(method, "GET") != 0 && strcmp(method, "HEAD") != 0) {
+        static const char msg[] = "only GET\n";
+        code = MHD_HTTP_METHOD_NOT_ALLOWED;
+        resp = MHD_create_response_from_buffer(sizeof msg - 1, (void *)msg, MHD_RESPMEM_PERSISTENT);
+    } else if (strcmp(url, "/metrics") != 0) {
+        static const char msg[] = "twopc serves /metrics\n";
+        code = MHD_HTTP_NOT_FOUND;
+        resp = MHD_create_response_from_buffer(sizeof msg - 1, (void *)msg, MHD_RESPMEM_PERSISTENT);
+    } else {
+        tpc_metrics_writer_t w = {0};
+        runtime_metrics(job, &w);
+        for (int i = 0; i < job->metrics->ncollectors; i++)
+            job->metrics->collectors[i].fn(job->metrics->collectors[i].opaque, &w);
+        tpc__buf_t text = finish(&w);
+        resp = MHD_create_response_from_buffer(text.len, text.data ? text.data : (void *)"",
+                                               text.data ? MHD_RESPMEM_MUST_FREE
+                                                         : MHD_RESPMEM_PERSISTENT);
+        MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE,
+                                "text/plain; version=0.0.4; charset=utf-8");
+    }
+    enum MHD_Result r = MHD_queue_response(conn, code, resp);
+    MHD_destroy_response(resp);
+    return r;
+}
+
+/* libmicrohttpd's own messages go to the job's logger. */
+static void mhd_log(void *cls, const char *fmt, va_list ap)
+{
+    tpc_job_t *job = cls;
+    char msg[512];
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    msg[strcspn(msg, "\n")] = 0;
+    tpc__logf(&job->log, TPC_LOG_WARN, "metrics server: %s", msg);
+}
+
+/* ---- lifecycle ---------------------------------------------------------------------------- */
+
+static struct tpc__metrics *metrics_of(tpc_job_t *job)
+{
+    if (!job->metrics)
+        job->metrics = tpc__xcalloc(1, sizeof *job->metrics);
+    return job->metrics;
+}
+
+tpc_err_t tpc_job_add_metrics(tpc_job_t *job, tpc_metrics_fn fn, void *opaque)
+{
+    if (!job || !fn)
+        return TPC_ERR_INVALID_ARG;
+    pthread_mutex_lock(&job->ctl_mu);
+    bool running = job->running;
+    pthread_mutex_unlock(&job->ctl_mu);
+    if (running)
+        return TPC_ERR_STATE;
+    struct tpc__metrics *m = metrics_of(job);
+    m->collectors =
+        tpc__xrealloc(m->collectors, (size_t)(m->ncollectors + 1) * sizeof *m->collectors);
+    m->collectors[m->ncollectors++] = (collector_t){fn, opaque};
+    return TPC_OK;
+}
+
+int tpc_job_metrics_port(tpc_job_t *job)
+{
+    if (!job)
+        return 0;
+    pthread_mutex_lock(&job->ctl_mu);
+    int port = job->metrics && job->metrics->daemon ? job->metrics->port : 0;
+    pthread_mutex_unlock(&job->ctl_mu);
+    return port;
+}
+
+static tpc_error_t *bad_listen(const char *value)
+{
+    return tpc_error_hint(
+        tpc_error_new(TPC_ERR_CONFIG, 0, "invalid value \"%s\" for \"metrics.listen\"", value),
+        "give a port (\"9464\", listens on 127.0.0.1) or an IPv4 address and a "
+        "port (\"127.0.0.1:9464\")");
+}
+
+tpc_error_t *tpc__metrics_start(tpc_job_t *job)
+{
+    const char *listen = job->conf.metrics_listen;
+    struct tpc__metrics *m = metrics_of(job);
+    pthread_mutex_lock(&job->ctl_mu);
+    free(m->first_task);
+    free(m->totals);
+    m->first_task = tpc__xcalloc((size_t)job->nvertices + 1, sizeof *m->first_task);
+    int n = 0;
+    for (int v = 0; v < job->nvertices; v++) {
+        m->first_task[v] = n;
+        n += job->vertices[v].parallelism;
+    }
+    m->totals = tpc__xcalloc((size_t)n + 1, sizeof *m->totals);
+    memset(m->buckets, 0, sizeof m->buckets);
+    m->declined = m->durations = m->last_completed_us = 0;
+    m->duration_sum = 0;
+    m->started_us = tpc__now_us();
+    pthread_mutex_unlock(&job->ctl_mu);
+    if (!listen)
+        return NULL;
+
+    struct sockaddr_in addr = {.sin_family = AF_INET};
+    const char *colon = strrchr(listen, ':');
+    char host[64] = "127.0.0.1";
+    if (colon && (size_t)(colon - listen) < sizeof host)
+        snprintf(host, sizeof host, "%.*s", (int)(colon - listen), listen);
+    int64_t port;
+    if ((colon && (size_t)(colon - listen) >= sizeof host) ||
+        !tpc_parse_int(colon ? colon + 1 : listen, 0, 65535, &port) ||
+        inet_pton(AF_INET, strcmp(host, "localhost") == 0 ? "127.0.0.1" : host, &addr.sin_addr) !=
+            1)
+        return bad_listen(listen);
+    addr.sin_port = htons((uint16_t)port);
+    struct MHD_Daemon *d = MHD_start_daemon(
+        MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ERROR_LOG, (uint16_t)port, NULL, NULL, serve, job,
+        MHD_OPTION_EXTERNAL_LOGGER, mhd_log, job, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&addr,
+        MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)10, MHD_OPTION_END);
+    if (!d)
+        return tpc_error_hint(
+            tpc_error_new(TPC_ERR_CONFIG, 0, "could not serve metrics on %s:%d", host, (int)port),
+            "choose a free port for \"metrics.listen\" (the log above says why)");
+    const union MHD_DaemonInfo *info = MHD_get_daemon_info(d, MHD_DAEMON_INFO_BIND_PORT);
+    pthread_mutex_lock(&job->ctl_mu);
+    m->daemon = d;
+    m->port = info ? info->port : (int)port;
+    pthread_mutex_unlock(&job->ctl_mu);
+    tpc__logf(&job->log, TPC_LOG_INFO, "job \"%s\" serves metrics at http://%s:%d/metrics",
+              job->name, host, m->port);
+    return NULL;
+}
+
+void tpc__metrics_stop(tpc_job_t *job)
+{
+    struct tpc__metrics *m = job->metrics;
+    if (!m || !m->daemon)
+        return;
+    /* Waits for a scrape in progress; the job's state is still there. */
+    MHD_stop_daemon(m->daemon);
+    pthread_mutex_lock(&job->ctl_mu);
+    m->daemon = NULL;
+    m->port = 0;
+    pthread_mutex_unlock(&job->ctl_mu);
+}
+
+void tpc__metrics_free(tpc_job_t *job)
+{
+    struct tpc__metrics *m = job->metrics;
+    if (!m)
+        return;
+    tpc__metrics_stop(job);
+    free(m->collectors);
+    free(m->first_task);
+    free(m->totals);
+    free(m);
+    job->metrics = NULL;
+}
+
+void tpc__metrics_note_checkpoint(tpc_job_t *job, bool completed, uint64_t duration_us)
+{
+    struct tpc__metrics *m = job->metrics;
+    if (!m || !completed)
+        return;
+    double s = (double)duration_us / 1e6;
+    size_t b = 0;
+    while (b < NBOUNDS && s > duration_bounds[b])
+        b++;
+    pthread_mutex_lock(&job->ctl_mu);
+    m->buckets[b]++;
+    m->duration_sum += s;
+    m->durations++;
+    m->last_completed_us = tpc__now_us();
+    pthread_mutex_unlock(&job->ctl_mu);
+}
+
+void tpc__metrics_note_declined(tpc_job_t *job)
+{
+    if (!job->metrics)
+        return;
+    pthread_mutex_lock(&job->ctl_mu);
+    job->metrics->declined++;
+    pthread_mutex_unlock(&job->ctl_mu);
+}
+
+void tpc__metrics_note_attempt(tpc_job_t *job, const tpc__attempt_t *a)
+{
+    struct tpc__metrics *m = job->metrics;
+    if (!m || !m->totals)
+        return;
+    for (int i = 0; i < a->ntasks; i++) {
+        const tpc__task_t *t = &a->tasks[i];
+        subtask_totals_t *tot = &m->totals[m->first_task[t->vertex] + t->subtask];
+        tot->records_in += atomic_load_explicit(&t->records_in, memory_order_relaxed);
+        tot->records_out += atomic_load_explicit(&t->records_out, memory_order_relaxed);
+        tot->backpressure_us += atomic_load_explicit(&t->backpressure_us, memory_order_relaxed);
+    }
+}
