@@ -440,6 +440,27 @@ START_TEST(test_changed_max_parallelism_refused)
     ck_assert_ptr_nonnull(strstr(tpc_error_message(err), "above max-parallelism 1"));
     tpc_error_destroy(err);
     tpc_job_destroy(job);
+    /* Refused at another parallelism as well; set back as the hint says, the job goes on from
+     * its checkpoint (at parallelism 3 now) to the end. */
+    job = totals_job(dir, &src, &t, 3, TPC_EDGE_HASH);
+    ck_assert_ptr_null(tpc_job_set(job, "max-parallelism", "256"));
+    err = tpc_job_run(job, NULL);
+    ck_assert_ptr_nonnull(err);
+    ck_assert_int_eq(tpc_error_code(err), TPC_ERR_CONFIG);
+    tpc_error_destroy(err);
+    ck_assert_ptr_null(tpc_job_set(job, "max-parallelism", "128"));
+    tpc_job_result_t res;
+    err = tpc_job_run(job, &res);
+    ck_assert_msg(err == NULL, "%s", tpc_error_message(err));
+    ck_assert_int_eq(res, TPC_JOB_FINISHED);
+    for (int k = 0; k < KEYS; k++) { /* each key's count went on from the checkpoint */
+        uint64_t count = 0;
+        for (uint64_t i = (uint64_t)k; i < N; i += KEYS)
+            count++;
+        ck_assert_int_eq(atomic_load(&t.reported[k]), 1);
+        ck_assert_uint_eq(atomic_load(&t.count[k]), count);
+    }
+    tpc_job_destroy(job);
     tpc_test_rmdir(dir);
     free(dir);
 }
