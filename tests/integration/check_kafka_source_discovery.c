@@ -163,8 +163,9 @@ static void count_value(void *opaque, const rd_kafka_message_t *msg)
 {
     tally_t *t = opaque;
     char buf[32];
-    size_t n = msg->len < sizeof buf - 1 ? msg->len : sizeof buf - 1;
-    memcpy(buf, msg->payload, n);
+    size_t n = msg->payload ? (msg->len < sizeof buf - 1 ? msg->len : sizeof buf - 1) : 0;
+    if (n)
+        memcpy(buf, msg->payload, n);
     buf[n] = '\0';
     char *end;
     long v = strtol(buf, &end, 10);
