@@ -3,6 +3,7 @@
 #   make                      libtwopc.a, libtwopc.so, the twopc command, examples  (build/<variant>/)
 #   make test                 unit tests, then integration tests against real servers
 #   make test-unit            unit tests only (no server needed)
+#   make test-install         make install into a temporary prefix, build examples/minimal.c with pkg-config, run it
 #   make SANITIZE=address,undefined test      make SANITIZE=thread test-unit
 #   make WERROR=1             warnings are errors (default when CI=true)
 #   make install PREFIX=/usr/local DESTDIR=

@@ -99,6 +99,7 @@ void tpc__batch_append(tpc_batch_t *b, const tpc_record_t *rec)
     r->value_len = (uint32_t)rec->value_len;
     r->value_off = put(b, rec->value, rec->value_len);
     r->timestamp = rec->timestamp;
+    r->flags = rec->flags;
     r->hdr_count = (uint32_t)rec->header_count;
     r->hdr_first = 0;
     if (rec->header_count)
@@ -120,4 +121,5 @@ void tpc_batch_get(const tpc_batch_t *batch, size_t i, tpc_record_t *out)
     out->timestamp = r->timestamp;
     out->headers = r->hdr_count ? &batch->hdrs[r->hdr_first] : NULL;
     out->header_count = r->hdr_count;
+    out->flags = r->flags;
 }

@@ -53,6 +53,7 @@ const uint8_t *tpc__rd_bytes(tpc__rd_t *r, size_t *len); /* u32 length + bytes *
 typedef struct {
     uint32_t key_off, key_len, value_off, value_len;
     uint32_t hdr_first, hdr_count; /* the record's headers in hdrs */
+    uint32_t flags;                /* tpc_record_t.flags */
     int64_t timestamp;
 } tpc__rec_t;
 

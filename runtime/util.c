@@ -187,11 +187,41 @@ const uint8_t *tpc__rd_bytes(tpc__rd_t *r, size_t *len)
     return p;
 }
 
+/* The default logger: one line per event on stderr,
+ *   2026-12-03T10:40:00.123Z WARN  vertex=kafka subtask=1 message
+ * with vertex and subtask "-" for lines of the job as a whole. A task's lines carry its vertex and
+ * subtask as a "name"[n]: prefix (tpc_log()), which becomes the two fields here; line breaks in a
+ * message (a server's multi-line notice, say) become spaces, so that one event is one line. */
 static void log_stderr(void *opaque, tpc_log_level_t level, const char *message)
 {
     (void)opaque;
-    static const char *names[] = {"error", "warning", "info", "debug"};
-    fprintf(stderr, "twopc %s: %s\n", names[level], message);
+    static const char *const names[] = {"ERROR", "WARN", "INFO", "DEBUG"};
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    struct tm tm;
+    gmtime_r(&ts.tv_sec, &tm);
+    char when[32];
+    strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%S", &tm);
+    char vertex[128] = "-", subtask[16] = "-";
+    const char *text = message;
+    const char *close = message[0] == '"' ? strchr(message + 1, '"') : NULL;
+    int sub;
+    char tail[3];
+    if (close && close[1] == '[' && sscanf(close + 2, "%d%2[]:]", &sub, tail) == 2 &&
+        strcmp(tail, "]:") == 0 && (size_t)(close - message) < sizeof vertex) {
+        snprintf(vertex, sizeof vertex, "%.*s", (int)(close - message - 1), message + 1);
+        snprintf(subtask, sizeof subtask, "%d", sub);
+        text = strstr(close, "]:") + 2;
+        text += *text == ' ';
+    }
+    char line[1200];
+    snprintf(line, sizeof line, "%s", text);
+    for (char *c = line; *c; c++)
+        if (*c == '\n' || *c == '\r')
+            *c = ' ';
+    bool quote = strpbrk(vertex, " =\"") != NULL;
+    fprintf(stderr, "%s.%03ldZ %-5s vertex=%s%s%s subtask=%s %s\n", when, ts.tv_nsec / 1000000L,
+            names[level], quote ? "\"" : "", vertex, quote ? "\"" : "", subtask, line);
 }
 
 void tpc__logf(const tpc__logger_t *lg, tpc_log_level_t level, const char *fmt, ...)

@@ -230,7 +230,7 @@ tpc_error_t *tpc__kafka_list_transactions(const tpc__kafka_wire_conf_t *conf, co
             tpc_error_destroy(err);
             err = NULL;
         }
-        if (!err)
+        if (!err && *n > first) /* *out is still NULL when no broker listed any */
             err = describe_at(c, *out + first, *n - first, deadline);
         if (own)
             tpc__kafka_conn_close(c);

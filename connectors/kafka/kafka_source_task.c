@@ -351,7 +351,9 @@ static tpc_error_t *take(source_t *s, tpc_ctx_t *ctx, const rd_kafka_message_t *
                         .key_len = msg->key_len,
                         .value = msg->payload,
                         .value_len = msg->len,
-                        .timestamp = ts < 0 ? 0 : ts};
+                        .timestamp = ts < 0 ? 0 : ts,
+                        .flags = (msg->key ? 0 : TPC_RECORD_NULL_KEY) |
+                                 (msg->payload ? 0 : TPC_RECORD_NULL_VALUE)};
     tpc_error_t *err = headers_of(s, msg, &rec.header_count);
     if (err)
         return err;

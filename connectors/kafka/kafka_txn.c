@@ -160,9 +160,10 @@ tpc_error_t *tpc__kafka_write(void *conn, void *txn, const tpc_record_t *records
     for (size_t i = 0; i < count && !err; i++) {
         tpc_kafka_message_t m = {
             .partition = RD_KAFKA_PARTITION_UA,
-            .key = records[i].key,
+            /* Null stays null: a tombstone is not an empty value. */
+            .key = records[i].flags & TPC_RECORD_NULL_KEY ? NULL : records[i].key,
             .key_len = records[i].key_len,
-            .value = records[i].value,
+            .value = records[i].flags & TPC_RECORD_NULL_VALUE ? NULL : records[i].value,
             .value_len = records[i].value_len,
             .timestamp = records[i].timestamp,
             .headers = records[i].headers,

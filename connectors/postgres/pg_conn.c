@@ -38,6 +38,25 @@ static bool permanent_failure(const char *msg)
     return false;
 }
 
+/* The server's notices and warnings (RAISE NOTICE in a trigger, "relation exists, skipping", a
+ * deprecation) go to the job's logger, as the subtask's lines, instead of libpq's default of
+ * printing them on stderr. Called on the subtask's thread, inside a libpq call. */
+static void on_notice(void *arg, const PGresult *res)
+{
+    const tpc_txn_subtask_t *st = arg;
+    const char *sev = PQresultErrorField(res, PG_DIAG_SEVERITY_NONLOCALIZED);
+    const char *primary = PQresultErrorField(res, PG_DIAG_MESSAGE_PRIMARY);
+    const char *detail = PQresultErrorField(res, PG_DIAG_MESSAGE_DETAIL);
+    char msg[512];
+    one_line(msg, sizeof msg, primary ? primary : PQresultErrorMessage(res));
+    tpc_log_level_t level = !sev                            ? TPC_LOG_INFO
+                            : strcmp(sev, "WARNING") == 0   ? TPC_LOG_WARN
+                            : strncmp(sev, "DEBUG", 5) == 0 ? TPC_LOG_DEBUG
+                                                            : TPC_LOG_INFO;
+    tpc_txn_log(st, level, "postgresql %s: %s%s%s", sev ? sev : "notice", msg, detail ? ": " : "",
+                detail ? detail : "");
+}
+
 tpc_error_t *tpc__pg_connect(const tpc__pg_conf_t *conf, const tpc_txn_subtask_t *st,
                              const char *role, PGconn **out)
 {
@@ -54,6 +73,7 @@ tpc_error_t *tpc__pg_connect(const tpc__pg_conf_t *conf, const tpc_txn_subtask_t
     for (int attempt = 0;; attempt++) {
         PGconn *pg = PQconnectdbParams(keys, vals, 1);
         if (pg && PQstatus(pg) == CONNECTION_OK) {
+            PQsetNoticeReceiver(pg, on_notice, (void *)st);
             if (attempt)
                 tpc_txn_log(st, TPC_LOG_INFO, "connected to \"%s\" after %d attempts",
                             conf->conninfo_safe, attempt + 1);

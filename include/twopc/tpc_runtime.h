@@ -142,7 +142,13 @@ typedef struct {
      * tpc_emit() copies them with the record, so they travel through every edge to the sinks. */
     const tpc_header_t *headers;
     size_t header_count;
+    /** TPC_RECORD_NULL_KEY, TPC_RECORD_NULL_VALUE: the key or value is absent rather than empty
+     * (Kafka's null key, and its null value, a tombstone); the bytes are then empty. */
+    unsigned flags;
 } tpc_record_t;
+
+#define TPC_RECORD_NULL_KEY   0x1u /**< tpc_record_t.flags: the key is null, not empty */
+#define TPC_RECORD_NULL_VALUE 0x2u /**< tpc_record_t.flags: the value is null, not empty */
 
 /** A read-only batch of records handed to tpc_operator_ops_t.process. */
 typedef struct tpc_batch_s tpc_batch_t;

@@ -11,9 +11,9 @@
  *                 topic the raw producer wrote last (read_committed, markers included)
  *   raw consumer: one read_committed librdkafka consumer reading the same topic start to end,
  *                 with librdkafka's defaults
- *   discovery off / on: the same topic read by an unbounded source (canceled once its counting
- *                 sink has every record), partition discovery off and every 100 ms (a hundred
- *                 times as often as the default), to show what discovery costs
+ *   discovery:    the same topic read by an unbounded source (canceled once its counting sink
+ *                 has every record), partition discovery off, at its default (every 10 s) and
+ *                 every 100 ms (a hundred times as often), to show what discovery costs
  *   pipeline:     bounded Kafka source -> exactly-once Kafka sink (the job users run), its rate
  *                 from the sink's first to its last write (steady state)
  *   fast consumer: the same, tuned for raw speed rather than memory (FAST_CONSUMER below: a
@@ -32,7 +32,8 @@
  * wrapping its abort_lingering, which initialises every transactional id of the pool. Prints
  *   bench kafka <metric> <value> <unit>
  * Environment: TWOPC_TEST_KAFKA_BOOTSTRAP (required), TWOPC_BENCH_RECORDS (default 1000000),
- * TWOPC_BENCH_ROUNDS (default 3), TWOPC_BENCH_PART (sink, source or all, the default),
+ * TWOPC_BENCH_ROUNDS (default 3), TWOPC_BENCH_PART (sink, source, discovery (the discovery
+ * comparison alone) or all, the default),
  * TWOPC_BENCH_SOURCE_PROPS (extra kafka.* keys of the source, "name=value,name=value", to try
  * other librdkafka settings).
  */
@@ -419,7 +420,12 @@ static side_t run_discovery_off(const char *topic, uint64_t records)
     return run_unbounded(topic, records, "0");
 }
 
-static side_t run_discovery_on(const char *topic, uint64_t records)
+static side_t run_discovery_default(const char *topic, uint64_t records)
+{
+    return run_unbounded(topic, records, "10000");
+}
+
+static side_t run_discovery_100ms(const char *topic, uint64_t records)
 {
     return run_unbounded(topic, records, "100");
 }
@@ -589,7 +595,9 @@ int main(void)
     rounds = rounds < 1 ? 1 : rounds;
     const char *part = tpc_test_env("TWOPC_BENCH_PART");
     part = part ? part : "all";
-    bool sink_part = strcmp(part, "source") != 0, source_part = strcmp(part, "sink") != 0;
+    bool discovery_only = strcmp(part, "discovery") == 0;
+    bool sink_part = strcmp(part, "source") != 0 && !discovery_only,
+         source_part = strcmp(part, "sink") != 0;
     double sink = 0, raw = 0;
     char topic[128];
     for (int round = 0; sink_part && round < rounds; round++) {
@@ -626,7 +634,7 @@ int main(void)
     side_t source = {0}, consumer = {0}, fast = {0};
     side_t (*const sides[3])(const char *, uint64_t) = {run_source, run_raw_consumer,
                                                         run_fast_consumer};
-    for (int round = 0; round < rounds; round++) {
+    for (int round = 0; !discovery_only && round < rounds; round++) {
         side_t got[3];
         for (int i = 0; i < 3; i++) {
             int which = (round + i) % 3;
@@ -642,45 +650,54 @@ int main(void)
         keep_best(&consumer, got[1]);
         keep_best(&fast, got[2]);
     }
-    fprintf(stderr, "bench_kafka: fast consumer settings:");
-    for (int i = 0; FAST_CONSUMER[i]; i += 2)
-        fprintf(stderr, " %s=%s", FAST_CONSUMER[i], FAST_CONSUMER[i + 1]);
-    fprintf(stderr, ", rd_kafka_consume_batch_queue() of %d\n", FAST_BATCH);
-    printf("bench kafka source_rec_per_s %.0f rec/s\n", source.rate);
-    printf("bench kafka source_max_gap_ms %.0f ms\n", source.max_gap_ms);
-    printf("bench kafka source_rss_kb %ld kB\n", source.rss_kb);
-    printf("bench kafka raw_consumer_rec_per_s %.0f rec/s\n", consumer.rate);
-    printf("bench kafka raw_consumer_max_gap_ms %.0f ms\n", consumer.max_gap_ms);
-    printf("bench kafka raw_consumer_rss_kb %ld kB\n", consumer.rss_kb);
-    printf("bench kafka fast_consumer_rec_per_s %.0f rec/s\n", fast.rate);
-    printf("bench kafka fast_consumer_max_gap_ms %.0f ms\n", fast.max_gap_ms);
-    printf("bench kafka fast_consumer_rss_kb %ld kB\n", fast.rss_kb);
-    printf("bench kafka source_ratio %.3f x\n", source.rate / consumer.rate);
-    printf("bench kafka source_fast_ratio %.3f x\n", source.rate / fast.rate);
-    fflush(stdout);
-    side_t off = {0}, on = {0};
+    if (!discovery_only) {
+        fprintf(stderr, "bench_kafka: fast consumer settings:");
+        for (int i = 0; FAST_CONSUMER[i]; i += 2)
+            fprintf(stderr, " %s=%s", FAST_CONSUMER[i], FAST_CONSUMER[i + 1]);
+        fprintf(stderr, ", rd_kafka_consume_batch_queue() of %d\n", FAST_BATCH);
+        printf("bench kafka source_rec_per_s %.0f rec/s\n", source.rate);
+        printf("bench kafka source_max_gap_ms %.0f ms\n", source.max_gap_ms);
+        printf("bench kafka source_rss_kb %ld kB\n", source.rss_kb);
+        printf("bench kafka raw_consumer_rec_per_s %.0f rec/s\n", consumer.rate);
+        printf("bench kafka raw_consumer_max_gap_ms %.0f ms\n", consumer.max_gap_ms);
+        printf("bench kafka raw_consumer_rss_kb %ld kB\n", consumer.rss_kb);
+        printf("bench kafka fast_consumer_rec_per_s %.0f rec/s\n", fast.rate);
+        printf("bench kafka fast_consumer_max_gap_ms %.0f ms\n", fast.max_gap_ms);
+        printf("bench kafka fast_consumer_rss_kb %ld kB\n", fast.rss_kb);
+        printf("bench kafka source_ratio %.3f x\n", source.rate / consumer.rate);
+        printf("bench kafka source_fast_ratio %.3f x\n", source.rate / fast.rate);
+        fflush(stdout);
+    }
+    /* Unbounded source, discovery off, at its default (10 s) and every 100 ms, taking turns at
+     * going first. */
+    side_t disc[3] = {{0}};
+    side_t (*const variants[3])(const char *, uint64_t) = {run_discovery_off, run_discovery_default,
+                                                           run_discovery_100ms};
     for (int round = 0; round < rounds; round++) {
-        side_t f, o;
-        if (round % 2 == 0) {
-            f = in_child(run_discovery_off, topic, records);
-            o = in_child(run_discovery_on, topic, records);
-        } else {
-            o = in_child(run_discovery_on, topic, records);
-            f = in_child(run_discovery_off, topic, records);
+        side_t got[3];
+        for (int i = 0; i < 3; i++) {
+            int which = (round + i) % 3;
+            got[which] = in_child(variants[which], topic, records);
         }
         fprintf(stderr,
                 "bench_kafka: round %d: unbounded source, discovery off %.0f rec/s (gap %.0f ms), "
-                "every 100 ms %.0f rec/s (gap %.0f ms)\n",
-                round + 1, f.rate, f.max_gap_ms, o.rate, o.max_gap_ms);
-        keep_best(&off, f);
-        keep_best(&on, o);
+                "every 10 s %.0f rec/s (gap %.0f ms), every 100 ms %.0f rec/s (gap %.0f ms)\n",
+                round + 1, got[0].rate, got[0].max_gap_ms, got[1].rate, got[1].max_gap_ms,
+                got[2].rate, got[2].max_gap_ms);
+        for (int i = 0; i < 3; i++)
+            keep_best(&disc[i], got[i]);
     }
-    printf("bench kafka source_discovery_off_rec_per_s %.0f rec/s\n", off.rate);
-    printf("bench kafka source_discovery_100ms_rec_per_s %.0f rec/s\n", on.rate);
-    printf("bench kafka source_discovery_off_max_gap_ms %.0f ms\n", off.max_gap_ms);
-    printf("bench kafka source_discovery_100ms_max_gap_ms %.0f ms\n", on.max_gap_ms);
-    printf("bench kafka source_discovery_ratio %.3f x\n", on.rate / off.rate);
+    printf("bench kafka source_discovery_off_rec_per_s %.0f rec/s\n", disc[0].rate);
+    printf("bench kafka source_discovery_10s_rec_per_s %.0f rec/s\n", disc[1].rate);
+    printf("bench kafka source_discovery_100ms_rec_per_s %.0f rec/s\n", disc[2].rate);
+    printf("bench kafka source_discovery_off_max_gap_ms %.0f ms\n", disc[0].max_gap_ms);
+    printf("bench kafka source_discovery_10s_max_gap_ms %.0f ms\n", disc[1].max_gap_ms);
+    printf("bench kafka source_discovery_100ms_max_gap_ms %.0f ms\n", disc[2].max_gap_ms);
+    printf("bench kafka source_discovery_10s_ratio %.3f x\n", disc[1].rate / disc[0].rate);
+    printf("bench kafka source_discovery_100ms_ratio %.3f x\n", disc[2].rate / disc[0].rate);
     fflush(stdout);
+    if (discovery_only)
+        return 0;
     side_t pipe = {0};
     for (int round = 0; round < rounds; round++) {
         side_t r = in_child(run_pipeline, topic, records);

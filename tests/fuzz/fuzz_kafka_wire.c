@@ -1,8 +1,10 @@
 /*
  * libFuzzer harness: the recovery client's Kafka protocol (connectors/kafka/kafka_wire.c,
- * kafka_end_txn.c, kafka_sasl.c) against a broker that this harness plays on 127.0.0.1. The client
- * ends a transaction as a restore does: ApiVersions, SASL when asked (SaslHandshake and
- * SaslAuthenticate, PLAIN or SCRAM-SHA-256), FindCoordinator, EndTxn, with its retries.
+ * kafka_end_txn.c, kafka_sasl.c, kafka_admin.c) against a broker that this harness plays on
+ * 127.0.0.1. The client ends a transaction as a restore does: ApiVersions, SASL when asked
+ * (SaslHandshake and SaslAuthenticate, PLAIN or SCRAM-SHA-256), FindCoordinator, EndTxn, with its
+ * retries; or, with bit 2 of byte 0, lists the transactions of the cluster as `twopc kafka
+ * transactions` does: Metadata, then ListTransactions and DescribeTransactions at each broker.
  *
  * Input: byte 0 picks the security (bit 0: SASL; bit 1: SCRAM-SHA-256 rather than PLAIN); then
  * responses, each a 2-byte big-endian length and the response body that follows the correlation id
@@ -156,10 +158,22 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                           "sasl.password",     "secret"};
     tpc__kafka_wire_conf_t conf = {
         .bootstrap = bootstrap, .props = sasl, .nprops = data[0] & 1 ? 4 : 0};
-    tpc__kafka_end_result_t result;
-    int code = 0;
-    tpc_error_t *err =
-        tpc__kafka_end_txn(&conf, "twopc-fuzz-0-0", 4711, 3, true, 30, &result, &code);
+    tpc_error_t *err;
+    if (data[0] & 4) {
+        tpc__kafka_txn_info_t *txns = NULL;
+        size_t n = 0;
+        err = tpc__kafka_list_transactions(&conf, data[0] & 8 ? "twopc" : NULL, data[0] & 16, 30,
+                                           &txns, &n);
+        for (size_t i = 0; i < n; i++) /* what was decoded is a C string within its buffer */
+            if (strlen(txns[i].id) >= sizeof txns[i].id ||
+                strlen(txns[i].topics) >= sizeof txns[i].topics)
+                abort();
+        free(txns);
+    } else {
+        tpc__kafka_end_result_t result;
+        int code = 0;
+        err = tpc__kafka_end_txn(&conf, "twopc-fuzz-0-0", 4711, 3, true, 30, &result, &code);
+    }
     tpc_error_destroy(err);
 
     pthread_mutex_lock(&mu);

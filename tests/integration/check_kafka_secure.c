@@ -19,6 +19,9 @@
  * a certificate that does not name the host is refused unless ssl.endpoint.identification.algorithm
  * is none.
  *
+ * Before the commit, the transaction is listed over the same listener as `twopc kafka
+ * transactions` lists it (ListTransactions, DescribeTransactions).
+ *
  * The properties go to the wire client directly (kafka_wire.h), so that the test can see which
  * answer the coordinator gave; the sink and tpc_kafka_end_transaction() hand it theirs the same
  * way.
@@ -178,8 +181,19 @@ static void commit_after_crash(const char *which)
 
     profile_t p;
     profile_make(&p, which);
+    /* What `twopc kafka transactions` asks, over the same listener: the open transaction with the
+     * producer id and epoch the producer reported. */
+    tpc__kafka_wire_conf_t wire = {.bootstrap = p.bootstrap, .props = p.props, .nprops = p.n};
+    tpc__kafka_txn_info_t *open = NULL;
+    size_t nopen = 0;
+    tpc_error_t *err = tpc__kafka_list_transactions(&wire, id, true, 20000, &open, &nopen);
+    ck_assert_msg(err == NULL, "%s list: %s", which, tpc_error_message(err));
+    ck_assert_msg(nopen == 1 && strcmp(open[0].id, id) == 0 && open[0].producer_id == pid &&
+                      open[0].producer_epoch == epoch && strcmp(open[0].state, "Ongoing") == 0,
+                  "%s list: %zu open transactions", which, nopen);
+    free(open);
     tpc__kafka_end_result_t result = TPC__KAFKA_END_UNKNOWN_ID;
-    tpc_error_t *err = end_txn(&p, id, pid, epoch, 20000, &result);
+    err = end_txn(&p, id, pid, epoch, 20000, &result);
     ck_assert_msg(err == NULL, "%s commit: %s", which, tpc_error_message(err));
     ck_assert_int_eq(result, TPC__KAFKA_END_DONE);
     ck_assert_int_eq(kt_read_topic(plain, topic, "read_committed", NULL, NULL), RECORDS);

@@ -8,7 +8,8 @@
  *     holds: the records before it and the records of the new run are the input, each once;
  *   - unbounded from latest reads only what was written after the start, and commits the offsets
  *     of completed checkpoints to a consumer group when one is named;
- *   - unknown topics, unreachable clusters and bad keys fail with a clear message.
+ *   - unknown topics, unreachable clusters and bad keys fail with a clear message;
+ *   - a job slower than the broker gets its records without the stalls of a parked fetcher.
  * Crashes are in check_kafka_source_crash.c.
  */
 #include "check_kafka_common.h"
@@ -43,6 +44,7 @@ static struct {
     size_t at_snapshot;
     int snapshots;
     unsigned batch_sleep_us;
+    double last_batch_s, max_gap_s; /* between two batches, after the first */
 } got = {.lock = PTHREAD_MUTEX_INITIALIZER};
 
 static tpc_error_t *collect_open(tpc_ctx_t *ctx, void *arg, void **self)
@@ -56,6 +58,10 @@ static tpc_error_t *collect_process(void *self, tpc_ctx_t *ctx, const tpc_batch_
 {
     (void)self, (void)ctx;
     pthread_mutex_lock(&got.lock);
+    double now = tpc_test_now_s();
+    if (got.last_batch_s > 0 && now - got.last_batch_s > got.max_gap_s)
+        got.max_gap_s = now - got.last_batch_s;
+    got.last_batch_s = now;
     for (size_t i = 0; i < tpc_batch_count(batch); i++) {
         tpc_record_t r;
         tpc_batch_get(batch, i, &r);
@@ -109,6 +115,7 @@ static void got_reset(void)
     got.count = 0;
     got.at_snapshot = 0;
     got.snapshots = 0;
+    got.last_batch_s = got.max_gap_s = 0;
     pthread_mutex_unlock(&got.lock);
 }
 
@@ -180,6 +187,34 @@ START_TEST(test_bounded_reads_exactly_the_committed_records)
                   "%zu records: %ld duplicates, %ld missing, %ld foreign, %ld out of key order",
                   got.count, c.dups, c.missing, c.foreign, c.disorder);
     kf_end_open_txn(open_txn, true);
+    destroy(&j);
+}
+END_TEST
+
+/* A job slower than the broker fills librdkafka's read-ahead queue; librdkafka 2.0.2 then stops
+ * fetching and looks again only up to a second later, after the source had emptied the queue:
+ * with a 10,000-record queue and a job taking some 100,000 records a second, gaps of 450-480 ms
+ * here (4-17 ms with the wake-up). The source wakes the fetcher as the queue runs low, so records
+ * keep coming. */
+START_TEST(test_no_stall_when_the_read_ahead_queue_fills)
+{
+    char topic[128];
+    tpc_test_unique_name(topic, sizeof topic, "twopc-src-stall", '-');
+    kt_create_topic(bootstrap, topic, 1);
+    uint64_t committed = kf_fill(bootstrap, topic, 40, 5000, 1000);
+    got_reset();
+    got.batch_sleep_us = 2000; /* batches of up to 256 records: ~100,000 records a second */
+    static const char *const keys[] = {"kafka.queued.min.messages", "10000", "max.batch", "500",
+                                       NULL};
+    job_t j;
+    build_with(&j, topic, 1, "1000", NULL, keys);
+    run_to_end(&j);
+    got.batch_sleep_us = 0;
+    kf_check_t c = kf_check(got.values, got.count, committed);
+    ck_assert_msg(c.dups == 0 && c.missing == 0 && c.foreign == 0 && c.disorder == 0,
+                  "%zu records: %ld duplicates, %ld missing, %ld foreign, %ld out of key order",
+                  got.count, c.dups, c.missing, c.foreign, c.disorder);
+    ck_assert_msg(got.max_gap_s < 0.25, "records stopped for %.0f ms", got.max_gap_s * 1000);
     destroy(&j);
 }
 END_TEST
@@ -406,6 +441,7 @@ int main(void)
     tcase_add_test(tc, test_unbounded_from_latest_reports_offsets_to_a_group);
     tcase_add_test(tc, test_unknown_topic_and_unreachable_cluster);
     tcase_add_test(tc, test_bad_keys);
+    tcase_add_test(tc, test_no_stall_when_the_read_ahead_queue_fills);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);

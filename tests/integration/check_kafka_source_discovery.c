@@ -163,8 +163,9 @@ static void count_value(void *opaque, const rd_kafka_message_t *msg)
 {
     tally_t *t = opaque;
     char buf[32];
-    size_t n = msg->len < sizeof buf - 1 ? msg->len : sizeof buf - 1;
-    memcpy(buf, msg->payload, n);
+    size_t n = msg->payload ? (msg->len < sizeof buf - 1 ? msg->len : sizeof buf - 1) : 0;
+    if (n)
+        memcpy(buf, msg->payload, n);
     buf[n] = '\0';
     char *end;
     long v = strtol(buf, &end, 10);
@@ -275,9 +276,9 @@ START_TEST(test_partitions_added_while_running_are_read_exactly_once)
     produce(in, 0, 0, 200);
     produce(in, 1, 200, 200);
 
-    /* Run 1: the old partitions; then two partitions appear, and the job dies before its next
-     * discovery (every 1500 ms) can have found them, or at least before a checkpoint took them. */
-    pid_t job = start_job(in, out, prefix, ckpt, "2", "1500", log);
+    /* Run 1: the old partitions; then two partitions appear, and the job dies before its first
+     * discovery (due a minute after its start) can find them. */
+    pid_t job = start_job(in, out, prefix, ckpt, "2", "60000", log);
     wait_output(out, 400, job, log, "run 1");
     kt_add_partitions(bootstrap, in, 4);
     produce(in, 2, 400, 100);
@@ -445,9 +446,12 @@ static void produce_with_headers(const char *topic)
         for (int j = 0; j < n; j++)
             rd_kafka_header_add(hdrs, h[j].name, (ssize_t)h[j].name_len, h[j].value,
                                 (ssize_t)h[j].value_len);
+        /* A null key, or a null value (a tombstone): null, not empty, at the other end. */
+        bool null_key = i % 10 == 7, null_value = i % 10 == 3;
         rd_kafka_resp_err_t e = rd_kafka_producev(
             rk, RD_KAFKA_V_TOPIC(topic), RD_KAFKA_V_PARTITION(i % 2),
-            RD_KAFKA_V_KEY(key, (size_t)klen), RD_KAFKA_V_VALUE(value, strlen(value)),
+            RD_KAFKA_V_KEY(null_key ? NULL : key, null_key ? 0 : (size_t)klen),
+            RD_KAFKA_V_VALUE(null_value ? NULL : value, null_value ? 0 : strlen(value)),
             RD_KAFKA_V_TIMESTAMP(HDR_TS_BASE + i), RD_KAFKA_V_HEADERS(hdrs),
             RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY), RD_KAFKA_V_END);
         ck_assert_msg(!e, "produce: %s", rd_kafka_err2str(e));
@@ -466,21 +470,32 @@ static void check_message(void *opaque, const rd_kafka_message_t *msg)
 {
     hdr_check_t *c = opaque;
     char buf[32], key[32];
-    size_t n = msg->len < sizeof buf - 1 ? msg->len : sizeof buf - 1;
-    memcpy(buf, msg->payload, n);
-    buf[n] = '\0';
-    int i = atoi(buf);
+    /* The record's number is its value, or for a tombstone in its key "key-<i>". */
+    const void *from = msg->payload ? msg->payload : msg->key;
+    size_t flen = msg->payload ? msg->len : msg->key_len;
+    size_t n = flen < sizeof buf - 1 ? flen : sizeof buf - 1;
+    if (from)
+        memcpy(buf, from, n);
+    buf[from ? n : 0] = '\0';
+    int i = atoi(msg->payload ? buf : buf + (n > 4 ? 4 : n));
+    if (!from)
+        i = -1;
     const char *why = NULL;
     rd_kafka_timestamp_type_t type;
     int klen = snprintf(key, sizeof key, "key-%d", i);
+    bool null_key = i % 10 == 7, null_value = i % 10 == 3;
     tpc_header_t want[3];
     int nwant = i >= 0 && i < HDR_RECORDS ? expected_headers(i, want) : 0;
     rd_kafka_headers_t *hdrs = NULL;
     size_t ngot = rd_kafka_message_headers(msg, &hdrs) ? 0 : rd_kafka_header_cnt(hdrs);
     if (i < 0 || i >= HDR_RECORDS)
         why = "foreign value";
-    else if (msg->key_len != (size_t)klen || memcmp(msg->key, key, (size_t)klen) != 0)
+    else if (null_key ? msg->key != NULL
+                      : !msg->key || msg->key_len != (size_t)klen ||
+                            memcmp(msg->key, key, (size_t)klen) != 0)
         why = "key";
+    else if (null_value != (msg->payload == NULL))
+        why = "null value";
     else if (rd_kafka_message_timestamp(msg, &type) != HDR_TS_BASE + i)
         why = "timestamp";
     else if (ngot != (size_t)nwant)
