@@ -128,7 +128,9 @@ static tpc_job_result_t run_with_stopper(tpc_job_t *job, tpc_test_stopper_t *s)
 START_TEST(test_stop_without_drain_then_resume)
 {
     char *dir = tpc_test_tmpdir("rec-resume");
-    tpc_test_seq_conf_t src = {.count_default = N, .per_poll = 50, .sleep_us = 300};
+    /* Slow enough (at least 0.6 s per subtask) that the job is still running when the stop comes
+     * after 5 checkpoints, however loaded the machine. */
+    tpc_test_seq_conf_t src = {.count_default = N, .per_poll = 10, .sleep_us = 300};
     tpc_test_count_t cnt;
     tpc_test_count_init(&cnt);
     tpc_job_t *job = count_job(dir, &src, &cnt, 2);

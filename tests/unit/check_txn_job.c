@@ -17,18 +17,22 @@
 typedef struct {
     uint64_t completed[1024], aborted[1024];
     int ncompleted, naborted;
+    /* Of the aborted: those triggered just as a subtask finished ("... before taking part"), which
+     * the runtime aborts without counting them as failures (docs/architecture.md). */
+    int nraced;
 } ckpt_log_t;
 
 static void on_checkpoint(void *opaque, uint64_t id, bool completed, uint64_t us,
                           const char *reason)
 {
     (void)us;
-    (void)reason;
     ckpt_log_t *l = opaque;
     if (completed && l->ncompleted < 1024)
         l->completed[l->ncompleted++] = id;
     else if (!completed && l->naborted < 1024)
         l->aborted[l->naborted++] = id;
+    if (!completed && reason && strstr(reason, "before taking part"))
+        l->nraced++;
 }
 
 typedef struct {
@@ -174,8 +178,11 @@ START_TEST(test_job_partly_finished_sink_keeps_checkpointing)
     ck_assert_uint_eq(tpc_test_txn_missing(&rec, 1, 20000), 0);
     ck_assert_msg(rec.violations == 0, "%s", rec.first_violation);
     ck_assert_int_ge(run.log.ncompleted, 10);
-    ck_assert_msg(run.log.naborted == 0, "%d checkpoints aborted, %d completed", run.log.naborted,
-                  run.log.ncompleted);
+    /* No checkpoint fails while the sink vertex is partly finished. The only aborts allowed are
+     * those of a checkpoint triggered the moment a subtask finished, at most one per subtask. */
+    ck_assert_msg(run.log.naborted == run.log.nraced && run.log.nraced <= 4,
+                  "%d checkpoints aborted (%d as a subtask finished), %d completed",
+                  run.log.naborted, run.log.nraced, run.log.ncompleted);
     check_trace(&rec, 0);
     check_trace(&rec, 1);
     tpc_txn_sink_stats_t st;
