@@ -206,13 +206,10 @@ tpc_error_t *tpc_txn_sink_set(tpc_txn_sink_t *sink, const char *key, const char 
     named.component = what;
     const tpc_props_t *tables[] = {own ? own : &named, &sink_table};
     err = tpc_props_unknown(tables, own ? 2 : 1, key);
-    if (!own && tpc_error_hint_text(err)) {
-        char *hint = strdup(tpc_error_hint_text(err));
-        if (hint)
-            err =
-                tpc_error_hint(err, "%s; the connector's own keys are in its documentation", hint);
-        free(hint);
-    }
+    /* tpc_error_hint() formats the new hint before it frees the old one, so it may quote it. */
+    if (!own && tpc_error_hint_text(err))
+        err = tpc_error_hint(err, "%s; the connector's own keys are in its documentation",
+                             tpc_error_hint_text(err));
     return err;
 }
 
