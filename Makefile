@@ -10,6 +10,9 @@
 #   make services-up / services-down          local PostgreSQL + Kafka for trying twopc
 #   make bench-runtime / bench-file / bench-kafka / bench-pg / bench-latency   benchmark programs
 #   make bench-compare        the same Kafka -> Kafka exactly-once job on twopc and on Apache Flink
+#                             (bench-kafka, -latency, -compare: TWOPC_LIBRDKAFKA=current measures with a
+#                             current librdkafka instead of Debian's; make test runs the Kafka tests
+#                             with both)
 #   make demo                 exactly_once_pipeline into PostgreSQL and Kafka, kill -9 once, verify
 #   make torture RUNS=n       n runs of random kill -9 and server restarts, each verified
 #   make model                Spin model of the commit protocol: checks and mutants (model/)
@@ -149,7 +152,8 @@ $(BUILD)/fuzz/%: tests/fuzz/%.c $(STATIC)
 
 $(TWOPC_CMD): $(TOOL_SRCS) $(wildcard tools/*.h) $(STATIC)
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS_ALL) $(ALL_INC) -Itools $(LDFLAGS) -o $@ $(TOOL_SRCS) $(STATIC) $(LDLIBS_ALL)
+	$(CC) $(CFLAGS_ALL) $(ALL_INC) -Itools -DTWOPC_VERSION='"$(VERSION)"' $(LDFLAGS) -o $@ $(TOOL_SRCS) \
+	    $(STATIC) $(LDLIBS_ALL)
 
 # docs/configuration.md is generated from the property tables; check_config_doc compares.
 docs: $(TWOPC_CMD)
@@ -181,9 +185,26 @@ test-install: lib tools
 test-integration: deps lib tools $(INTEG_BINS) examples
 	@tests/services/with-services.sh tests/run-tests.sh integration $(INTEG_BINS)
 
+# The Kafka tests run twice: with Debian's librdkafka, which they are built against, and with a
+# current release loaded in its place (tests/services/rdkafka-current.sh), so that the sinks' and
+# the source's protocol stays right for users of newer systems. TWOPC_RDKAFKA_CURRENT=off skips the
+# second run; when the library cannot be had, make test says so and runs the rest.
+KAFKA_INTEG_BINS := $(filter $(BUILD)/tests/check_kafka_% $(BUILD)/tests/check_conformance_kafka, \
+                      $(INTEG_BINS))
+RDKAFKA_CURRENT_DIR := build/rdkafka
+
 test: deps lib tools $(UNIT_BINS) $(INTEG_BINS) examples
 	@MAKE="$(MAKE)" SANITIZE="$(SANITIZE)" tests/install/install_test.sh
-	@tests/services/with-services.sh tests/run-tests.sh all $(UNIT_BINS) -- $(INTEG_BINS)
+	@current=(); \
+	if lib=$$(tests/services/rdkafka-current.sh $(RDKAFKA_CURRENT_DIR)); then \
+	    echo "make test: the Kafka tests run twice: with librdkafka" \
+	        "$$($(TWOPC_CMD) version | sed -n 's/^librdkafka //p') and with" \
+	        "$$(LD_LIBRARY_PATH=$$lib $(TWOPC_CMD) version | sed -n 's/^librdkafka //p') ($$lib)"; \
+	    current=(-- --env=LD_LIBRARY_PATH=$$lib $(KAFKA_INTEG_BINS)); \
+	else \
+	    echo "make test: NOT running the Kafka tests against a current librdkafka (see above)"; \
+	fi; \
+	tests/services/with-services.sh tests/run-tests.sh all $(UNIT_BINS) -- $(INTEG_BINS) "$${current[@]}"
 
 services-up: deps
 	@tests/services/services.sh up
@@ -199,9 +220,15 @@ bench-pg: deps $(BUILD)/bench/bench_pg
 	@TWOPC_TEST_KAFKA_BOOTSTRAP=$${TWOPC_TEST_KAFKA_BOOTSTRAP:-unused} \
 	    tests/services/with-services.sh $(BUILD)/bench/bench_pg
 bench-kafka: deps $(BUILD)/bench/bench_kafka
-	@tests/services/with-services.sh $(BUILD)/bench/bench_kafka
+	@tests/services/with-rdkafka.sh tests/services/with-services.sh $(BUILD)/bench/bench_kafka
+# The latency distributions go to $(BUILD)/bench-latency/, drawn into latency.png with gnuplot.
 bench-latency: deps $(BUILD)/bench/bench_latency
-	@tests/services/with-services.sh $(BUILD)/bench/bench_latency
+	@mkdir -p $(BUILD)/bench-latency
+	@TWOPC_BENCH_OUT=$(BUILD)/bench-latency tests/services/with-rdkafka.sh \
+	    tests/services/with-services.sh $(BUILD)/bench/bench_latency
+	@tests/services/deps.sh plot && if command -v gnuplot > /dev/null; then \
+	    gnuplot -e "dir='$(BUILD)/bench-latency'" tests/bench/latency_plot.gp && \
+	    echo "bench-latency: distributions and latency.png in $(BUILD)/bench-latency"; fi
 # twopc beside Apache Flink (MiniCluster, KafkaSink EXACTLY_ONCE) on the same job and broker.
 COMPARE_BINS := $(BUILD)/bench/compare_twopc_job $(BUILD)/bench/compare_topic_tool
 $(BUILD)/bench/compare_%: tests/bench/compare/%.c $(STATIC)
@@ -210,7 +237,7 @@ $(BUILD)/bench/compare_%: tests/bench/compare/%.c $(STATIC)
 bench-compare: deps $(COMPARE_BINS)
 	@tests/services/deps.sh compare
 	@tests/services/deps.sh plot
-	@tests/services/with-services.sh tests/bench/compare/run.sh $(BUILD)
+	@tests/services/with-rdkafka.sh tests/services/with-services.sh tests/bench/compare/run.sh $(BUILD)
 
 # End to end: the example pipeline, killed and restarted, its outputs read back (tests/e2e/).
 RUNS ?= 5

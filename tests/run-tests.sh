@@ -8,9 +8,11 @@
 # non-zero although its summary shows no failure (a sanitizer report at exit, say). Every binary runs
 # even after a failure, so that the closing line is complete. Exits non-zero if anything failed.
 #
-#   tests/run-tests.sh LABEL BIN... [-- BIN...]
+#   tests/run-tests.sh LABEL BIN... [-- BIN...] [--env=NAME=VALUE BIN...]
 #
 # LABEL names the run in the output; "--" separates groups (unit tests, then integration tests).
+# --env=NAME=VALUE exports NAME=VALUE for the binaries that follow it, which are listed with it (the
+# Kafka tests run a second time against another librdkafka with --env=LD_LIBRARY_PATH=...).
 # TWOPC_TEST_TIMEOUT bounds each binary's wall time in seconds (default 1800).
 set -uo pipefail
 
@@ -25,13 +27,14 @@ passed=0
 failed=0
 binaries=0
 failures=()
+envs=
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
 
 run_binary() {
     local bin=$1 rc checks=0 fails=0 errors=0 summaries=0 line c f e
     binaries=$((binaries + 1))
-    echo "--- $bin"
+    echo "--- $bin${envs:+ ($envs)}"
     timeout -k 10 "${TWOPC_TEST_TIMEOUT:-1800}" "$bin" 2>&1 | tee "$log"
     rc=${PIPESTATUS[0]}
     while IFS= read -r line; do
@@ -49,22 +52,27 @@ run_binary() {
             echo "--- $bin: exited with status $rc without a Check summary"
         fi
         failed=$((failed + 1))
-        failures+=("$bin")
+        failures+=("$bin${envs:+ ($envs)}")
         return
     fi
     passed=$((passed + checks - fails - errors))
     failed=$((failed + fails + errors))
     if [ $((fails + errors)) -gt 0 ]; then
-        failures+=("$bin")
+        failures+=("$bin${envs:+ ($envs)}")
     elif [ "$rc" -ne 0 ]; then
         echo "--- $bin: all checks passed but it exited with status $rc"
         failed=$((failed + 1))
-        failures+=("$bin")
+        failures+=("$bin${envs:+ ($envs)}")
     fi
 }
 
 for arg in "$@"; do
     if [ "$arg" = "--" ]; then
+        continue
+    fi
+    if [[ "$arg" == --env=*=* ]]; then
+        export "${arg#--env=}"
+        envs="${envs:+$envs }${arg#--env=}"
         continue
     fi
     run_binary "$arg"

@@ -7,7 +7,13 @@
  */
 #include "twopc_cli.h"
 
+#include <libpq-fe.h>
+#include <librdkafka/rdkafka.h>
 #include <string.h>
+
+#ifndef TWOPC_VERSION
+#define TWOPC_VERSION "unknown"
+#endif
 
 static const char help[] =
     "usage: twopc COMMAND [OPTIONS]\n"
@@ -60,6 +66,11 @@ static const char help[] =
     "code;\n"
     "                                            the checkpoint folder is left as it is\n"
     "\n"
+    "This build:\n"
+    "  twopc version                             twopc's version and those of the librdkafka and\n"
+    "                                            libpq it runs with (loaded now, not built "
+    "against)\n"
+    "\n"
     "Configuration:\n"
     "  twopc config [--check FILE]               every configuration key as Markdown (what it "
     "takes,\n"
@@ -76,6 +87,12 @@ int main(int argc, char **argv)
         strcmp(argv[1], "help") == 0) {
         fputs(help, argc < 2 ? stderr : stdout);
         return argc < 2 ? TWOPC_EXIT_USAGE : TWOPC_EXIT_OK;
+    }
+    if (strcmp(argv[1], "version") == 0 || strcmp(argv[1], "--version") == 0) {
+        int pq = PQlibVersion();
+        printf("twopc %s\nlibrdkafka %s\nlibpq %d.%d\n", TWOPC_VERSION, rd_kafka_version_str(),
+               pq / 10000, pq % 10000);
+        return TWOPC_EXIT_OK;
     }
     static const struct {
         const char *name;

@@ -75,7 +75,8 @@ static const tpc_prop_t source_props[] = {
             "only). The read-ahead defaults to queued.min.messages=20000 and "
             "queued.max.messages.kbytes=16384 (librdkafka's: 100000 and 65536); the source "
             "wakes fetchers that parked on a full read-ahead queue itself, so a larger one buys "
-            "no speed."},
+            "no speed. With librdkafka 2.2 or later, fetch.queue.backoff.ms defaults to 10 "
+            "(librdkafka's: 1000)."},
     {.name = "bounded",
      .type = TPC_PROP_BOOL,
      .field = SRC_FIELD(bounded),

@@ -16,6 +16,12 @@
  * request for its partitions (rd_kafka_offsets_for_times with the latest offset, whose answer
  * is dropped). The request goes to each partition's leader, whose broker thread then looks at
  * its partitions again and fetches. That is at most one round trip per half a queue of records.
+ *
+ * librdkafka 2.2 and later park a fetcher on a full queue for fetch.queue.backoff.ms, a timer of
+ * its own (1 s by default) that no request cuts short: with the bounded queue the source would
+ * read 20,000 records a second per partition. Where the library knows that setting, the source
+ * sets it to 10 ms unless the user chose a value: a parked fetcher looks again that soon, which
+ * costs a timer, not a request.
  */
 #include "kafka_internal.h"
 
@@ -26,6 +32,8 @@
  * of 100,000 records and 64 MB per partition. */
 #define DEFAULT_QUEUED_MIN_MESSAGES "20000"
 #define DEFAULT_QUEUED_MAX_KBYTES   "16384"
+/* How soon a fetcher parked on a full queue looks again (librdkafka 2.2 and later). */
+#define DEFAULT_FETCH_QUEUE_BACKOFF_MS "10"
 /* How long a wake-up request may hold up the source's poll. */
 #define WAKE_TIMEOUT_MS 100
 
@@ -39,6 +47,10 @@ tpc_error_t *tpc__kafka_fetch_defaults(rd_kafka_conf_t *rc)
         if (err)
             return err;
     }
+    /* Older versions do not know the key: nothing to set there. */
+    char errstr[256];
+    rd_kafka_conf_set(rc, "fetch.queue.backoff.ms", DEFAULT_FETCH_QUEUE_BACKOFF_MS, errstr,
+                      sizeof errstr);
     return NULL;
 }
 

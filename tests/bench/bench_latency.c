@@ -12,16 +12,20 @@
  * over the records appended after the first WARMUP_S seconds.
  *
  * For each checkpoint interval, 100 ms and 1 s, first the sustainable rate is measured: the same
- * job, bounded, over records written in advance (records / seconds of the whole run, start and
- * final checkpoint included, so a little low). Then the unbounded job runs at 50 % and 90 % of it.
+ * job, bounded, over records written in advance, with both readers running (they share the
+ * machine with the job): the rate at which records became visible in both outputs between the
+ * 20th and the 80th percent of the records, i.e. without start-up and the final checkpoint. Then
+ * the unbounded job runs at 50 % and 90 % of it.
  * Prints `bench latency <metric> <value> <unit>`, metrics named
  * <interval>_<load>_<kafka|pg>_<p50|p99|p999|max>, <interval>_<load>_ckpt_<p50|p99> (checkpoint
  * durations, trigger to complete, sampled every 5 ms: one part of every record's latency), and per
- * interval the goal of issue 17: p99 <= 1.5 x interval + 50 ms at 50 % load (goal_*: 1 when it
+ * interval the goal set for it: p99 <= 1.5 x interval + 50 ms at 50 % load (goal_*: 1 when it
  * holds for both outputs). Environment: TWOPC_TEST_KAFKA_BOOTSTRAP and TWOPC_TEST_PG_CONNINFO
  * (required), TWOPC_BENCH_SECONDS (input seconds per run, default 10), TWOPC_BENCH_RECORDS (records
  * of the sustainable-rate run, default 500000), TWOPC_BENCH_RATE (skip that run and take this
- * rate).
+ * rate), TWOPC_BENCH_OUT (a folder: each run's latency distribution goes there as
+ * latency_i<interval>ms_load<load>.tsv, percentile and milliseconds per output, for
+ * tests/bench/latency_plot.gp).
  */
 #include "tpc_kafka.h"
 #include "tpc_pg.h"
@@ -365,26 +369,68 @@ static void run_free(run_t *r)
     free(r);
 }
 
-/* The bounded job over records written in advance, checkpoints every @interval_ms: records per
- * second. */
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+typedef struct {
+    pthread_t consumer, poller;
+} readers_t;
+
+static void readers_start(readers_t *rd, run_t *r)
+{
+    pthread_create(&rd->consumer, NULL, consume_main, r);
+    pthread_create(&rd->poller, NULL, poll_pg_main, r);
+}
+
+static void readers_stop(readers_t *rd, run_t *r)
+{
+    atomic_store(&r->stop, true);
+    pthread_join(rd->consumer, NULL);
+    pthread_join(rd->poller, NULL);
+}
+
+/* Until every record is visible in both outputs, or @deadline (seconds, tpc_test_now_s). */
+static bool wait_visible(run_t *r, double deadline)
+{
+    while (atomic_load(&r->kafka_count) < r->total || atomic_load(&r->pg_max) < r->total) {
+        if (tpc_test_now_s() > deadline)
+            return false;
+        usleep(5000);
+    }
+    return true;
+}
+
+/* The bounded job over records written in advance, checkpoints every @interval_ms, both readers
+ * running: records per second becoming visible in both outputs, from the 20th to the 80th
+ * percent of the records. */
 static double sustainable_rate(uint64_t records, int interval_ms)
 {
     run_t *r = run_new(records, 0);
     produce(r);
     job_t j = {0};
     build(&j, r, interval_ms, true);
-    double t0 = tpc_test_now_s();
+    readers_t rd;
+    readers_start(&rd, r);
     job_main(&j);
-    double secs = tpc_test_now_s() - t0;
+    bool all = wait_visible(r, tpc_test_now_s() + DRAIN_S);
+    readers_stop(&rd, r);
+    if (!all)
+        die("sustainable rate", "not every record became visible");
+    double *both = malloc(records * sizeof *both);
+    if (!both)
+        die("sustainable rate", "out of memory");
+    for (uint64_t i = 0; i < records; i++)
+        both[i] = r->seen_kafka[i] > r->seen_pg[i] ? r->seen_kafka[i] : r->seen_pg[i];
+    qsort(both, records, sizeof *both, cmp_double);
+    size_t lo = (size_t)(0.2 * (double)records), hi = (size_t)(0.8 * (double)records);
+    double secs = both[hi] - both[lo];
+    free(both);
     destroy(&j);
     run_free(r);
-    return (double)records / secs;
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
+    return secs > 0 ? (double)(hi - lo) / secs : 0;
 }
 
 /* Latencies in ms of the records appended after the warm-up; sorted. */
@@ -406,16 +452,36 @@ static double pct(const double *v, size_t n, double p)
     return n ? v[(size_t)(p * (double)(n - 1) + 0.5)] : 0;
 }
 
+/* With TWOPC_BENCH_OUT set: the run's latency distributions, 1000 quantiles and the maximum. */
+static void write_distribution(int interval_ms, int load_pct, double *const dist[2],
+                               const size_t n[2])
+{
+    const char *dir = tpc_test_env("TWOPC_BENCH_OUT");
+    if (!dir)
+        return;
+    char path[4096];
+    snprintf(path, sizeof path, "%s/latency_i%dms_load%d.tsv", dir, interval_ms, load_pct);
+    FILE *f = fopen(path, "w");
+    if (!f)
+        die(path, "cannot write");
+    fprintf(f, "# percentile\tkafka_ms\tpg_ms (interval %d ms, %d %% load)\n", interval_ms,
+            load_pct);
+    for (int q = 0; q <= 1000; q++)
+        fprintf(f, "%.1f\t%.2f\t%.2f\n", q / 10.0, pct(dist[0], n[0], q / 1000.0),
+                pct(dist[1], n[1], q / 1000.0));
+    fclose(f);
+}
+
 /* One unbounded run; prints its lines. @returns the worse p99 of the two outputs. */
 static double latency_run(int interval_ms, int load_pct, double rate, double seconds)
 {
     run_t *r = run_new((uint64_t)(rate * seconds), rate);
     job_t j = {0};
     build(&j, r, interval_ms, false);
-    pthread_t job_thread, consumer, poller, producer;
+    pthread_t job_thread, producer;
+    readers_t rd;
     pthread_create(&job_thread, NULL, job_main, &j);
-    pthread_create(&consumer, NULL, consume_main, r);
-    pthread_create(&poller, NULL, poll_pg_main, r);
+    readers_start(&rd, r);
     sleep(1); /* the job and the readers are up before the first record */
     double started = tpc_test_now_s();
     pthread_create(&producer, NULL, produce_main, r);
@@ -439,9 +505,7 @@ static double latency_run(int interval_ms, int load_pct, double rate, double sec
     }
     pthread_join(producer, NULL);
     uint64_t got_kafka = atomic_load(&r->kafka_count), got_pg = atomic_load(&r->pg_max);
-    atomic_store(&r->stop, true);
-    pthread_join(consumer, NULL);
-    pthread_join(poller, NULL);
+    readers_stop(&rd, r);
     tpc_error_destroy(tpc_job_stop_with_savepoint(j.job, false, NULL));
     pthread_join(job_thread, NULL);
     if (got_kafka < r->total || got_pg < r->total)
@@ -453,9 +517,12 @@ static double latency_run(int interval_ms, int load_pct, double rate, double sec
     double worst = 0;
     const char *names[] = {"kafka", "pg"};
     const double *seen[] = {r->seen_kafka, r->seen_pg};
+    double *dist[2];
+    size_t ndist[2];
     for (int o = 0; o < 2; o++) {
         size_t n;
         double *v = latencies(r, seen[o], started + WARMUP_S, &n);
+        dist[o] = v, ndist[o] = n;
         char m[64];
         snprintf(m, sizeof m, "i%dms_load%d_%s", interval_ms, load_pct, names[o]);
         printf("bench latency %s_p50 %.1f ms\n", m, pct(v, n, 0.50));
@@ -464,8 +531,10 @@ static double latency_run(int interval_ms, int load_pct, double rate, double sec
         printf("bench latency %s_max %.1f ms\n", m, n ? v[n - 1] : 0);
         printf("bench latency %s_records %zu records\n", m, n);
         worst = pct(v, n, 0.99) > worst ? pct(v, n, 0.99) : worst;
-        free(v);
     }
+    write_distribution(interval_ms, load_pct, dist, ndist);
+    free(dist[0]);
+    free(dist[1]);
     if (ckpt && nckpt) {
         qsort(ckpt, nckpt, sizeof *ckpt, cmp_double);
         printf("bench latency i%dms_load%d_ckpt_p50 %.1f ms\n", interval_ms, load_pct,

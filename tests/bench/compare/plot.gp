@@ -6,7 +6,7 @@ set datafile separator "\t"
 set style data histograms
 set style histogram clustered gap 1
 set style fill solid 0.8 border -1
-set key top left
+set key below
 set grid ytics
 set yrange [0:*]
 

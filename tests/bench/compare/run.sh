@@ -114,7 +114,7 @@ END {
         if (f[1] == "twopc") pairs[f[2] "\t" f[3]] = 1
     }
     wide = outdir "/medians.tsv"
-    print "case\ttwopc_steady\tflink_steady\ttwopc_rate\tflink_rate\ttwopc_cpu\tflink_cpu\ttwopc_rss\tflink_rss" > wide
+    print "# case\ttwopc_steady\tflink_steady\ttwopc_rate\tflink_rate\ttwopc_cpu\tflink_cpu\ttwopc_rss\tflink_rss" > wide
     for (pk in pairs) {
         split(pk, f, "\t")
         size = f[1] >= 1000000 ? f[1] / 1000000 "m" : f[1]
@@ -129,6 +129,9 @@ END {
                        med["twopc", f[1], f[2], i] / med["flink", f[1], f[2], i]
     }
 }' outdir="$out" "$results" | sort
+# Rows by size, then parallelism, for the plots.
+{ head -1 "$out/medians.tsv"; tail -n +2 "$out/medians.tsv" | sort -t, -k1,1n -k2,2; } > "$out/medians.sorted"
+mv "$out/medians.sorted" "$out/medians.tsv"
 
 if command -v gnuplot > /dev/null; then
     gnuplot -e "medians='$out/medians.tsv'; outdir='$out'" "$here/plot.gp" &&
