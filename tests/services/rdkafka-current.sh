@@ -9,7 +9,7 @@
 # in: it needs only the C library). The library's C ABI is stable across 2.x, so programs linked against Debian's
 # librdkafka.so.1 run with it when it comes first in LD_LIBRARY_PATH.
 #
-# On success prints DIR/<version>/lib (holding librdkafka.so.1) and exits 0; a second call finds it
+# On success prints the absolute path of DIR/<version>/lib (holding librdkafka.so.1) and exits 0; a second call finds it
 # there without a download. When it cannot be had (no pip, no network, a refused download) it says
 # why on stderr and exits 1: the caller skips those runs and says so.
 #
@@ -24,7 +24,7 @@ if [ "$release" = off ]; then
 fi
 lib=$dir/$release/lib
 if [ -e "$lib/librdkafka.so.1" ]; then
-    echo "$lib"
+    cd "$lib" && pwd
     exit 0
 fi
 
@@ -59,4 +59,4 @@ mkdir -p "$lib"
 cp "$so" "$lib"/
 ln -sf "$(basename "$so")" "$lib/librdkafka.so.1"
 rm -rf "$work"
-echo "$lib"
+cd "$lib" && pwd
