@@ -272,7 +272,8 @@ typedef struct {
     long min_messages;       /* queued.min.messages in force */
     long max_bytes;          /* queued.max.messages.kbytes in force, in bytes */
     uint64_t taken, taken_bytes;
-    bool full; /* the queue was full enough for a fetcher to park since the last wake-up */
+    bool full;  /* the queue was full enough for a fetcher to park since the last wake-up */
+    bool timer; /* the library re-checks a parked fetcher itself (fetch.queue.backoff.ms) */
     uint64_t wakes;
 } tpc__kafka_fetch_t;
 

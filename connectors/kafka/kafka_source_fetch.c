@@ -21,7 +21,7 @@
  * its own (1 s by default) that no request cuts short: with the bounded queue the source would
  * read 20,000 records a second per partition. Where the library knows that setting, the source
  * sets it to 10 ms unless the user chose a value: a parked fetcher looks again that soon, which
- * costs a timer, not a request.
+ * costs a timer, not a request. There no request wakes a parked fetcher, so the source sends none.
  */
 #include "kafka_internal.h"
 
@@ -67,6 +67,8 @@ void tpc__kafka_fetch_init(tpc__kafka_fetch_t *f, rd_kafka_t *rk, const rd_kafka
         rd_kafka_conf_get(rc, "queued.max.messages.kbytes", buf, &len) == RD_KAFKA_CONF_OK
             ? atol(buf) * 1024
             : atol(DEFAULT_QUEUED_MAX_KBYTES) * 1024;
+    len = sizeof buf;
+    f->timer = rd_kafka_conf_get(rc, "fetch.queue.backoff.ms", buf, &len) == RD_KAFKA_CONF_OK;
 }
 
 void tpc__kafka_fetch_destroy(tpc__kafka_fetch_t *f)
@@ -98,6 +100,8 @@ static long parking_length(const tpc__kafka_fetch_t *f)
 
 bool tpc__kafka_fetch_needs_wake(tpc__kafka_fetch_t *f)
 {
+    if (f->timer)
+        return false;
     long len = rd_kafka_queue_length(f->queue);
     /* 90 %: the last fetch before parking may stop a little short of the limit by bytes. */
     long park = parking_length(f) * 9 / 10;
