@@ -66,68 +66,39 @@
  * checkpoint: the line starting "refused:" says which and what to do), 1 on any other error, 2 on
  * bad options.
  */
+#include "example_common.h"
 #include "example_kafka.h"
 #include "exactly_once_records.h"
 
-#include <tpc_kafka.h>
-#include <tpc_pg.h>
-
-#include <getopt.h>
-#include <libpq-fe.h>
-#include <librdkafka/rdkafka.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
-#include <stdbool.h>
-#include <string.h>
-#include <time.h>
-#include <unistd.h>
+
+#define PROGRAM "exactly_once_pipeline"
 
 typedef struct {
-    const char *bootstrap, *pg, *name, *input, *topic, *table, *ckpt_dir, *progress;
-    char input_buf[256], topic_buf[256], table_buf[256], ckpt_buf[512];
-    int parallelism, interval_ms;
-    int source_par, pg_par, kafka_par; /* 0: parallelism */
-    const char *restore_mode, *restore_fallback;
-    uint64_t records, first;
+    ex_options_t common; /* the options keyed_totals takes as well */
+    const char *input, *topic, *table, *progress, *restore_fallback;
+    char input_buf[256], topic_buf[256], table_buf[256];
+    uint64_t first;
     uint32_t keys;
-    bool unbounded, fill, grow;
+    bool unbounded, grow;
     bool to_pg, to_kafka;      /* --sinks */
     int grow_to, discovery_ms; /* 0: none, the source's default */
-    double rate;
 } options_t;
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
 
 /* ---- transform: value "<i>" -> "<i>:<hex of mix(i)>", key unchanged; no state ------------
  * With --rate it also paces the job: it sleeps so that its subtask passes rate / P records a
  * second, which makes the sources wait through backpressure. */
 
-typedef struct {
-    double rate, started;
-    uint64_t passed;
-} transform_t;
-
 static tpc_error_t *transform_open(tpc_ctx_t *ctx, void *arg, void **self)
 {
     const options_t *opt = arg;
-    transform_t *t = calloc(1, sizeof *t);
-    if (!t)
-        return tpc_error_new(TPC_ERR_NOMEM, 0, "out of memory");
-    t->rate = opt->rate / tpc_ctx_parallelism(ctx);
-    t->started = now_s();
-    *self = t;
-    return NULL;
+    return ex_pace_new(ctx, opt->common.rate, self);
 }
 
 static tpc_error_t *transform_process(void *self, tpc_ctx_t *ctx, const tpc_batch_t *batch)
 {
-    transform_t *t = self;
     for (size_t n = 0; n < tpc_batch_count(batch); n++) {
         tpc_record_t in;
         tpc_batch_get(batch, n, &in);
@@ -141,14 +112,7 @@ static tpc_error_t *transform_process(void *self, tpc_ctx_t *ctx, const tpc_batc
         if (tpc_emit(ctx, &out) != TPC_OK)
             break; /* canceled */
     }
-    t->passed += tpc_batch_count(batch);
-    if (t->rate > 0) {
-        double now = now_s(), ahead = (double)t->passed / t->rate - (now - t->started);
-        if (ahead > 0 && !tpc_ctx_is_canceled(ctx))
-            usleep((useconds_t)(ahead * 1e6));
-        else if (ahead < -0.2) /* after a stall, go on at the rate instead of catching up */
-            t->started = now - (double)t->passed / t->rate - 0.2;
-    }
+    ex_pace(self, ctx, tpc_batch_count(batch));
     return NULL;
 }
 
@@ -180,34 +144,15 @@ static tpc_error_t *encode_row(void *opaque, const tpc_record_t *rec, tpc_pg_row
 
 static bool create_table(const options_t *opt)
 {
-    PGconn *pg = PQconnectdb(opt->pg);
-    bool ok = PQstatus(pg) == CONNECTION_OK;
-    if (ok) {
-        char *ident = PQescapeIdentifier(pg, opt->table, strlen(opt->table));
-        char sql[1024];
-        snprintf(sql, sizeof sql,
-                 "CREATE TABLE IF NOT EXISTS %s (id bigint NOT NULL, k text NOT NULL, "
-                 "v text NOT NULL)",
-                 ident ? ident : "\"\"");
-        PQfreemem(ident);
-        PQclear(PQexec(pg, "SET client_min_messages = warning")); /* no "already exists" */
-        PGresult *res = PQexec(pg, sql);
-        ok = PQresultStatus(res) == PGRES_COMMAND_OK;
-        PQclear(res);
-    }
-    if (!ok)
-        fprintf(stderr, "exactly_once_pipeline: could not create table \"%s\": %s", opt->table,
-                PQerrorMessage(pg));
-    PQfinish(pg);
-    return ok;
+    return ex_create_table(PROGRAM, opt->common.pg, opt->table,
+                           "id bigint NOT NULL, k text NOT NULL, v text NOT NULL");
 }
 
-/* ---- Kafka output topic with P partitions (the default of 1 would serialise the sink) ---------
- */
+/* ---- Kafka topics with P partitions (the default of 1 would serialise the sink) ------------ */
 
 static bool create_topic(const options_t *opt, const char *topic)
 {
-    return ex_create_topic("exactly_once_pipeline", opt->bootstrap, topic, opt->parallelism);
+    return ex_create_topic(PROGRAM, opt->common.bootstrap, topic, opt->common.parallelism);
 }
 
 /* ---- --fill: records FIRST .. FIRST+N-1 into the input topic, in order per partition -------- */
@@ -231,48 +176,29 @@ static int32_t fill_partition(const options_t *opt, const char *key, int kl)
     for (int i = 0; i < kl; i++)
         h = (h ^ (unsigned char)key[i]) * 16777619u;
     int32_t p = (int32_t)(h % (uint32_t)opt->grow_to);
-    return (p < opt->parallelism) != opt->grow ? p : SKIP_RECORD;
+    return (p < opt->common.parallelism) != opt->grow ? p : SKIP_RECORD;
 }
 
 static int fill_input(const options_t *opt)
 {
-    char errstr[512];
     atomic_ullong failed = 0;
-    rd_kafka_conf_t *conf = rd_kafka_conf_new();
-    /* Idempotence keeps each partition in order and free of duplicates across retries. */
-    const char *kv[][2] = {{"bootstrap.servers", opt->bootstrap},
-                           {"enable.idempotence", "true"},
-                           {"linger.ms", "20"},
-                           {"partitioner", "murmur2_random"}};
-    for (size_t i = 0; i < sizeof kv / sizeof kv[0]; i++)
-        rd_kafka_conf_set(conf, kv[i][0], kv[i][1], errstr, sizeof errstr);
-    rd_kafka_conf_set_dr_msg_cb(conf, on_delivery);
-    rd_kafka_conf_set_opaque(conf, &failed);
-    rd_kafka_t *rk = rd_kafka_new(RD_KAFKA_PRODUCER, conf, errstr, sizeof errstr);
-    if (!rk) {
-        fprintf(stderr, "exactly_once_pipeline: %s\n", errstr);
+    rd_kafka_t *rk = ex_fill_producer_new(PROGRAM, opt->common.bootstrap, on_delivery, &failed);
+    if (!rk)
         return 1;
-    }
-    if (opt->grow && !ex_grow_topic("exactly_once_pipeline", rk, opt->input, opt->grow_to)) {
+    if (opt->grow && !ex_grow_topic(PROGRAM, rk, opt->input, opt->grow_to)) {
         rd_kafka_destroy(rk);
         return 1;
     }
-    for (uint64_t i = opt->first; i < opt->first + opt->records; i++) {
+    uint64_t end = opt->first + opt->common.records;
+    for (uint64_t i = opt->first; i < end; i++) {
         char key[EO_KEY_MAX], value[EO_VALUE_MAX];
         int kl = eo_key(i, opt->keys, key), vl = eo_input_value(i, value);
         int32_t partition = fill_partition(opt, key, kl);
         if (partition == SKIP_RECORD)
             continue;
-        rd_kafka_resp_err_t err;
-        while ((err = rd_kafka_producev(
-                    rk, RD_KAFKA_V_TOPIC(opt->input), RD_KAFKA_V_PARTITION(partition),
-                    RD_KAFKA_V_KEY(key, (size_t)kl), RD_KAFKA_V_VALUE(value, (size_t)vl),
-                    RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY), RD_KAFKA_V_END)) ==
-               RD_KAFKA_RESP_ERR__QUEUE_FULL)
-            rd_kafka_poll(rk, 100);
+        rd_kafka_resp_err_t err = ex_produce(rk, opt->input, partition, key, kl, value, vl);
         if (err) {
-            fprintf(stderr, "exactly_once_pipeline: could not produce: %s\n",
-                    rd_kafka_err2str(err));
+            fprintf(stderr, PROGRAM ": could not produce: %s\n", rd_kafka_err2str(err));
             failed++;
             break;
         }
@@ -281,13 +207,12 @@ static int fill_input(const options_t *opt)
     rd_kafka_resp_err_t err = rd_kafka_flush(rk, 60000);
     rd_kafka_destroy(rk);
     if (err || failed) {
-        fprintf(stderr, "exactly_once_pipeline: filling \"%s\" failed (%s, %llu failed)\n",
-                opt->input, rd_kafka_err2str(err), (unsigned long long)failed);
+        fprintf(stderr, PROGRAM ": filling \"%s\" failed (%s, %llu failed)\n", opt->input,
+                rd_kafka_err2str(err), (unsigned long long)failed);
         return 1;
     }
-    fprintf(stderr, "exactly_once_pipeline: wrote records %llu .. %llu into \"%s\"\n",
-            (unsigned long long)opt->first, (unsigned long long)(opt->first + opt->records - 1),
-            opt->input);
+    fprintf(stderr, PROGRAM ": wrote records %llu .. %llu into \"%s\"\n",
+            (unsigned long long)opt->first, (unsigned long long)(end - 1), opt->input);
     return 0;
 }
 
@@ -346,7 +271,7 @@ static uint64_t source_records(tpc_job_t *job)
 static void *progress_main(void *arg)
 {
     progress_t *p = arg;
-    double start = now_s(), last = start, last_print = start;
+    double start = ex_now_s(), last = start, last_print = start;
     uint64_t last_records = 0;
     while (!atomic_load(&p->done)) {
         usleep(100000);
@@ -355,7 +280,7 @@ static void *progress_main(void *arg)
             log_line(p, TPC_LOG_WARN, "stopping with a savepoint");
             tpc_error_destroy(tpc_job_stop_with_savepoint(p->job, false, NULL));
         }
-        double now = now_s();
+        double now = ex_now_s();
         if (!(p->tty || p->lines) || now - last_print < (p->tty ? 0.5 : 1.0))
             continue;
         uint64_t records = source_records(p->job);
@@ -365,7 +290,7 @@ static void *progress_main(void *arg)
         last_records = records;
     }
     if (p->tty || p->lines) {
-        print_progress(p, now_s() - start, source_records(p->job), 0);
+        print_progress(p, ex_now_s() - start, source_records(p->job), 0);
         if (p->tty)
             fputc('\n', stderr);
     }
@@ -377,80 +302,42 @@ static void *progress_main(void *arg)
 static tpc_error_t *build_job(const options_t *opt, tpc_job_t *job, tpc_kafka_source_t **source,
                               tpc_txn_sink_t **pg_sink, tpc_txn_sink_t **kafka_sink)
 {
-    char interval[32], prefix[300];
+    const ex_options_t *o = &opt->common;
     int src, xf, to_pg, to_kafka;
-    snprintf(interval, sizeof interval, "%d", opt->interval_ms);
-    tpc_error_t *err = tpc_job_set(job, "checkpoint.dir", opt->ckpt_dir);
-    if (!err)
-        err = tpc_job_set(job, "checkpoint.interval.ms", interval);
-    if (!err)
-        err = tpc_job_set(job, "restart.attempts", "20");
-    if (!err)
-        err = tpc_job_set(job, "restart.delay.ms", "500");
-    if (!err && opt->restore_mode)
-        err = tpc_job_set(job, "restore.mode", opt->restore_mode);
+    tpc_error_t *err = ex_job_configure(job, o);
     if (!err && opt->restore_fallback)
         err = tpc_job_set(job, "restore.fallback", opt->restore_fallback);
-    if (!err && opt->rate > 0) /* small buffers: a paced job's barriers wait behind fewer records */
-        err = tpc_job_set(job, "channel.capacity", "2");
-    if (!err && opt->rate > 0)
-        err = tpc_job_set(job, "batch.size", "64");
 
     /* Kafka: partition p of the input belongs to subtask (FNV-1a(topic) + p) % P; bounded = up to
      * the end at the first start, unbounded = new input and new partitions as they come. */
     if (!err)
-        err = tpc_kafka_source_new(opt->bootstrap, opt->input, source);
-    if (!err)
-        err = tpc_kafka_source_set(*source, "bounded", opt->unbounded ? "false" : "true");
-    if (!err)
-        err = tpc_kafka_source_set(*source, "open.timeout.ms", "60000");
+        err = ex_kafka_source_new(o->bootstrap, opt->input, !opt->unbounded, source);
     char discovery[32];
     snprintf(discovery, sizeof discovery, "%d", opt->discovery_ms);
     if (!err && opt->discovery_ms)
         err = tpc_kafka_source_set(*source, "partition.discovery.interval.ms", discovery);
     if (!err)
-        err = tpc_kafka_source_add_to_job(*source, job, "source", opt->source_par, &src);
+        err = tpc_kafka_source_add_to_job(*source, job, "source", o->source_par, &src);
     if (!err)
-        err =
-            tpc_job_add_vertex(job, "transform", opt->source_par, &transform_ops, (void *)opt, &xf);
+        err = tpc_job_add_vertex(job, "transform", o->source_par, &transform_ops, (void *)opt, &xf);
     if (!err)
         err = tpc_job_connect(job, src, xf, TPC_EDGE_FORWARD);
 
     /* PostgreSQL: binary COPY into (id, k, v); gids start with the table's name. */
     if (!err && opt->to_pg)
-        err = tpc_pg_sink_new(pg_sink);
-    const char *pg_kv[][2] = {{"pg.conninfo", opt->pg},
-                              {"pg.table", opt->table},
-                              {"pg.columns", "id,k,v"},
-                              {"pg.gid-prefix", opt->table},
-                              {"pg.mode", "copy"},
-                              {"commit.retry.deadline.ms", "120000"},
-                              {"pg.connect.deadline.ms", "60000"}};
-    for (size_t i = 0; !err && opt->to_pg && i < sizeof pg_kv / sizeof pg_kv[0]; i++)
-        err = tpc_txn_sink_set(*pg_sink, pg_kv[i][0], pg_kv[i][1]);
+        err = ex_pg_sink_new(o->pg, opt->table, "id,k,v", "copy", pg_sink);
     if (!err && opt->to_pg)
         err = tpc_pg_sink_set_encoder(*pg_sink, encode_row, NULL);
     if (!err && opt->to_pg)
-        err = tpc_txn_sink_add_to_job(*pg_sink, job, "postgres", opt->pg_par, &to_pg);
+        err = tpc_txn_sink_add_to_job(*pg_sink, job, "postgres", o->pg_par, &to_pg);
     if (!err && opt->to_pg)
         err = tpc_job_connect(job, xf, to_pg, TPC_EDGE_HASH);
 
     /* Kafka: transactional ids "<topic>-<subtask>-<n>", stable across restarts of this job. */
-    snprintf(prefix, sizeof prefix, "%s", opt->topic);
     if (!err && opt->to_kafka)
-        err = tpc_kafka_sink_new(opt->bootstrap, opt->topic, kafka_sink);
-    const char *kafka_kv[][2] = {{"transactional.id.prefix", prefix},
-                                 {"kafka.transaction.timeout.ms", "60000"},
-                                 {"transaction.timeout.ms", "60000"},
-                                 {"checkpoint.interval.ms", interval},
-                                 {"kafka.linger.ms", "5"},
-                                 {"open.timeout.ms", "60000"},
-                                 {"recovery.timeout.ms", "120000"},
-                                 {"commit.retry.deadline.ms", "120000"}};
-    for (size_t i = 0; !err && opt->to_kafka && i < sizeof kafka_kv / sizeof kafka_kv[0]; i++)
-        err = tpc_txn_sink_set(*kafka_sink, kafka_kv[i][0], kafka_kv[i][1]);
+        err = ex_kafka_sink_new(o->bootstrap, opt->topic, o->interval_ms, kafka_sink);
     if (!err && opt->to_kafka)
-        err = tpc_txn_sink_add_to_job(*kafka_sink, job, "kafka", opt->kafka_par, &to_kafka);
+        err = tpc_txn_sink_add_to_job(*kafka_sink, job, "kafka", o->kafka_par, &to_kafka);
     if (!err && opt->to_kafka)
         err = tpc_job_connect(job, xf, to_kafka, TPC_EDGE_HASH);
     return err;
@@ -475,71 +362,34 @@ static int usage(const char *msg)
 
 static int parse_options(int argc, char **argv, options_t *opt)
 {
-    static const struct option longopts[] = {{"bootstrap", required_argument, 0, 'b'},
-                                             {"pg", required_argument, 0, 'g'},
-                                             {"name", required_argument, 0, 'n'},
+    static const struct option longopts[] = {EX_LONGOPTS,
                                              {"topic", required_argument, 0, 't'},
                                              {"table", required_argument, 0, 'T'},
-                                             {"checkpoint-dir", required_argument, 0, 'c'},
-                                             {"parallelism", required_argument, 0, 'p'},
-                                             {"interval", required_argument, 0, 'i'},
-                                             {"records", required_argument, 0, 'r'},
                                              {"unbounded", no_argument, 0, 'u'},
                                              {"keys", required_argument, 0, 'k'},
-                                             {"rate", required_argument, 0, 'R'},
                                              {"progress", required_argument, 0, 'P'},
                                              {"input", required_argument, 0, 'I'},
-                                             {"fill", no_argument, 0, 'F'},
                                              {"first", required_argument, 0, 'f'},
-                                             {"source-parallelism", required_argument, 0, 'S'},
-                                             {"pg-parallelism", required_argument, 0, 'G'},
-                                             {"kafka-parallelism", required_argument, 0, 'K'},
-                                             {"restore-mode", required_argument, 0, 'M'},
                                              {"restore-fallback", required_argument, 0, 'B'},
                                              {"sinks", required_argument, 0, 'O'},
                                              {"discovery-ms", required_argument, 0, 'D'},
                                              {"grow-to", required_argument, 0, 'X'},
                                              {"grow", no_argument, 0, 'W'},
                                              {0, 0, 0, 0}};
-    *opt = (options_t){.bootstrap = getenv("TWOPC_KAFKA_BOOTSTRAP"),
-                       .pg = getenv("TWOPC_PG_CONNINFO"),
-                       .name = "twopc-demo",
-                       .parallelism = 2,
-                       .interval_ms = 500,
-                       .records = 100000,
+    *opt = (options_t){.common = ex_options_defaults("twopc-demo", 100000),
                        .keys = EO_DEFAULT_KEYS,
                        .to_pg = true,
                        .to_kafka = true,
                        .progress = isatty(STDERR_FILENO) ? "tty" : "lines"};
+    ex_options_t *o = &opt->common;
     int c;
     while ((c = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
         switch (c) {
-        case 'b':
-            opt->bootstrap = optarg;
-            break;
-        case 'g':
-            opt->pg = optarg;
-            break;
-        case 'n':
-            opt->name = optarg;
-            break;
         case 't':
             opt->topic = optarg;
             break;
         case 'T':
             opt->table = optarg;
-            break;
-        case 'c':
-            opt->ckpt_dir = optarg;
-            break;
-        case 'p':
-            opt->parallelism = atoi(optarg);
-            break;
-        case 'i':
-            opt->interval_ms = atoi(optarg);
-            break;
-        case 'r':
-            opt->records = strtoull(optarg, NULL, 10);
             break;
         case 'u':
             opt->unbounded = true;
@@ -547,32 +397,14 @@ static int parse_options(int argc, char **argv, options_t *opt)
         case 'k':
             opt->keys = (uint32_t)strtoul(optarg, NULL, 10);
             break;
-        case 'R':
-            opt->rate = atof(optarg);
-            break;
         case 'P':
             opt->progress = optarg;
             break;
         case 'I':
             opt->input = optarg;
             break;
-        case 'F':
-            opt->fill = true;
-            break;
         case 'f':
             opt->first = strtoull(optarg, NULL, 10);
-            break;
-        case 'S':
-            opt->source_par = atoi(optarg);
-            break;
-        case 'G':
-            opt->pg_par = atoi(optarg);
-            break;
-        case 'K':
-            opt->kafka_par = atoi(optarg);
-            break;
-        case 'M':
-            opt->restore_mode = optarg;
             break;
         case 'B':
             opt->restore_fallback = optarg;
@@ -595,26 +427,27 @@ static int parse_options(int argc, char **argv, options_t *opt)
                 return usage("--sinks is pg,kafka, pg or kafka");
             break;
         default:
-            return usage("unknown option");
+            if (!ex_option(o, c, optarg))
+                return usage("unknown option");
         }
     }
     if (optind != argc)
         return usage("unexpected argument");
-    if (!opt->bootstrap || (!opt->pg && opt->to_pg && !opt->fill))
+    if (!o->bootstrap || (!o->pg && opt->to_pg && !o->fill))
         return usage("name the servers with --bootstrap and --pg (or TWOPC_KAFKA_BOOTSTRAP and "
                      "TWOPC_PG_CONNINFO); --sinks kafka needs no --pg");
-    if (opt->parallelism < 1 || opt->parallelism > 8 || opt->interval_ms < 10)
+    if (o->parallelism < 1 || o->parallelism > 8 || o->interval_ms < 10)
         return usage("--parallelism must be 1 to 8, --interval at least 10");
     if (opt->keys == 0)
         return usage("--keys must be at least 1");
-    if (opt->grow_to && (opt->grow_to <= opt->parallelism || opt->grow_to > 64))
+    if (opt->grow_to && (opt->grow_to <= o->parallelism || opt->grow_to > 64))
         return usage("--grow-to must be more than --parallelism, and at most 64");
     if ((opt->grow && !opt->grow_to) || opt->discovery_ms < 0)
         return usage("--grow needs --grow-to; --discovery-ms is 0 or more");
-    int *pars[] = {&opt->source_par, &opt->pg_par, &opt->kafka_par};
+    int *pars[] = {&o->source_par, &o->pg_par, &o->kafka_par};
     for (int i = 0; i < 3; i++) {
         if (!*pars[i])
-            *pars[i] = opt->parallelism;
+            *pars[i] = o->parallelism;
         if (*pars[i] < 1 || *pars[i] > 8)
             return usage("--source-parallelism, --pg-parallelism and --kafka-parallelism must be "
                          "1 to 8");
@@ -623,21 +456,12 @@ static int parse_options(int argc, char **argv, options_t *opt)
         strcmp(opt->progress, "off"))
         return usage("--progress is tty, lines or off");
     if (!opt->input)
-        opt->input = opt->input_buf,
-        snprintf(opt->input_buf, sizeof opt->input_buf, "%s-in", opt->name);
+        opt->input = ex_name(opt->input_buf, sizeof opt->input_buf, o->name, "-in");
     if (!opt->topic)
-        opt->topic = opt->topic_buf,
-        snprintf(opt->topic_buf, sizeof opt->topic_buf, "%s-out", opt->name);
-    if (!opt->table) {
-        snprintf(opt->table_buf, sizeof opt->table_buf, "%s_out", opt->name);
-        for (char *p = opt->table_buf; *p; p++)
-            if (*p == '-' || *p == '.')
-                *p = '_';
-        opt->table = opt->table_buf;
-    }
-    if (!opt->ckpt_dir)
-        opt->ckpt_dir = opt->ckpt_buf,
-        snprintf(opt->ckpt_buf, sizeof opt->ckpt_buf, "%s.checkpoints", opt->name);
+        opt->topic = ex_name(opt->topic_buf, sizeof opt->topic_buf, o->name, "-out");
+    if (!opt->table)
+        opt->table = ex_table_name(opt->table_buf, sizeof opt->table_buf, o->name, "_out");
+    ex_default_checkpoint_dir(o);
     return 0;
 }
 
@@ -647,12 +471,13 @@ int main(int argc, char **argv)
     int rc = parse_options(argc, argv, &opt);
     if (rc)
         return rc;
-    if (opt.fill)
+    const ex_options_t *o = &opt.common;
+    if (o->fill)
         return create_topic(&opt, opt.input) ? fill_input(&opt) : 1;
     if ((opt.to_pg && !create_table(&opt)) || (opt.to_kafka && !create_topic(&opt, opt.topic)))
         return 1;
 
-    tpc_job_t *job = tpc_job_new(opt.name);
+    tpc_job_t *job = tpc_job_new(o->name);
     tpc_kafka_source_t *source = NULL;
     tpc_txn_sink_t *pg_sink = NULL, *kafka_sink = NULL;
     tpc_error_t *err = build_job(&opt, job, &source, &pg_sink, &kafka_sink);
@@ -663,12 +488,12 @@ int main(int argc, char **argv)
                     .lines = !strcmp(opt.progress, "lines")};
     pthread_mutex_init(&p.mu, NULL);
     tpc_job_set_logger(job, log_line, &p, TPC_LOG_WARN);
-    fprintf(stderr, "exactly_once_pipeline: reading \"%s\"%s", opt.input,
+    fprintf(stderr, PROGRAM ": reading \"%s\"%s", opt.input,
             opt.unbounded ? " for ever" : " to its end");
     fprintf(stderr,
             ", parallelism %d (source %d, postgres %d, kafka %d), checkpoint every %d ms\n"
             "topic: %s\ntable: %s\n",
-            opt.parallelism, opt.source_par, opt.pg_par, opt.kafka_par, opt.interval_ms,
+            o->parallelism, o->source_par, o->pg_par, o->kafka_par, o->interval_ms,
             opt.to_kafka ? opt.topic : "(no kafka sink)", opt.to_pg ? opt.table : "(no pg sink)");
 
     tpc_job_result_t result = TPC_JOB_FINISHED;
@@ -681,19 +506,12 @@ int main(int argc, char **argv)
         atomic_store(&p.done, true);
         pthread_join(thread, NULL);
     }
-    if (err) {
-        const char *hint = tpc_error_hint_text(err);
-        tpc_err_t code = tpc_error_code(err);
-        bool refused = code == TPC_ERR_CORRUPT || code == TPC_ERR_NOT_FOUND;
-        fprintf(stderr, "exactly_once_pipeline: %s%s: %s%s%s\n", refused ? "refused: " : "",
-                tpc_err_name(code), tpc_error_message(err), hint ? "\nhint: " : "",
-                hint ? hint : "");
-        rc = code == TPC_ERR_DATA_LOSS ? 3 : refused ? 4 : 1;
-    } else {
-        fprintf(stderr, "exactly_once_pipeline: %s\n",
+    if (err)
+        rc = ex_failure(PROGRAM, err);
+    else
+        fprintf(stderr, PROGRAM ": %s\n",
                 result == TPC_JOB_FINISHED ? "finished, everything committed"
                                            : "stopped with a savepoint");
-    }
     tpc_job_destroy(job);
     tpc_txn_sink_destroy(pg_sink);
     tpc_txn_sink_destroy(kafka_sink);

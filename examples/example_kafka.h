@@ -1,9 +1,12 @@
 /*
  * Kafka set-up shared by the example programs: a topic with a number of partitions (the broker's
- * default of one would serialise a sink), created once. Uses librdkafka's admin API only.
+ * default of one would serialise a sink), created once or grown; the producer that fills an input
+ * topic; the replayable source and the transactional sink with the settings the examples use.
  */
 #ifndef EXAMPLE_KAFKA_H
 #define EXAMPLE_KAFKA_H
+
+#include <tpc_kafka.h>
 
 #include <librdkafka/rdkafka.h>
 #include <stdbool.h>
@@ -99,6 +102,84 @@ static inline bool ex_grow_topic(const char *program, rd_kafka_t *rk, const char
     fprintf(stderr, "%s: could not give topic \"%s\" %d partitions: %s\n", program, topic, total,
             rd_kafka_err2str(err));
     return false;
+}
+
+/* The producer of --fill: idempotent, which keeps each partition in order and free of duplicates
+ * across retries. @on_delivery (may be NULL) gets each delivery report with @opaque. NULL after
+ * printing why to stderr, prefixed with @program. */
+static inline rd_kafka_t *
+ex_fill_producer_new(const char *program, const char *bootstrap,
+                     void (*on_delivery)(rd_kafka_t *, const rd_kafka_message_t *, void *),
+                     void *opaque)
+{
+    char errstr[512];
+    rd_kafka_conf_t *conf = rd_kafka_conf_new();
+    const char *kv[][2] = {{"bootstrap.servers", bootstrap},
+                           {"enable.idempotence", "true"},
+                           {"linger.ms", "20"},
+                           {"partitioner", "murmur2_random"}};
+    for (size_t i = 0; i < sizeof kv / sizeof kv[0]; i++)
+        rd_kafka_conf_set(conf, kv[i][0], kv[i][1], errstr, sizeof errstr);
+    if (on_delivery) {
+        rd_kafka_conf_set_dr_msg_cb(conf, on_delivery);
+        rd_kafka_conf_set_opaque(conf, opaque);
+    }
+    rd_kafka_t *rk = rd_kafka_new(RD_KAFKA_PRODUCER, conf, errstr, sizeof errstr);
+    if (!rk)
+        fprintf(stderr, "%s: %s\n", program, errstr);
+    return rk;
+}
+
+/* Produce a copy of one record into @partition of @topic (RD_KAFKA_PARTITION_UA: the partitioner
+ * picks), waiting while the producer's queue is full. */
+static inline rd_kafka_resp_err_t ex_produce(rd_kafka_t *rk, const char *topic, int32_t partition,
+                                             const char *key, int kl, char *value, int vl)
+{
+    rd_kafka_resp_err_t err;
+    while ((err = rd_kafka_producev(rk, RD_KAFKA_V_TOPIC(topic), RD_KAFKA_V_PARTITION(partition),
+                                    RD_KAFKA_V_KEY(key, (size_t)kl),
+                                    RD_KAFKA_V_VALUE(value, (size_t)vl),
+                                    RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY), RD_KAFKA_V_END)) ==
+           RD_KAFKA_RESP_ERR__QUEUE_FULL)
+        rd_kafka_poll(rk, 100);
+    return err;
+}
+
+/* The replayable source of @topic: @bounded reads up to the end the topic had when the job first
+ * started, else for ever; a minute to reach the brokers. On an error *source may still need
+ * tpc_kafka_source_destroy. */
+static inline tpc_error_t *ex_kafka_source_new(const char *bootstrap, const char *topic,
+                                               bool bounded, tpc_kafka_source_t **source)
+{
+    tpc_error_t *err = tpc_kafka_source_new(bootstrap, topic, source);
+    if (!err)
+        err = tpc_kafka_source_set(*source, "bounded", bounded ? "true" : "false");
+    if (!err)
+        err = tpc_kafka_source_set(*source, "open.timeout.ms", "60000");
+    return err;
+}
+
+/* The transactional sink into @topic: transactional ids "<topic>-<subtask>-<n>", stable across
+ * restarts of the job; a transaction timeout of a minute, checked at open against the checkpoint
+ * interval @interval_ms; a minute to reach the brokers, two to recover and to retry a commit. On
+ * an error *sink may still need tpc_txn_sink_destroy. */
+static inline tpc_error_t *ex_kafka_sink_new(const char *bootstrap, const char *topic,
+                                             int interval_ms, tpc_txn_sink_t **sink)
+{
+    char interval[32];
+    snprintf(interval, sizeof interval, "%d", interval_ms);
+    tpc_error_t *err = tpc_kafka_sink_new(bootstrap, topic, sink);
+    const char *kv[][2] = {{"transactional.id.prefix", topic},
+                           {"kafka.transaction.timeout.ms", "60000"},
+                           {"transaction.timeout.ms", "60000"},
+                           {"checkpoint.interval.ms", interval},
+                           {"kafka.linger.ms", "5"},
+                           {"open.timeout.ms", "60000"},
+                           {"recovery.timeout.ms", "120000"},
+                           {"commit.retry.deadline.ms", "120000"}};
+    for (size_t i = 0; !err && i < sizeof kv / sizeof kv[0]; i++)
+        err = tpc_txn_sink_set(*sink, kv[i][0], kv[i][1]);
+    return err;
 }
 
 #endif
