@@ -38,6 +38,7 @@
  * other librdkafka settings).
  */
 #include "tpc_kafka.h"
+#include "tpc_test_bench.h"
 #include "tpc_test_env.h"
 #include "tpc_test_ops.h"
 
@@ -60,30 +61,6 @@ static void die(const char *what, const char *why)
 {
     fprintf(stderr, "bench_kafka: %s: %s\n", what, why ? why : "failed");
     exit(1);
-}
-
-static void create_topic(const char *topic)
-{
-    char errstr[512];
-    rd_kafka_conf_t *conf = rd_kafka_conf_new();
-    if (rd_kafka_conf_set(conf, "bootstrap.servers", bootstrap, errstr, sizeof errstr))
-        die("admin client", errstr);
-    rd_kafka_t *rk = rd_kafka_new(RD_KAFKA_PRODUCER, conf, errstr, sizeof errstr);
-    rd_kafka_NewTopic_t *nt = rk ? rd_kafka_NewTopic_new(topic, 1, 1, errstr, sizeof errstr) : NULL;
-    if (!nt)
-        die("create topic", errstr);
-    rd_kafka_queue_t *q = rd_kafka_queue_new(rk);
-    rd_kafka_CreateTopics(rk, &nt, 1, NULL, q);
-    rd_kafka_event_t *ev = rd_kafka_queue_poll(q, 30000);
-    size_t n = 0;
-    const rd_kafka_topic_result_t **res =
-        ev ? rd_kafka_CreateTopics_result_topics(rd_kafka_event_CreateTopics_result(ev), &n) : NULL;
-    if (!ev || rd_kafka_event_error(ev) || n != 1 || rd_kafka_topic_result_error(res[0]))
-        die("create topic", topic);
-    rd_kafka_event_destroy(ev);
-    rd_kafka_queue_destroy(q);
-    rd_kafka_NewTopic_destroy(nt);
-    rd_kafka_destroy(rk);
 }
 
 /* The sink's commit, timed: the wrapper ops table differs from the sink's only there. */
@@ -134,7 +111,7 @@ static double run_sink(uint64_t records)
     char topic[128], prefix[128];
     tpc_test_unique_name(topic, sizeof topic, "twopc-bench", '-');
     tpc_test_unique_name(prefix, sizeof prefix, "twopc-bench", '-');
-    create_topic(topic);
+    tpc_test_bench_create_topic(bootstrap, topic, 1);
     char *ckpt = tpc_test_tmpdir("bench-kafka-ckpt");
     tpc_test_seq_conf_t src = {
         .count_default = records, .per_poll = 256, .value_pad = VALUE_BYTES - 8};
@@ -166,13 +143,7 @@ static double run_sink(uint64_t records)
         err = tpc_txn_sink_add_to_job(sink, job, "kafka", 1, &k);
     if (!err)
         err = tpc_job_connect(job, s, k, TPC_EDGE_FORWARD);
-    double t0 = tpc_test_now_s();
-    tpc_job_result_t result;
-    if (!err)
-        err = tpc_job_run(job, &result);
-    double secs = tpc_test_now_s() - t0;
-    if (err)
-        die("sink job", tpc_error_message(err));
+    double secs = tpc_test_bench_run_job(job, err, "sink job");
     tpc_job_destroy(job);
     tpc_txn_sink_destroy(sink);
     tpc_txn_sink_destroy(conf_sink);
@@ -193,7 +164,7 @@ static double run_raw(uint64_t records, char *topic)
     char id[128], errstr[512];
     tpc_test_unique_name(topic, 128, "twopc-bench-raw", '-');
     tpc_test_unique_name(id, sizeof id, "twopc-bench-raw", '-');
-    create_topic(topic);
+    tpc_test_bench_create_topic(bootstrap, topic, 1);
     rd_kafka_conf_t *conf = rd_kafka_conf_new();
     if (rd_kafka_conf_set(conf, "bootstrap.servers", bootstrap, errstr, sizeof errstr) ||
         rd_kafka_conf_set(conf, "transactional.id", id, errstr, sizeof errstr) ||
@@ -337,13 +308,7 @@ static side_t run_source(const char *topic, uint64_t records)
         err = tpc_job_add_vertex(job, "discard", 1, &gap_sink_ops, &gaps, &k);
     if (!err)
         err = tpc_job_connect(job, s, k, TPC_EDGE_FORWARD);
-    double t0 = tpc_test_now_s();
-    tpc_job_result_t result;
-    if (!err)
-        err = tpc_job_run(job, &result);
-    double secs = tpc_test_now_s() - t0;
-    if (err)
-        die("source job", tpc_error_message(err));
+    double secs = tpc_test_bench_run_job(job, err, "source job");
     tpc_job_destroy(job);
     tpc_kafka_source_destroy(src);
     tpc_test_rmdir(ckpt);
@@ -400,11 +365,7 @@ static side_t run_unbounded(const char *topic, uint64_t records, const char *dis
     if (!err)
         err = tpc_job_connect(job, s, k, TPC_EDGE_FORWARD);
     double t0 = tpc_test_now_s();
-    tpc_job_result_t result;
-    if (!err)
-        err = tpc_job_run(job, &result);
-    if (err)
-        die("unbounded source job", tpc_error_message(err));
+    tpc_test_bench_run_job(job, err, "unbounded source job");
     if (counted.got < records)
         die("unbounded source job", "ended before every record came");
     tpc_job_destroy(job);
@@ -452,7 +413,7 @@ static side_t run_pipeline(const char *topic, uint64_t records)
     char out[128], prefix[128];
     tpc_test_unique_name(out, sizeof out, "twopc-bench-out", '-');
     tpc_test_unique_name(prefix, sizeof prefix, "twopc-bench-pipe", '-');
-    create_topic(out);
+    tpc_test_bench_create_topic(bootstrap, out, 1);
     char *ckpt = tpc_test_tmpdir("bench-kafka-pipeline");
     tpc_job_t *job = tpc_job_new("bench-kafka-pipeline");
     tpc_kafka_source_t *src = NULL;
@@ -485,11 +446,7 @@ static side_t run_pipeline(const char *topic, uint64_t records)
         err = tpc_txn_sink_add_to_job(sink, job, "out", 1, &k);
     if (!err)
         err = tpc_job_connect(job, s, k, TPC_EDGE_FORWARD);
-    tpc_job_result_t result;
-    if (!err)
-        err = tpc_job_run(job, &result);
-    if (err)
-        die("pipeline job", tpc_error_message(err));
+    tpc_test_bench_run_job(job, err, "pipeline job");
     tpc_job_destroy(job);
     tpc_txn_sink_destroy(sink);
     tpc_txn_sink_destroy(conf_sink);

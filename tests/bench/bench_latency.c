@@ -29,6 +29,7 @@
  */
 #include "tpc_kafka.h"
 #include "tpc_pg.h"
+#include "tpc_test_bench.h"
 #include "tpc_test_env.h"
 #include "tpc_test_ops.h"
 #include "tpc_test_pg.h"
@@ -53,30 +54,6 @@ static void die(const char *what, const char *why)
 {
     fprintf(stderr, "bench_latency: %s: %s\n", what, why ? why : "failed");
     exit(1);
-}
-
-static void create_topic(const char *topic)
-{
-    char errstr[512];
-    rd_kafka_conf_t *conf = rd_kafka_conf_new();
-    if (rd_kafka_conf_set(conf, "bootstrap.servers", bootstrap, errstr, sizeof errstr))
-        die("admin client", errstr);
-    rd_kafka_t *rk = rd_kafka_new(RD_KAFKA_PRODUCER, conf, errstr, sizeof errstr);
-    rd_kafka_NewTopic_t *nt = rk ? rd_kafka_NewTopic_new(topic, 1, 1, errstr, sizeof errstr) : NULL;
-    if (!nt)
-        die("create topic", errstr);
-    rd_kafka_queue_t *q = rd_kafka_queue_new(rk);
-    rd_kafka_CreateTopics(rk, &nt, 1, NULL, q);
-    rd_kafka_event_t *ev = rd_kafka_queue_poll(q, 30000);
-    size_t n = 0;
-    const rd_kafka_topic_result_t **res =
-        ev ? rd_kafka_CreateTopics_result_topics(rd_kafka_event_CreateTopics_result(ev), &n) : NULL;
-    if (!ev || rd_kafka_event_error(ev) || n != 1 || rd_kafka_topic_result_error(res[0]))
-        die("create topic", topic);
-    rd_kafka_event_destroy(ev);
-    rd_kafka_queue_destroy(q);
-    rd_kafka_NewTopic_destroy(nt);
-    rd_kafka_destroy(rk);
 }
 
 /* Record values: the record's number, 8 bytes big-endian, then zero bytes. */
@@ -348,8 +325,8 @@ static run_t *run_new(uint64_t total, double rate)
     tpc_test_unique_name(r->input, sizeof r->input, "twopc-bench-lat-in", '-');
     tpc_test_unique_name(r->output, sizeof r->output, "twopc-bench-lat-out", '-');
     tpc_test_unique_name(r->table, sizeof r->table, "bench_lat", '_');
-    create_topic(r->input);
-    create_topic(r->output);
+    tpc_test_bench_create_topic(bootstrap, r->input, 1);
+    tpc_test_bench_create_topic(bootstrap, r->output, 1);
     PGconn *pg = tpc_test_pg_connect();
     if (!tpc_test_pg_exec(pg, "CREATE TABLE %s (id bigint PRIMARY KEY, v bytea NOT NULL)",
                           r->table))

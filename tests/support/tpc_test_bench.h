@@ -1,7 +1,8 @@
 /*
- * What the sink benchmarks share: running sequence source -> exactly-once sink with a checkpoint
- * every second and timing it, and ending the program with a message when anything fails (a
- * benchmark has no test framework to report to).
+ * What the benchmarks share: running sequence source -> exactly-once sink with a checkpoint every
+ * second and timing it, running and timing a job of their own, creating a Kafka topic, and ending
+ * the program with a message when anything fails (a benchmark has no test framework to report
+ * to).
  */
 #ifndef TPC_TEST_BENCH_H
 #define TPC_TEST_BENCH_H
@@ -21,5 +22,16 @@ _Noreturn void tpc_test_bench_die(const char *what, tpc_error_t *err);
  */
 double tpc_test_bench_run_sink(const char *name, const char *ckpt, tpc_test_seq_conf_t *src,
                                tpc_txn_sink_t *sink, const char *sink_vertex);
+
+/**
+ * Run @p job to its end and time it; dies with @p what when @p setup_err (the error of the job's
+ * setup, NULL when it went well) is set or the job fails. The job stays the caller's.
+ * @returns the seconds tpc_job_run() took.
+ */
+double tpc_test_bench_run_job(tpc_job_t *job, tpc_error_t *setup_err, const char *what);
+
+/** Create Kafka topic @p topic with @p partitions partitions (replication 1) on @p bootstrap, or
+ * die. */
+void tpc_test_bench_create_topic(const char *bootstrap, const char *topic, int partitions);
 
 #endif

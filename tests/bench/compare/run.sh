@@ -10,13 +10,19 @@
 #   tests/bench/compare/run.sh BUILD_DIR
 #
 # Environment: TWOPC_TEST_KAFKA_BOOTSTRAP (required), COMPARE_SIZES (records, default
-# "1000000 5000000"), COMPARE_PARALLELISM (default "1 2"), COMPARE_ROUNDS (default 3).
+# "1000000 5000000"), COMPARE_PARALLELISM (default "1 2"), COMPARE_ROUNDS (default 3),
+# COMPARE_LATENCY_RATE (records a second of the visibility latency part, default 50000; 0 skips
+# it) and COMPARE_LATENCY_SECONDS (its measured seconds, default 10).
 # Prints, per side, size and parallelism, the median over the rounds:
 #   bench compare <side>_<metric>_p<P>_<size> <value> <unit>
 # with metrics rec_per_s (start of the process to its exit), steady_rec_per_s (first to last output
 # record, by the broker's append times), cpu_s_per_m (user + system CPU seconds per million
 # records), rss_mb (peak resident memory), end_ms (last output record appended to process exit),
-# and the ratios twopc / flink. The raw rows go to BUILD_DIR/compare/results.tsv, and with gnuplot
+# and the ratios twopc / flink; then, from the visibility latency part (each side's job unbounded
+# at parallelism 1, records appended at COMPARE_LATENCY_RATE a second, the time from a record's
+# append to its first sight by a read_committed consumer of the output), <side>_visibility_p50_ms_
+# <rate> and <side>_visibility_p99_ms_<rate> (medians over the rounds) and their ratio. The raw
+# rows go to BUILD_DIR/compare/results.tsv and latency.tsv, and with gnuplot
 # installed BUILD_DIR/compare/*.png are drawn from the medians (BUILD_DIR/compare/medians.tsv) by
 # tests/bench/compare/plot.gp.
 set -euo pipefail
@@ -87,6 +93,68 @@ for n in $sizes; do
         done
     done
 done
+
+# Visibility latency: each side's job unbounded, parallelism 1, 1 s checkpoints, while topic_tool
+# appends records at a fixed rate and a read_committed consumer notes when each becomes visible.
+lrate=${COMPARE_LATENCY_RATE:-50000}
+lsecs=${COMPARE_LATENCY_SECONDS:-10}
+latencies=$out/latency.tsv
+printf 'side\tround\tp50_ms\tp99_ms\tmax_ms\n' > "$latencies"
+# latency_run SIDE ROUND
+latency_run() {
+    local side=$1 round=$2
+    local input=cmp-lin-$side-$round-$tag output=cmp-lout-$side-$round-$tag
+    local prefix=cmp-lat-$side-$round-$tag ckpt=$out/ckpt-lat-$side-$tag pid m
+    "$tool" fill "$boot" "$input" 2 0
+    "$tool" create "$boot" "$output" 2
+    rm -rf "$ckpt" && mkdir -p "$ckpt"
+    if [ "$side" = twopc ]; then
+        "$job" "$boot" "$input" "$output" 1 "$prefix" "$ckpt" unbounded > "$out/$side-latency.log" 2>&1 &
+    else
+        java -cp "$cp" twopc.bench.FlinkKafkaJob "$boot" "$input" "$output" 1 "$prefix" unbounded \
+            > "$out/$side-latency.log" 2>&1 &
+    fi
+    pid=$!
+    m=$("$tool" latency "$boot" "$input" "$output" "$lrate" "$lsecs") || {
+        kill -9 "$pid" 2> /dev/null || true
+        echo "bench-compare: the $side latency run failed, see $out/$side-latency.log" >&2
+        exit 1
+    }
+    kill -9 "$pid" 2> /dev/null || true
+    wait "$pid" 2> /dev/null || true
+    rm -rf "$ckpt"
+    local p50 p99 max visible total
+    read -r _ p50 _ p99 _ max _ visible _ total <<< "$m"
+    if [ "$visible" != "$total" ] || [ "$total" = 0 ]; then
+        echo "bench-compare: $side made only $visible of $total records visible" >&2
+        exit 1
+    fi
+    printf '%s\t%d\t%s\t%s\t%s\n' "$side" "$round" "$p50" "$p99" "$max" >> "$latencies"
+    tail -1 "$latencies" >&2
+}
+if [ "$lrate" != 0 ]; then
+    echo "bench-compare: visibility latency at $lrate records a second" >&2
+    for ((r = 1; r <= rounds; r++)); do
+        if ((r % 2)); then order="twopc flink"; else order="flink twopc"; fi
+        for side in $order; do latency_run "$side" "$r"; done
+    done
+    awk -F'\t' -v rate="$lrate" 'NR > 1 { n[$1]++; p50[$1, n[$1]] = $3; p99[$1, n[$1]] = $4 }
+    function median(a, side,    k, m, j, i, t, v) {
+        m = n[side]
+        for (j = 1; j <= m; j++) v[j] = a[side, j]
+        for (j = 1; j <= m; j++) for (i = j + 1; i <= m; i++) if (v[i] < v[j]) { t = v[j]; v[j] = v[i]; v[i] = t }
+        return m % 2 ? v[(m + 1) / 2] : (v[m / 2] + v[m / 2 + 1]) / 2
+    }
+    END {
+        for (side in n) {
+            printf "bench compare %s_visibility_p50_ms_%d %s ms\n", side, rate, median(p50, side)
+            printf "bench compare %s_visibility_p99_ms_%d %s ms\n", side, rate, median(p99, side)
+        }
+        if (("flink" in n) && ("twopc" in n) && median(p99, "flink") > 0)
+            printf "bench compare ratio_visibility_p99_%d %.2f twopc/flink\n", rate,
+                   median(p99, "twopc") / median(p99, "flink")
+    }' "$latencies" | sort
+fi
 
 # Medians per side, size and parallelism, then the ratios.
 awk -F'\t' 'NR > 1 {

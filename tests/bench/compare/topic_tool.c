@@ -12,14 +12,26 @@
  *     count C distinct D foreign F upper U first_ms A last_ms B
  *   (records, distinct keys below N, keys outside 0..N-1, values upper-cased, and the first and
  * last append time). A side did its work exactly once when C = D = U = N and F = 0.
+ *   topic_tool latency BOOTSTRAP INPUT OUTPUT RATE SECONDS
+ *                                                       with an unbounded job running from INPUT
+ *                                                       to OUTPUT: append records to INPUT at RATE
+ *                                                       a second until the first result is visible
+ *                                                       in OUTPUT (read_committed; the job is up),
+ *                                                       then SECONDS more at RATE, and print
+ *     p50_ms A p99_ms B max_ms C visible V of N
+ *   (over the records after the warm-up but the first second of them: from a record's append,
+ * its delivery report, to the moment a read_committed consumer of OUTPUT first sees it).
  */
 #include <librdkafka/rdkafka.h>
 
 #include <inttypes.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #define VALUE_BYTES 100
 
@@ -167,6 +179,174 @@ static void measure(const char *bootstrap, const char *topic, uint64_t n)
     rd_kafka_destroy(rk);
 }
 
+static double now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
+
+/* One latency run: per key, when it was appended and when it was first seen in the output. */
+typedef struct {
+    const char *bootstrap, *output;
+    uint64_t cap;     /* keys the arrays hold */
+    double *appended; /* per key: delivery report, ms */
+    double *seen;     /* per key: first seen read_committed, ms */
+    atomic_uint_fast64_t visible;
+    atomic_bool stop;
+} lat_t;
+
+static void on_delivery(rd_kafka_t *rk, const rd_kafka_message_t *m, void *opaque)
+{
+    (void)rk;
+    lat_t *l = opaque;
+    if (m->err)
+        die("produce", rd_kafka_err2str(m->err));
+    uint64_t k = 0;
+    for (size_t b = 0; b < 8 && b < m->key_len; b++)
+        k = k << 8 | ((const unsigned char *)m->key)[b];
+    if (k < l->cap)
+        l->appended[k] = now_ms();
+}
+
+static void *watch_output(void *arg)
+{
+    lat_t *l = arg;
+    const char *kv[] = {"group.id",
+                        "twopc-bench-compare-latency",
+                        "isolation.level",
+                        "read_committed",
+                        "enable.auto.commit",
+                        "false",
+                        "fetch.wait.max.ms",
+                        "5",
+                        NULL};
+    rd_kafka_t *rk = client(RD_KAFKA_CONSUMER, l->bootstrap, kv);
+    const struct rd_kafka_metadata *md = NULL;
+    rd_kafka_topic_t *rkt = rd_kafka_topic_new(rk, l->output, NULL);
+    if (rd_kafka_metadata(rk, 0, rkt, &md, 10000) || md->topic_cnt != 1 || md->topics[0].err)
+        die(l->output, "no metadata");
+    int parts = md->topics[0].partition_cnt;
+    rd_kafka_topic_partition_list_t *list = rd_kafka_topic_partition_list_new(parts);
+    for (int p = 0; p < parts; p++)
+        rd_kafka_topic_partition_list_add(list, l->output, p)->offset = RD_KAFKA_OFFSET_BEGINNING;
+    rd_kafka_metadata_destroy(md);
+    rd_kafka_topic_destroy(rkt);
+    if (rd_kafka_assign(rk, list))
+        die("assign", l->output);
+    rd_kafka_topic_partition_list_destroy(list);
+    while (!atomic_load(&l->stop)) {
+        rd_kafka_message_t *m = rd_kafka_consumer_poll(rk, 10);
+        if (!m)
+            continue;
+        if (!m->err && m->key_len == 8) {
+            uint64_t k = 0;
+            for (size_t b = 0; b < 8; b++)
+                k = k << 8 | ((const unsigned char *)m->key)[b];
+            if (k < l->cap && l->seen[k] == 0) {
+                l->seen[k] = now_ms();
+                atomic_fetch_add(&l->visible, 1);
+            }
+        }
+        rd_kafka_message_destroy(m);
+    }
+    rd_kafka_consumer_close(rk);
+    rd_kafka_destroy(rk);
+    return NULL;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+static void latency(const char *bootstrap, const char *input, const char *output, double rate,
+                    double seconds)
+{
+    /* Up to two minutes of warm-up (a JVM's start), then the measured part. */
+    uint64_t measured = (uint64_t)(rate * seconds);
+    lat_t l = {.bootstrap = bootstrap, .output = output};
+    l.cap = (uint64_t)(rate * 120) + measured;
+    l.appended = calloc(l.cap, sizeof *l.appended);
+    l.seen = calloc(l.cap, sizeof *l.seen);
+    if (!l.appended || !l.seen)
+        die("latency", "out of memory");
+    pthread_t watcher;
+    pthread_create(&watcher, NULL, watch_output, &l);
+
+    char err[512];
+    rd_kafka_conf_t *conf = rd_kafka_conf_new();
+    const char *kv[] = {"bootstrap.servers",  bootstrap, "linger.ms", "1",
+                        "enable.idempotence", "true",    NULL};
+    for (const char **p = kv; *p; p += 2)
+        if (rd_kafka_conf_set(conf, p[0], p[1], err, sizeof err))
+            die(p[0], err);
+    rd_kafka_conf_set_dr_msg_cb(conf, on_delivery);
+    rd_kafka_conf_set_opaque(conf, &l);
+    rd_kafka_t *rk = rd_kafka_new(RD_KAFKA_PRODUCER, conf, err, sizeof err);
+    if (!rk)
+        die("producer", err);
+    char value[VALUE_BYTES];
+    for (int i = 0; i < VALUE_BYTES; i++)
+        value[i] = (char)('a' + i % 26);
+    double t0 = now_ms();
+    uint64_t first_measured = 0, end = l.cap;
+    for (uint64_t i = 0; i < end; i++) {
+        double due = t0 + (double)i * 1000.0 / rate;
+        while (now_ms() < due)
+            rd_kafka_poll(rk, 1);
+        if (!first_measured && atomic_load(&l.visible) > 0) {
+            /* The job is up: SECONDS more, of which the first is still warm-up. */
+            first_measured = i + (uint64_t)rate;
+            end = i + measured;
+            if (end > l.cap)
+                end = l.cap;
+        }
+        unsigned char key[8];
+        for (int b = 0; b < 8; b++)
+            key[b] = (unsigned char)(i >> (56 - 8 * b));
+        rd_kafka_resp_err_t e;
+        while ((e = rd_kafka_producev(rk, RD_KAFKA_V_TOPIC(input), RD_KAFKA_V_KEY(key, 8),
+                                      RD_KAFKA_V_VALUE(value, VALUE_BYTES),
+                                      RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY), RD_KAFKA_V_END)) ==
+               RD_KAFKA_RESP_ERR__QUEUE_FULL)
+            rd_kafka_poll(rk, 1);
+        if (e)
+            die("produce", rd_kafka_err2str(e));
+        rd_kafka_poll(rk, 0);
+    }
+    if (!first_measured)
+        die("latency", "no result visible in the output within two minutes: is the job running?");
+    if (rd_kafka_flush(rk, 60000))
+        die("flush", "records still queued after 60 s");
+    rd_kafka_destroy(rk);
+    /* Until every measured record is visible, for 30 s at the most. */
+    for (double stop = now_ms() + 30000; now_ms() < stop;) {
+        bool all = true;
+        for (uint64_t k = end; k-- > first_measured && all;)
+            all = l.seen[k] > 0;
+        if (all)
+            break;
+        struct timespec ts = {0, 20 * 1000000};
+        nanosleep(&ts, NULL);
+    }
+    atomic_store(&l.stop, true);
+    pthread_join(watcher, NULL);
+    size_t n = 0, total = end > first_measured ? (size_t)(end - first_measured) : 0;
+    double *v = malloc((total ? total : 1) * sizeof *v);
+    for (uint64_t k = first_measured; k < end; k++)
+        if (l.seen[k] > 0 && l.appended[k] > 0)
+            v[n++] = l.seen[k] - l.appended[k];
+    qsort(v, n, sizeof *v, cmp_double);
+    printf("p50_ms %.1f p99_ms %.1f max_ms %.1f visible %zu of %zu\n",
+           n ? v[(size_t)(0.50 * (double)(n - 1) + 0.5)] : 0,
+           n ? v[(size_t)(0.99 * (double)(n - 1) + 0.5)] : 0, n ? v[n - 1] : 0, n, total);
+    free(v);
+    free(l.appended);
+    free(l.seen);
+}
+
 int main(int argc, char **argv)
 {
     if (argc == 5 && strcmp(argv[1], "create") == 0) {
@@ -176,8 +356,11 @@ int main(int argc, char **argv)
         fill(argv[2], argv[3], strtoull(argv[5], NULL, 10));
     } else if (argc == 5 && strcmp(argv[1], "measure") == 0) {
         measure(argv[2], argv[3], strtoull(argv[4], NULL, 10));
+    } else if (argc == 7 && strcmp(argv[1], "latency") == 0) {
+        latency(argv[2], argv[3], argv[4], atof(argv[5]), atof(argv[6]));
     } else {
-        fprintf(stderr, "usage: topic_tool create|fill|measure ... (see the file's comment)\n");
+        fprintf(stderr, "usage: topic_tool create|fill|measure|latency ... (see the file's "
+                        "comment)\n");
         return 2;
     }
     return 0;

@@ -5,7 +5,10 @@
  * parallelism with forward edges (Flink chains the same way).
  *
  *   twopc_job BOOTSTRAP INPUT_TOPIC OUTPUT_TOPIC PARALLELISM TRANSACTIONAL_ID_PREFIX CKPT_DIR
+ *             [unbounded]
  *
+ * With "unbounded" the source keeps reading new records until the process is killed (the
+ * visibility latency part of the benchmark).
  * Producer settings are those of the Flink side: linger.ms 5, batch.size 1000000, no compression,
  * transaction timeout 60 s. Exit status 0 when the job finished, 1 with the error otherwise.
  */
@@ -64,7 +67,7 @@ static tpc_error_t *build(tpc_job_t *job, char **argv, int par, tpc_kafka_source
     if (!err)
         err = tpc_kafka_source_new(bootstrap, input, src);
     if (!err)
-        err = tpc_kafka_source_set(*src, "bounded", "true");
+        err = tpc_kafka_source_set(*src, "bounded", argv[7] ? "false" : "true");
     if (!err)
         err = tpc_kafka_source_add_to_job(*src, job, "kafka-in", par, &s);
     if (!err)
@@ -88,8 +91,9 @@ static tpc_error_t *build(tpc_job_t *job, char **argv, int par, tpc_kafka_source
 
 int main(int argc, char **argv)
 {
-    if (argc != 7) {
-        fprintf(stderr, "usage: twopc_job BOOTSTRAP INPUT OUTPUT PARALLELISM PREFIX CKPT_DIR\n");
+    if (argc != 7 && (argc != 8 || strcmp(argv[7], "unbounded") != 0)) {
+        fprintf(stderr, "usage: twopc_job BOOTSTRAP INPUT OUTPUT PARALLELISM PREFIX CKPT_DIR "
+                        "[unbounded]\n");
         return 2;
     }
     int par = atoi(argv[4]);

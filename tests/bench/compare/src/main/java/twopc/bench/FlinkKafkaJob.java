@@ -3,7 +3,10 @@
  * Kafka (read_committed, earliest to the end offsets at start) -> upper-case the value -> Kafka with
  * KafkaSink EXACTLY_ONCE, checkpoints every second, in a local MiniCluster at the given parallelism.
  *
- *   FlinkKafkaJob BOOTSTRAP INPUT_TOPIC OUTPUT_TOPIC PARALLELISM TRANSACTIONAL_ID_PREFIX
+ *   FlinkKafkaJob BOOTSTRAP INPUT_TOPIC OUTPUT_TOPIC PARALLELISM TRANSACTIONAL_ID_PREFIX [unbounded]
+ *
+ * With "unbounded" the source keeps reading new records until the process is killed (the
+ * visibility latency part of the benchmark).
  */
 package twopc.bench;
 
@@ -65,8 +68,9 @@ public final class FlinkKafkaJob {
     }
 
     public static void main(String[] args) throws Exception {
-        if (args.length != 5) {
-            System.err.println("usage: FlinkKafkaJob BOOTSTRAP INPUT OUTPUT PARALLELISM PREFIX");
+        boolean unbounded = args.length == 6 && args[5].equals("unbounded");
+        if (args.length != 5 && !unbounded) {
+            System.err.println("usage: FlinkKafkaJob BOOTSTRAP INPUT OUTPUT PARALLELISM PREFIX [unbounded]");
             System.exit(2);
         }
         String bootstrap = args[0], input = args[1], output = args[2], prefix = args[4];
@@ -76,14 +80,15 @@ public final class FlinkKafkaJob {
                 StreamExecutionEnvironment.createLocalEnvironment(parallelism, new Configuration());
         env.enableCheckpointing(1000);
 
-        KafkaSource<Tuple2<byte[], byte[]>> source = KafkaSource.<Tuple2<byte[], byte[]>>builder()
+        var builder = KafkaSource.<Tuple2<byte[], byte[]>>builder()
                 .setBootstrapServers(bootstrap)
                 .setTopics(input)
                 .setStartingOffsets(OffsetsInitializer.earliest())
-                .setBounded(OffsetsInitializer.latest())
                 .setProperty("isolation.level", "read_committed")
-                .setDeserializer(new Bytes())
-                .build();
+                .setDeserializer(new Bytes());
+        if (!unbounded)
+            builder.setBounded(OffsetsInitializer.latest());
+        KafkaSource<Tuple2<byte[], byte[]>> source = builder.build();
 
         Properties producer = new Properties();
         producer.setProperty("transaction.timeout.ms", "60000");
