@@ -51,7 +51,9 @@ typedef struct {
         {"fill", no_argument, 0, 'F'}, {"restore-mode", required_argument, 0, 'M'},                \
         {"source-parallelism", required_argument, 0, 'S'},                                         \
         {"pg-parallelism", required_argument, 0, 'G'},                                             \
-        {"kafka-parallelism", required_argument, 0, 'K'}
+    {                                                                                              \
+        "kafka-parallelism", required_argument, 0, 'K'                                             \
+    }
 
 /* The defaults: servers from $TWOPC_KAFKA_BOOTSTRAP and $TWOPC_PG_CONNINFO, job @name, parallelism
  * 2, a checkpoint every 500 ms, @records records for --fill. */
@@ -137,7 +139,8 @@ static inline void ex_default_checkpoint_dir(ex_options_t *o)
         o->ckpt_dir = ex_name(o->ckpt_buf, sizeof o->ckpt_buf, o->name, ".checkpoints");
 }
 
-/* ---- --rate: an operator that sleeps, so that the sources wait through backpressure ----------- */
+/* ---- --rate: an operator that sleeps, so that the sources wait through backpressure -----------
+ */
 
 typedef struct {
     double rate, started; /* records a second for this subtask; since when */

@@ -12,6 +12,27 @@
 #include <stdbool.h>
 #include <stdio.h>
 
+/* Wait up to 35 s for the answer to one CreateTopics or CreatePartitions request on @queue: its
+ * error, else that of its one topic. */
+static inline rd_kafka_resp_err_t ex_admin_wait(rd_kafka_queue_t *queue)
+{
+    rd_kafka_event_t *ev = rd_kafka_queue_poll(queue, 35000);
+    if (!ev)
+        return RD_KAFKA_RESP_ERR__TIMED_OUT;
+    size_t n = 0;
+    const rd_kafka_topic_result_t **res = NULL;
+    if (rd_kafka_event_type(ev) == RD_KAFKA_EVENT_CREATETOPICS_RESULT)
+        res = rd_kafka_CreateTopics_result_topics(rd_kafka_event_CreateTopics_result(ev), &n);
+    else
+        res =
+            rd_kafka_CreatePartitions_result_topics(rd_kafka_event_CreatePartitions_result(ev), &n);
+    rd_kafka_resp_err_t err = rd_kafka_event_error(ev);
+    if (!err && n == 1)
+        err = rd_kafka_topic_result_error(res[0]);
+    rd_kafka_event_destroy(ev);
+    return err;
+}
+
 /* Create @p topic with @p partitions partitions unless it exists; errors go to stderr prefixed
  * with @p program. */
 static inline bool ex_create_topic(const char *program, const char *bootstrap, const char *topic,
@@ -30,17 +51,7 @@ static inline bool ex_create_topic(const char *program, const char *bootstrap, c
     rd_kafka_AdminOptions_t *ao = rd_kafka_AdminOptions_new(rk, RD_KAFKA_ADMIN_OP_CREATETOPICS);
     rd_kafka_AdminOptions_set_request_timeout(ao, 30000, errstr, sizeof errstr);
     rd_kafka_CreateTopics(rk, &nt, 1, ao, queue);
-    rd_kafka_event_t *ev = rd_kafka_queue_poll(queue, 35000);
-    rd_kafka_resp_err_t err = RD_KAFKA_RESP_ERR__TIMED_OUT;
-    if (ev) {
-        size_t n = 0;
-        const rd_kafka_topic_result_t **res =
-            rd_kafka_CreateTopics_result_topics(rd_kafka_event_CreateTopics_result(ev), &n);
-        err = rd_kafka_event_error(ev);
-        if (!err && n == 1)
-            err = rd_kafka_topic_result_error(res[0]);
-        rd_kafka_event_destroy(ev);
-    }
+    rd_kafka_resp_err_t err = ex_admin_wait(queue);
     if (err && err != RD_KAFKA_RESP_ERR_TOPIC_ALREADY_EXISTS)
         fprintf(stderr, "%s: could not create topic \"%s\": %s\n", program, topic,
                 rd_kafka_err2str(err));
@@ -72,7 +83,6 @@ static inline int ex_partition_count(rd_kafka_t *rk, const char *topic)
 static inline bool ex_grow_topic(const char *program, rd_kafka_t *rk, const char *topic, int total)
 {
     char errstr[512];
-    rd_kafka_resp_err_t err = RD_KAFKA_RESP_ERR_NO_ERROR;
     int now = ex_partition_count(rk, topic);
     if (now < 0 || now >= total)
         return now >= total;
@@ -80,17 +90,7 @@ static inline bool ex_grow_topic(const char *program, rd_kafka_t *rk, const char
         rd_kafka_NewPartitions_new(topic, (size_t)total, errstr, sizeof errstr);
     rd_kafka_queue_t *queue = rd_kafka_queue_new(rk);
     rd_kafka_CreatePartitions(rk, &np, 1, NULL, queue);
-    rd_kafka_event_t *ev = rd_kafka_queue_poll(queue, 35000);
-    err = RD_KAFKA_RESP_ERR__TIMED_OUT;
-    if (ev) {
-        size_t n = 0;
-        const rd_kafka_topic_result_t **res =
-            rd_kafka_CreatePartitions_result_topics(rd_kafka_event_CreatePartitions_result(ev), &n);
-        err = rd_kafka_event_error(ev);
-        if (!err && n == 1)
-            err = rd_kafka_topic_result_error(res[0]);
-        rd_kafka_event_destroy(ev);
-    }
+    rd_kafka_resp_err_t err = ex_admin_wait(queue);
     rd_kafka_queue_destroy(queue);
     rd_kafka_NewPartitions_destroy(np);
     for (int i = 0; i < 300 && (!err || err == RD_KAFKA_RESP_ERR_INVALID_PARTITIONS) &&
