@@ -43,17 +43,22 @@ typedef struct {
 
 /* The getopt_long entries of ex_options_t, to put first in a program's own table; their values are
  * the letters ex_option() takes, which a program's own entries must not use. */
+/* clang-format off */
 #define EX_LONGOPTS                                                                                \
-    {"bootstrap", required_argument, 0, 'b'}, {"pg", required_argument, 0, 'g'},                   \
-        {"name", required_argument, 0, 'n'}, {"checkpoint-dir", required_argument, 0, 'c'},        \
-        {"parallelism", required_argument, 0, 'p'}, {"interval", required_argument, 0, 'i'},       \
-        {"records", required_argument, 0, 'r'}, {"rate", required_argument, 0, 'R'},               \
-        {"fill", no_argument, 0, 'F'}, {"restore-mode", required_argument, 0, 'M'},                \
-        {"source-parallelism", required_argument, 0, 'S'},                                         \
-        {"pg-parallelism", required_argument, 0, 'G'},                                             \
-    {                                                                                              \
-        "kafka-parallelism", required_argument, 0, 'K'                                             \
-    }
+    {"bootstrap", required_argument, 0, 'b'},                                                      \
+    {"pg", required_argument, 0, 'g'},                                                             \
+    {"name", required_argument, 0, 'n'},                                                           \
+    {"checkpoint-dir", required_argument, 0, 'c'},                                                 \
+    {"parallelism", required_argument, 0, 'p'},                                                    \
+    {"interval", required_argument, 0, 'i'},                                                       \
+    {"records", required_argument, 0, 'r'},                                                        \
+    {"rate", required_argument, 0, 'R'},                                                           \
+    {"fill", no_argument, 0, 'F'},                                                                 \
+    {"restore-mode", required_argument, 0, 'M'},                                                   \
+    {"source-parallelism", required_argument, 0, 'S'},                                             \
+    {"pg-parallelism", required_argument, 0, 'G'},                                                 \
+    {"kafka-parallelism", required_argument, 0, 'K'}
+/* clang-format on */
 
 /* The defaults: servers from $TWOPC_KAFKA_BOOTSTRAP and $TWOPC_PG_CONNINFO, job @name, parallelism
  * 2, a checkpoint every 500 ms, @records records for --fill. */
@@ -139,8 +144,7 @@ static inline void ex_default_checkpoint_dir(ex_options_t *o)
         o->ckpt_dir = ex_name(o->ckpt_buf, sizeof o->ckpt_buf, o->name, ".checkpoints");
 }
 
-/* ---- --rate: an operator that sleeps, so that the sources wait through backpressure -----------
- */
+/* ---- --rate: an operator that sleeps, so that the sources wait through backpressure -------- */
 
 typedef struct {
     double rate, started; /* records a second for this subtask; since when */
