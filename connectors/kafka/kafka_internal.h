@@ -8,7 +8,8 @@
  * producers the subtask leaves alone). The source is apart: its configuration in
  * kafka_source.c, its checkpoint entries and ownership rule in kafka_source_state.c, the topics'
  * metadata and the discovery thread in kafka_source_meta.c, a subtask's reading in
- * kafka_source_task.c and which partitions it reads in kafka_source_parts.c.
+ * kafka_source_task.c, which partitions it reads in kafka_source_parts.c, and its figures for
+ * the metrics endpoint in kafka_source_metrics.c.
  */
 #ifndef TPC_KAFKA_INTERNAL_H
 #define TPC_KAFKA_INTERNAL_H
@@ -213,9 +214,32 @@ typedef enum {
     TPC__KAFKA_START_GROUP,     /* the group's committed offsets, else start_fallback_latest */
 } tpc__kafka_start_t;
 
+/* What one subtask of a source last published for the metrics endpoint (kafka_source_metrics.c):
+ * written by the subtask's thread, read by the metrics server's. */
+typedef struct {
+    _Atomic int64_t lag;        /* offsets behind the high watermarks */
+    _Atomic int64_t queued;     /* records in librdkafka's read-ahead queue */
+    _Atomic int64_t partitions; /* assigned */
+    _Atomic uint64_t wakes;     /* wake-up requests, over all the subtask's attempts */
+} tpc__kafka_source_slot_t;
+
+/* A source added to a job: the vertex's arg, and the metrics callback's. Owned by the source's
+ * configuration, so that it lives as long as every job the source was added to. */
+typedef struct tpc__kafka_source_vertex_s {
+    struct tpc__kafka_source_vertex_s *next;
+    const struct tpc_kafka_source_s *conf;
+    char *name; /* the vertex's */
+    int parallelism;
+    tpc__kafka_source_slot_t *slots; /* one per subtask */
+} tpc__kafka_source_vertex_t;
+
+/* The metrics callback of a source vertex (tpc_job_add_metrics()). */
+void tpc__kafka_source_metrics(void *arg, tpc_metrics_writer_t *w);
+
 /* The source's configuration (tpc_kafka_source_t), read-only once added to a job. */
 struct tpc_kafka_source_s {
-    char **props; /* librdkafka name, value, name, value, ... */
+    tpc__kafka_source_vertex_t *vertices; /* the jobs it was added to */
+    char **props;                         /* librdkafka name, value, name, value, ... */
     size_t nprops;
     char *topic;   /* the topics as given, for messages */
     char **topics; /* each topic once, sorted by name; none when pattern is set */

@@ -260,18 +260,57 @@ tpc_error_t *tpc_kafka_source_new(const char *bootstrap, const char *topic,
     return NULL;
 }
 
+static void vertex_free(tpc__kafka_source_vertex_t *v)
+{
+    if (!v)
+        return;
+    free(v->slots);
+    free(v->name);
+    free(v);
+}
+
 tpc_error_t *tpc_kafka_source_add_to_job(tpc_kafka_source_t *src, tpc_job_t *job, const char *name,
                                          int parallelism, int *vertex_id)
 {
     if (!src)
         return tpc_error_new(TPC_ERR_INVALID_ARG, TPC_ERROR_FATAL, "no kafka source given");
-    return tpc_job_add_vertex(job, name, parallelism, &tpc__kafka_source_ops, src, vertex_id);
+    tpc__kafka_source_vertex_t *v = calloc(1, sizeof *v);
+    if (v) {
+        v->slots = calloc(parallelism > 0 ? (size_t)parallelism : 1, sizeof *v->slots);
+        v->name = name ? strdup(name) : NULL;
+    }
+    if (!v || !v->slots || (name && !v->name)) {
+        vertex_free(v);
+        return tpc_error_nomem();
+    }
+    v->conf = src;
+    v->parallelism = parallelism;
+    tpc_error_t *err =
+        tpc_job_add_vertex(job, name, parallelism, &tpc__kafka_source_ops, v, vertex_id);
+    if (!err) {
+        tpc_err_t rc = tpc_job_add_metrics(job, tpc__kafka_source_metrics, v);
+        if (rc != TPC_OK) /* cannot be: add_vertex refuses what add_metrics would */
+            err = tpc_error_new(rc, TPC_ERROR_FATAL, "could not add the kafka source's metrics: %s",
+                                tpc_strerror(rc));
+    }
+    if (err) {
+        vertex_free(v);
+        return err;
+    }
+    v->next = src->vertices;
+    src->vertices = v;
+    return NULL;
 }
 
 void tpc_kafka_source_destroy(tpc_kafka_source_t *src)
 {
     if (!src)
         return;
+    while (src->vertices) {
+        tpc__kafka_source_vertex_t *v = src->vertices;
+        src->vertices = v->next;
+        vertex_free(v);
+    }
     tpc__kafka_props_free(src->props, src->nprops);
     for (size_t i = 0; i < src->ntopics; i++)
         free(src->topics[i]);

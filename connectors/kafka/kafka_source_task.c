@@ -171,6 +171,7 @@ static void source_close(void *self, tpc_ctx_t *ctx)
     if (!s)
         return;
     tpc__kafka_discovery_stop(s->discovery);
+    tpc__kafka_source_publish(s, true);
     if (s->commits) {
         /* The last checkpoint's offsets are usually still on their way. */
         int64_t deadline = tpc_clock_ms() + COMMIT_WAIT_MS;
@@ -197,11 +198,15 @@ static void source_close(void *self, tpc_ctx_t *ctx)
 
 static tpc_error_t *source_open(tpc_ctx_t *ctx, void *arg, void **self)
 {
+    const tpc__kafka_source_vertex_t *v = arg;
     source_t *s = calloc(1, sizeof *s);
     if (!s)
         return tpc_error_nomem();
-    s->conf = arg;
+    s->conf = v->conf;
     s->ctx = ctx;
+    int subtask = tpc_ctx_subtask(ctx);
+    if (subtask >= 0 && subtask < v->parallelism)
+        s->slot = &v->slots[subtask];
     s->last_topic = -1;
     *self = s;
     tpc_error_t *err = NULL;
@@ -413,6 +418,8 @@ static tpc_error_t *source_poll(void *self, tpc_ctx_t *ctx, tpc_poll_result_t *r
     }
     if (!err && tpc__kafka_fetch_needs_wake(&s->fetch))
         wake_fetchers(s);
+    if (tpc_clock_ms() - s->published_ms >= TPC__KAFKA_PUBLISH_MS)
+        tpc__kafka_source_publish(s, false);
     *result = emitted ? TPC_POLL_MORE : TPC_POLL_IDLE;
     if (s->conf->bounded && s->ndone == s->nparts)
         *result = TPC_POLL_MORE; /* the next poll ends, after these records went out */

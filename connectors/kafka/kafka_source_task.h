@@ -45,6 +45,9 @@ typedef struct {
     uint64_t warnings;
     uint64_t discovery_failures;
     tpc__kafka_fetch_t fetch;
+    tpc__kafka_source_slot_t *slot; /* where it publishes its figures for the metrics endpoint */
+    int64_t published_ms;           /* when it last did */
+    uint64_t wakes_published;       /* fetch.wakes already added to the slot */
 } source_t;
 
 /* kafka_source_parts.c */
@@ -63,5 +66,10 @@ tpc_error_t *tpc__kafka_source_restored(source_t *s, const tpc_state_reader_t *r
 tpc_error_t *tpc__kafka_source_take_new(source_t *s, int t, int from);
 /* What a discovery found: partitions and topics that appeared, topics that went. */
 tpc_error_t *tpc__kafka_source_discovered(source_t *s, const tpc__kafka_meta_t *m);
+
+/* kafka_source_metrics.c: at most every TPC__KAFKA_PUBLISH_MS, put the subtask's lag, queue,
+ * partitions and wake-ups into its slot; @closing: add the last wake-ups, zero the gauges. */
+#define TPC__KAFKA_PUBLISH_MS 100
+void tpc__kafka_source_publish(source_t *s, bool closing);
 
 #endif

@@ -167,7 +167,9 @@ TPC_API const tpc_props_t *tpc_kafka_source_properties(void);
 /**
  * @brief Add the source to @p job as a vertex named @p name with @p parallelism subtasks.
  * The source is borrowed: it must outlive the job and stay unchanged while it runs. The vertex
- * name identifies the source's state on restore; keep it stable.
+ * name identifies the source's state on restore; keep it stable. The source's figures (lag,
+ * read-ahead queue, partitions, fetcher wake-ups) go to the job's metrics endpoint, labelled
+ * source="<name>" (docs/metrics.md); the source keeps their storage until it is destroyed.
  * @param[out] vertex_id the new vertex's id, for tpc_job_connect().
  * @returns NULL, or the error of tpc_job_add_vertex().
  */

@@ -517,7 +517,8 @@ TPC_API tpc_err_t tpc_job_get_stats(tpc_job_t *job, tpc_job_stats_t *out);
  * and subtask, checkpoints completed, failed and declined, their duration (a histogram), the time
  * since the last completed checkpoint, restarts, and what the job's components add with
  * tpc_job_add_metrics() (the sinks: pending transactions, commits, commit latency; Kafka clients:
- * librdkafka's statistics). docs/metrics.md lists every metric.
+ * librdkafka's statistics; the Kafka source: lag, read-ahead, partitions). docs/metrics.md lists
+ * every metric.
  * @{ */
 
 /** What a metrics callback writes into. Only valid during the callback. */

@@ -6,8 +6,12 @@
  * succeeds (up == 1, so the exposition parses), and records, checkpoints and their histogram, the
  * age of the last checkpoint, the sinks' commits and commit latency, and librdkafka's statistics
  * of the Kafka sink's producers all arrive with the values the job has.
+ * The Kafka source's own figures are read from the job's endpoint directly: a source reading a
+ * topic through a slow operator lags while it runs, counts its partitions, and lags no more once
+ * the operator has every record.
  */
 #include "check_kafka_common.h"
+#include "check_kafka_source_fill.h"
 #include "tpc_kafka.h"
 #include "tpc_pg.h"
 #include "tpc_test_check.h"
@@ -16,6 +20,7 @@
 #include "tpc_test_pg.h"
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <unistd.h>
 
@@ -166,6 +171,136 @@ START_TEST(test_prometheus_scrapes_the_job)
 }
 END_TEST
 
+/* An operator that takes its time: 5 ms a batch, so that the source falls behind. */
+static atomic_long slow_records;
+
+static tpc_error_t *slow_open(tpc_ctx_t *ctx, void *arg, void **self)
+{
+    (void)ctx, (void)arg;
+    *self = NULL;
+    return NULL;
+}
+
+static tpc_error_t *slow_process(void *self, tpc_ctx_t *ctx, const tpc_batch_t *batch)
+{
+    (void)self, (void)ctx;
+    usleep(5000);
+    atomic_fetch_add(&slow_records, (long)tpc_batch_count(batch));
+    return NULL;
+}
+
+static const tpc_operator_ops_t slow_ops = {
+    .version = TPC_OPERATOR_OPS_VERSION,
+    .open = slow_open,
+    .process = slow_process,
+};
+
+static char page[1 << 18];
+
+/* The value of the sample of the job's endpoint that starts with @prefix, or -1. */
+static double sample(int port, const char *prefix)
+{
+    if (tpc_test_http_get(port, "/metrics", page, sizeof page) != 200)
+        return -1;
+    for (const char *l = page; l && *l; l = strchr(l, '\n') ? strchr(l, '\n') + 1 : NULL)
+        if (strncmp(l, prefix, strlen(prefix)) == 0 && l[strlen(prefix)] == ' ')
+            return strtod(l + strlen(prefix) + 1, NULL);
+    return -1;
+}
+
+#define LAG        "twopc_kafka_source_lag_records{source=\"in\"}"
+#define PARTITIONS "twopc_kafka_source_partitions{source=\"in\"}"
+#define QUEUED     "twopc_kafka_source_queued_records{source=\"in\"}"
+#define WAKEUPS    "twopc_kafka_source_fetch_wakeups_total{source=\"in\"}"
+
+START_TEST(test_kafka_source_lag)
+{
+    const char *bootstrap = tpc_test_env_require("TWOPC_TEST_KAFKA_BOOTSTRAP");
+    ck_assert(bootstrap);
+    char topic[128];
+    tpc_test_unique_name(topic, sizeof topic, "metrics-src", '-');
+    kt_create_topic(bootstrap, topic, 3);
+    /* Transactions, every fifth aborted: markers and aborted records sit between the records. */
+    long total = (long)kf_fill(bootstrap, topic, 25, 200, 5);
+    char *ckpt = tpc_test_tmpdir("metrics-src-ckpt");
+
+    tpc_job_t *job = tpc_job_new("metrics-src");
+    tpc_job_set_logger(job, NULL, NULL, TPC_LOG_WARN);
+    TPC_TEST_OK(tpc_job_set(job, "checkpoint.dir", ckpt));
+    TPC_TEST_OK(tpc_job_set(job, "checkpoint.interval.ms", "300"));
+    TPC_TEST_OK(tpc_job_set(job, "metrics.listen", "127.0.0.1:0"));
+    tpc_kafka_source_t *src = NULL;
+    TPC_TEST_OK(tpc_kafka_source_new(bootstrap, topic, &src));
+    TPC_TEST_OK(tpc_kafka_source_set(src, "max.batch", "20"));
+    /* A small read-ahead, so that librdkafka 2.0.2's fetchers park and get woken. */
+    TPC_TEST_OK(tpc_kafka_source_set(src, "kafka.queued.min.messages", "200"));
+    int s, o;
+    TPC_TEST_OK(tpc_kafka_source_add_to_job(src, job, "in", 2, &s));
+    TPC_TEST_OK(tpc_job_add_vertex(job, "slow", 1, &slow_ops, NULL, &o));
+    TPC_TEST_OK(tpc_job_connect(job, s, o, TPC_EDGE_REBALANCE));
+    atomic_store(&slow_records, 0);
+    run_t r = {job, NULL};
+    pthread_t th;
+    ck_assert_int_eq(pthread_create(&th, NULL, run, &r), 0);
+    int port = 0;
+    for (int i = 0; i < 500 && !(port = tpc_job_metrics_port(job)); i++)
+        usleep(10 * 1000);
+    ck_assert_int_gt(port, 0);
+
+    /* While the operator works through the records, the source is behind. */
+    double lag = -1, parts = -1;
+    long taken = 0;
+    for (int i = 0; i < 300; i++) {
+        lag = sample(port, LAG);
+        parts = sample(port, PARTITIONS);
+        taken = atomic_load(&slow_records);
+        if (lag > 0 && parts == 3)
+            break;
+        usleep(20 * 1000);
+    }
+    printf("while running: lag %g, partitions %g, %ld of %ld records taken\n", lag, parts, taken,
+           total);
+    ck_assert_msg(lag > 0 && taken < total, "lag %g with %ld of %ld records taken", lag, taken,
+                  total);
+    ck_assert_msg(parts == 3, "%g partitions, the topic has 3", parts);
+    ck_assert_msg(lag <= (double)(total * 5 / 4 + 25 * 3),
+                  "lag %g is more than the topic's offsets", lag);
+    ck_assert(sample(port, QUEUED) >= 0);
+    ck_assert_ptr_nonnull(strstr(page, "# TYPE twopc_kafka_source_lag_records gauge"));
+    ck_assert_ptr_nonnull(strstr(page, "# TYPE twopc_kafka_source_fetch_wakeups_total counter"));
+
+    /* Once the operator has every record, the source is at the end of every partition. */
+    for (int i = 0; i < 1200 && atomic_load(&slow_records) < total; i++)
+        usleep(50 * 1000);
+    ck_assert_int_eq(atomic_load(&slow_records), total);
+    for (int i = 0; i < 200 && (lag = sample(port, LAG)) != 0; i++)
+        usleep(50 * 1000);
+    printf("after all records: lag %g, partitions %g, queued %g, wake-ups %g\n", lag,
+           sample(port, PARTITIONS), sample(port, QUEUED), sample(port, WAKEUPS));
+    ck_assert_msg(lag == 0, "lag %g after every record was read", lag);
+    ck_assert(sample(port, PARTITIONS) == 3);
+    ck_assert(sample(port, QUEUED) >= 0);
+    /* Where librdkafka re-checks parked fetchers by a timer of its own (fetch.queue.backoff.ms,
+     * 2.2 and later) the source sends no wake-ups; before, a 200-record queue needs some. */
+    char errstr[256];
+    rd_kafka_conf_t *rc = rd_kafka_conf_new();
+    bool timer = rd_kafka_conf_set(rc, "fetch.queue.backoff.ms", "10", errstr, sizeof errstr) ==
+                 RD_KAFKA_CONF_OK;
+    rd_kafka_conf_destroy(rc);
+    double wakes = sample(port, WAKEUPS);
+    ck_assert_msg(timer ? wakes == 0 : wakes > 0, "%g wake-ups with librdkafka %s", wakes,
+                  rd_kafka_version_str());
+
+    tpc_job_cancel(job);
+    pthread_join(th, NULL);
+    ck_assert_ptr_null(r.err);
+    tpc_job_destroy(job);
+    tpc_kafka_source_destroy(src);
+    tpc_test_rmdir(ckpt);
+    free(ckpt);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("metrics_prometheus");
@@ -173,6 +308,10 @@ int main(void)
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, test_prometheus_scrapes_the_job);
     suite_add_tcase(s, tc);
+    TCase *source = tcase_create("kafka_source");
+    tcase_set_timeout(source, 120);
+    tcase_add_test(source, test_kafka_source_lag);
+    suite_add_tcase(s, source);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);
     int failed = srunner_ntests_failed(sr);
