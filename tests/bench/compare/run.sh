@@ -5,20 +5,24 @@
 # the same producer settings and 1 s checkpoints, in interleaved rounds (the side that goes first
 # alternates). Each run's output is read back by an independent read_committed consumer
 # (topic_tool.c) and must hold every input record exactly once, upper-cased; a run that does not
-# fails the benchmark.
+# fails the benchmark. The same job also writes into PostgreSQL (FlinkPgJob.java: JdbcSink exactly
+# once with XA transactions; twopc's PostgreSQL sink), and runs unbounded for visibility latency.
 #
 #   tests/bench/compare/run.sh BUILD_DIR
 #
 # Environment: TWOPC_TEST_KAFKA_BOOTSTRAP (required), COMPARE_SIZES (records, default
 # "1000000 5000000"), COMPARE_PARALLELISM (default "1 2"), COMPARE_ROUNDS (default 3),
 # COMPARE_LATENCY_RATE (records a second of the visibility latency part, default 50000; 0 skips
-# it) and COMPARE_LATENCY_SECONDS (its measured seconds, default 10).
+# it), COMPARE_LATENCY_SECONDS (its measured seconds, default 10) and COMPARE_PG_SIZES (records of
+# the Kafka -> PostgreSQL runs, default 1000000; 0 skips them, and so does an unset
+# TWOPC_TEST_PG_CONNINFO). COMPARE_SIZES=0 skips the Kafka -> Kafka runs.
 # Prints, per side, size and parallelism, the median over the rounds:
 #   bench compare <side>_<metric>_p<P>_<size> <value> <unit>
 # with metrics rec_per_s (start of the process to its exit), steady_rec_per_s (first to last output
 # record, by the broker's append times), cpu_s_per_m (user + system CPU seconds per million
 # records), rss_mb (peak resident memory), end_ms (last output record appended to process exit),
-# and the ratios twopc / flink; then, from the visibility latency part (each side's job unbounded
+# and the ratios twopc / flink; the same with sides twopc_pg and flink_pg for Kafka -> PostgreSQL
+# (steady: first to last row written; end_ms: last row written to exit); then, from the visibility latency part (each side's job unbounded
 # at parallelism 1, records appended at COMPARE_LATENCY_RATE a second, the time from a record's
 # append to its first sight by a read_committed consumer of the output), <side>_visibility_p50_ms_
 # <rate> and <side>_visibility_p99_ms_<rate> (medians over the rounds) and their ratio. The raw
@@ -33,6 +37,7 @@ boot=${TWOPC_TEST_KAFKA_BOOTSTRAP:?TWOPC_TEST_KAFKA_BOOTSTRAP is not set}
 sizes=${COMPARE_SIZES:-1000000 5000000}
 pars=${COMPARE_PARALLELISM:-1 2}
 rounds=${COMPARE_ROUNDS:-3}
+[ "$sizes" != 0 ] || sizes= # COMPARE_SIZES=0: no Kafka -> Kafka runs
 out=$build/compare
 mkdir -p "$out"
 out=$(cd "$out" && pwd)
@@ -90,6 +95,69 @@ for n in $sizes; do
         for ((r = 1; r <= rounds; r++)); do
             if ((r % 2)); then order="twopc flink"; else order="flink twopc"; fi
             for side in $order; do run "$side" "$n" "$p" "$r" "$input"; done
+        done
+    done
+done
+
+# Kafka -> PostgreSQL: the same job into a table (id bigint primary key, v bytea, and the time each
+# row was written), Flink with JdbcSink exactly once (XA) and twopc with its PostgreSQL sink (COPY);
+# rows of sides "twopc_pg" and "flink_pg" in results.tsv, steady rate from the first to the last
+# row written. Every row must be there once, upper-cased.
+pg_sizes=${COMPARE_PG_SIZES:-1000000}
+conninfo=${TWOPC_TEST_PG_CONNINFO:-}
+if [ -z "$conninfo" ] || [ "$pg_sizes" = 0 ]; then
+    echo "bench-compare: no Kafka -> PostgreSQL part (TWOPC_TEST_PG_CONNINFO unset or COMPARE_PG_SIZES=0)" >&2
+    pg_sizes=
+fi
+ci_field() { sed -n "s/.*\b$1=\([^ ]*\).*/\1/p" <<< "$conninfo"; }
+jdbc_url="jdbc:postgresql://$(ci_field host):$(ci_field port)/$(ci_field dbname)"
+jdbc_user=$(ci_field user)
+upper_hex=$(awk 'BEGIN { for (i = 0; i < 100; i++) printf "%02x", 65 + i % 26 }')
+# pg_run SIDE RECORDS PARALLELISM ROUND INPUT
+pg_run() {
+    local side=$1 n=$2 p=$3 round=$4 input=$5
+    local table=cmp_pg_${side}_${n}_${p}_${round}_${tag//-/_} prefix=cmp-pg-$side-$n-$p-$round-$tag
+    local times=$out/time.txt ckpt=$out/ckpt-pg-$side-$tag start end m
+    psql "$conninfo" -qXc "CREATE TABLE $table (id bigint PRIMARY KEY, v bytea NOT NULL,
+                           at timestamptz NOT NULL DEFAULT clock_timestamp())"
+    rm -rf "$ckpt" && mkdir -p "$ckpt"
+    start=$(date +%s%3N)
+    if [ "$side" = twopc ]; then
+        /usr/bin/time -f '%e %U %S %M' -o "$times" "$job" "$boot" "$input" "pg:$table" "$p" "$prefix" \
+            "$ckpt" > "$out/$side-pg.log" 2>&1
+    else
+        /usr/bin/time -f '%e %U %S %M' -o "$times" java -cp "$cp" twopc.bench.FlinkPgJob "$boot" \
+            "$input" "$jdbc_url" "$jdbc_user" "$table" "$p" > "$out/$side-pg.log" 2>&1
+    fi || { echo "bench-compare: the $side PostgreSQL job failed, see $out/$side-pg.log" >&2; exit 1; }
+    end=$(date +%s%3N)
+    rm -rf "$ckpt"
+    m=$(psql "$conninfo" -AtXF ' ' -c "SELECT count(*), count(DISTINCT id),
+            count(*) FILTER (WHERE id < 0 OR id >= $n), count(*) FILTER (WHERE v = '\\x$upper_hex'),
+            (extract(epoch FROM min(at)) * 1000)::bigint, (extract(epoch FROM max(at)) * 1000)::bigint
+            FROM $table")
+    local count distinct foreign upper first last
+    read -r count distinct foreign upper first last <<< "$m"
+    if [ "$count" != "$n" ] || [ "$distinct" != "$n" ] || [ "$upper" != "$n" ] || [ "$foreign" != 0 ]; then
+        echo "bench-compare: $side wrote rows (count distinct foreign upper) $m for $n records" >&2
+        exit 1
+    fi
+    psql "$conninfo" -qXc "DROP TABLE $table"
+    read -r _ user sys rss_kb < "$times"
+    awk -v s="${side}_pg" -v n="$n" -v p="$p" -v r="$round" -v t0="$start" -v t1="$end" \
+        -v f="$first" -v l="$last" -v u="$user" -v y="$sys" -v k="$rss_kb" 'BEGIN {
+        steady = l > f ? n * 1000 / (l - f) : 0
+        printf "%s\t%d\t%d\t%d\t%.0f\t%.0f\t%.2f\t%.1f\t%d\n", s, n, p, r, n * 1000 / (t1 - t0),
+               steady, (u + y) / (n / 1e6), k / 1024, t1 - l }' >> "$results"
+    tail -1 "$results" >&2
+}
+for n in $pg_sizes; do
+    input=cmp-pgin-$n-$tag
+    echo "bench-compare: writing $n records into $input (Kafka -> PostgreSQL)" >&2
+    "$tool" fill "$boot" "$input" 2 "$n"
+    for p in $pars; do
+        for ((r = 1; r <= rounds; r++)); do
+            if ((r % 2)); then order="twopc flink"; else order="flink twopc"; fi
+            for side in $order; do pg_run "$side" "$n" "$p" "$r" "$input"; done
         done
     done
 done
@@ -179,22 +247,25 @@ END {
             med[f[1], f[2], f[3], i] = m
             printf "bench compare %s_%s_p%d_%s %s %s\n", f[1], name[i - 4], f[3], size, m, unit[i - 4]
         }
-        if (f[1] == "twopc") pairs[f[2] "\t" f[3]] = 1
+        if (f[1] ~ /^twopc/) pairs[substr(f[1], 6) "\t" f[2] "\t" f[3]] = 1
     }
     wide = outdir "/medians.tsv"
     print "# case\ttwopc_steady\tflink_steady\ttwopc_rate\tflink_rate\ttwopc_cpu\tflink_cpu\ttwopc_rss\tflink_rss" > wide
     for (pk in pairs) {
         split(pk, f, "\t")
-        size = f[1] >= 1000000 ? f[1] / 1000000 "m" : f[1]
-        printf "%s,p%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", size, f[2],
-               med["twopc", f[1], f[2], 6], med["flink", f[1], f[2], 6],
-               med["twopc", f[1], f[2], 5], med["flink", f[1], f[2], 5],
-               med["twopc", f[1], f[2], 7], med["flink", f[1], f[2], 7],
-               med["twopc", f[1], f[2], 8], med["flink", f[1], f[2], 8] > wide
+        # f[1]: "" for Kafka -> Kafka, "_pg" for Kafka -> PostgreSQL
+        t = "twopc" f[1]; k = "flink" f[1]
+        size = f[2] >= 1000000 ? f[2] / 1000000 "m" : f[2]
+        if (f[1] == "")
+            printf "%s,p%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", size, f[3],
+                   med[t, f[2], f[3], 6], med[k, f[2], f[3], 6],
+                   med[t, f[2], f[3], 5], med[k, f[2], f[3], 5],
+                   med[t, f[2], f[3], 7], med[k, f[2], f[3], 7],
+                   med[t, f[2], f[3], 8], med[k, f[2], f[3], 8] > wide
         for (i = 5; i <= 8; i++)
-            if (med["flink", f[1], f[2], i] > 0)
-                printf "bench compare ratio_%s_p%d_%s %.2f twopc/flink\n", name[i - 4], f[2], size,
-                       med["twopc", f[1], f[2], i] / med["flink", f[1], f[2], i]
+            if (med[k, f[2], f[3], i] > 0)
+                printf "bench compare ratio%s_%s_p%d_%s %.2f twopc/flink\n", f[1], name[i - 4], f[3],
+                       size, med[t, f[2], f[3], i] / med[k, f[2], f[3], i]
     }
 }' outdir="$out" "$results" | sort
 # Rows by size, then parallelism, for the plots.

@@ -8,12 +8,17 @@
  *             [unbounded]
  *
  * With "unbounded" the source keeps reading new records until the process is killed (the
- * visibility latency part of the benchmark).
+ * visibility latency part of the benchmark). An OUTPUT_TOPIC of the form "pg:TABLE" writes to
+ * PostgreSQL instead (the server of $TWOPC_TEST_PG_CONNINFO, the exactly-once sink in COPY mode):
+ * rows id bigint (the record's 8-byte key) and v bytea (the value), as FlinkPgJob.java does.
  * Producer settings are those of the Flink side: linger.ms 5, batch.size 1000000, no compression,
  * transaction timeout 60 s. Exit status 0 when the job finished, 1 with the error otherwise.
  */
 #include "tpc_kafka.h"
+#include "tpc_pg.h"
 
+#include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -54,6 +59,37 @@ static const tpc_operator_ops_t upper_ops = {
     .process = upper_process,
 };
 
+static tpc_error_t *encode_row(void *opaque, const tpc_record_t *rec, tpc_pg_row_t *row)
+{
+    (void)opaque;
+    uint64_t id = 0;
+    const unsigned char *key = rec->key;
+    for (size_t b = 0; b < 8 && b < rec->key_len; b++)
+        id = id << 8 | key[b];
+    tpc_pg_row_int8(row, (int64_t)id);
+    tpc_pg_row_bytea(row, rec->value, rec->value_len);
+    return NULL;
+}
+
+/* The PostgreSQL sink into @table. */
+static tpc_error_t *pg_sink(const char *table, tpc_txn_sink_t **sink)
+{
+    const char *conninfo = getenv("TWOPC_TEST_PG_CONNINFO");
+    if (!conninfo)
+        return tpc_error_new(TPC_ERR_CONFIG, TPC_ERROR_FATAL, "TWOPC_TEST_PG_CONNINFO is not set");
+    tpc_error_t *err = tpc_pg_sink_new(sink);
+    const char *kv[][2] = {{"pg.conninfo", conninfo},
+                           {"pg.table", table},
+                           {"pg.columns", "id,v"},
+                           {"pg.gid-prefix", table},
+                           {"pg.mode", "copy"}};
+    for (size_t i = 0; !err && i < sizeof kv / sizeof *kv; i++)
+        err = tpc_txn_sink_set(*sink, kv[i][0], kv[i][1]);
+    if (!err)
+        err = tpc_pg_sink_set_encoder(*sink, encode_row, NULL);
+    return err;
+}
+
 static tpc_error_t *build(tpc_job_t *job, char **argv, int par, tpc_kafka_source_t **src,
                           tpc_txn_sink_t **sink)
 {
@@ -72,13 +108,16 @@ static tpc_error_t *build(tpc_job_t *job, char **argv, int par, tpc_kafka_source
         err = tpc_kafka_source_add_to_job(*src, job, "kafka-in", par, &s);
     if (!err)
         err = tpc_job_add_vertex(job, "upper", par, &upper_ops, NULL, &m);
-    if (!err)
+    bool pg = strncmp(output, "pg:", 3) == 0;
+    if (!err && pg)
+        err = pg_sink(output + 3, sink);
+    else if (!err)
         err = tpc_kafka_sink_new(bootstrap, output, sink);
     const char *sink_kv[][2] = {
         {"transactional.id.prefix", prefix}, {"kafka.transaction.timeout.ms", "60000"},
         {"transaction.timeout.ms", "60000"}, {"kafka.linger.ms", "5"},
         {"kafka.batch.size", "1000000"},     {"kafka.compression.type", "none"}};
-    for (size_t i = 0; !err && i < sizeof sink_kv / sizeof *sink_kv; i++)
+    for (size_t i = 0; !err && !pg && i < sizeof sink_kv / sizeof *sink_kv; i++)
         err = tpc_txn_sink_set(*sink, sink_kv[i][0], sink_kv[i][1]);
     if (!err)
         err = tpc_txn_sink_add_to_job(*sink, job, "kafka-out", par, &k);

@@ -28,7 +28,7 @@ import org.apache.kafka.clients.consumer.ConsumerRecord;
 import org.apache.kafka.clients.producer.ProducerRecord;
 
 public final class FlinkKafkaJob {
-    private static final TypeInformation<Tuple2<byte[], byte[]>> TYPE =
+    static final TypeInformation<Tuple2<byte[], byte[]>> TYPE =
             TypeInformation.of(new TypeHint<Tuple2<byte[], byte[]>>() {});
 
     /** Key and value as they are. */
