@@ -171,8 +171,11 @@ START_TEST(test_prometheus_scrapes_the_job)
 }
 END_TEST
 
-/* An operator that takes its time: 5 ms a batch, so that the source falls behind. */
+/* An operator that takes its time, a millisecond a record (4 s for the topic), so that the
+ * source falls behind whatever the batches' sizes; with fail_at set, its first attempt fails
+ * once it has that many records. */
 static atomic_long slow_records;
+static long fail_at;
 
 static tpc_error_t *slow_open(tpc_ctx_t *ctx, void *arg, void **self)
 {
@@ -183,9 +186,13 @@ static tpc_error_t *slow_open(tpc_ctx_t *ctx, void *arg, void **self)
 
 static tpc_error_t *slow_process(void *self, tpc_ctx_t *ctx, const tpc_batch_t *batch)
 {
-    (void)self, (void)ctx;
-    usleep(5000);
-    atomic_fetch_add(&slow_records, (long)tpc_batch_count(batch));
+    (void)self;
+    for (size_t i = 0; i < tpc_batch_count(batch); i++) {
+        if (fail_at && tpc_ctx_attempt(ctx) == 0 && atomic_load(&slow_records) >= fail_at)
+            return tpc_error_new(TPC_ERR_EXTERNAL, TPC_ERROR_RETRIABLE, "the test fails once");
+        usleep(1000);
+        atomic_fetch_add(&slow_records, 1);
+    }
     return NULL;
 }
 
@@ -197,11 +204,16 @@ static const tpc_operator_ops_t slow_ops = {
 
 static char page[1 << 18];
 
-/* The value of the sample of the job's endpoint that starts with @prefix, or -1. */
-static double sample(int port, const char *prefix)
+/* Read the job's endpoint into page; false when it does not answer. */
+static bool scrape(int port)
 {
-    if (tpc_test_http_get(port, "/metrics", page, sizeof page) != 200)
-        return -1;
+    page[0] = 0;
+    return tpc_test_http_get(port, "/metrics", page, sizeof page) == 200;
+}
+
+/* The value of the sample in page that starts with @prefix (name and labels), or -1. */
+static double value(const char *prefix)
+{
     for (const char *l = page; l && *l; l = strchr(l, '\n') ? strchr(l, '\n') + 1 : NULL)
         if (strncmp(l, prefix, strlen(prefix)) == 0 && l[strlen(prefix)] == ' ')
             return strtod(l + strlen(prefix) + 1, NULL);
@@ -213,91 +225,144 @@ static double sample(int port, const char *prefix)
 #define QUEUED     "twopc_kafka_source_queued_records{source=\"in\"}"
 #define WAKEUPS    "twopc_kafka_source_fetch_wakeups_total{source=\"in\"}"
 
-START_TEST(test_kafka_source_lag)
+typedef struct {
+    tpc_job_t *job;
+    tpc_kafka_source_t *src;
+    char *ckpt;
+    run_t r;
+    pthread_t th;
+    int port;
+    long total; /* committed records in the topic */
+} src_job_t;
+
+/* A topic of 3 partitions written in transactions, every fifth aborted (markers and aborted
+ * records sit between the records), read by a source with 2 subtasks into the slow operator. */
+static void src_job_start(src_job_t *j, long fail)
 {
     const char *bootstrap = tpc_test_env_require("TWOPC_TEST_KAFKA_BOOTSTRAP");
     ck_assert(bootstrap);
     char topic[128];
     tpc_test_unique_name(topic, sizeof topic, "metrics-src", '-');
     kt_create_topic(bootstrap, topic, 3);
-    /* Transactions, every fifth aborted: markers and aborted records sit between the records. */
-    long total = (long)kf_fill(bootstrap, topic, 25, 200, 5);
-    char *ckpt = tpc_test_tmpdir("metrics-src-ckpt");
-
-    tpc_job_t *job = tpc_job_new("metrics-src");
-    tpc_job_set_logger(job, NULL, NULL, TPC_LOG_WARN);
-    TPC_TEST_OK(tpc_job_set(job, "checkpoint.dir", ckpt));
-    TPC_TEST_OK(tpc_job_set(job, "checkpoint.interval.ms", "300"));
-    TPC_TEST_OK(tpc_job_set(job, "metrics.listen", "127.0.0.1:0"));
-    tpc_kafka_source_t *src = NULL;
-    TPC_TEST_OK(tpc_kafka_source_new(bootstrap, topic, &src));
-    TPC_TEST_OK(tpc_kafka_source_set(src, "max.batch", "20"));
+    j->total = (long)kf_fill(bootstrap, topic, 25, 200, 5);
+    j->ckpt = tpc_test_tmpdir("metrics-src-ckpt");
+    j->job = tpc_job_new("metrics-src");
+    tpc_job_set_logger(j->job, NULL, NULL, TPC_LOG_ERROR);
+    TPC_TEST_OK(tpc_job_set(j->job, "checkpoint.dir", j->ckpt));
+    TPC_TEST_OK(tpc_job_set(j->job, "checkpoint.interval.ms", "300"));
+    TPC_TEST_OK(tpc_job_set(j->job, "metrics.listen", "127.0.0.1:0"));
+    TPC_TEST_OK(tpc_kafka_source_new(bootstrap, topic, &j->src));
+    TPC_TEST_OK(tpc_kafka_source_set(j->src, "max.batch", "20"));
     /* A small read-ahead, so that librdkafka 2.0.2's fetchers park and get woken. */
-    TPC_TEST_OK(tpc_kafka_source_set(src, "kafka.queued.min.messages", "200"));
+    TPC_TEST_OK(tpc_kafka_source_set(j->src, "kafka.queued.min.messages", "200"));
     int s, o;
-    TPC_TEST_OK(tpc_kafka_source_add_to_job(src, job, "in", 2, &s));
-    TPC_TEST_OK(tpc_job_add_vertex(job, "slow", 1, &slow_ops, NULL, &o));
-    TPC_TEST_OK(tpc_job_connect(job, s, o, TPC_EDGE_REBALANCE));
+    TPC_TEST_OK(tpc_kafka_source_add_to_job(j->src, j->job, "in", 2, &s));
+    TPC_TEST_OK(tpc_job_add_vertex(j->job, "slow", 1, &slow_ops, NULL, &o));
+    TPC_TEST_OK(tpc_job_connect(j->job, s, o, TPC_EDGE_REBALANCE));
     atomic_store(&slow_records, 0);
-    run_t r = {job, NULL};
-    pthread_t th;
-    ck_assert_int_eq(pthread_create(&th, NULL, run, &r), 0);
-    int port = 0;
-    for (int i = 0; i < 500 && !(port = tpc_job_metrics_port(job)); i++)
+    fail_at = fail;
+    j->r = (run_t){j->job, NULL};
+    ck_assert_int_eq(pthread_create(&j->th, NULL, run, &j->r), 0);
+    for (int i = 0; i < 500 && !(j->port = tpc_job_metrics_port(j->job)); i++)
         usleep(10 * 1000);
-    ck_assert_int_gt(port, 0);
+    ck_assert_int_gt(j->port, 0);
+}
 
-    /* While the operator works through the records, the source is behind. */
-    double lag = -1, parts = -1;
-    long taken = 0;
-    for (int i = 0; i < 300; i++) {
-        lag = sample(port, LAG);
-        parts = sample(port, PARTITIONS);
-        taken = atomic_load(&slow_records);
-        if (lag > 0 && parts == 3)
-            break;
-        usleep(20 * 1000);
-    }
-    printf("while running: lag %g, partitions %g, %ld of %ld records taken\n", lag, parts, taken,
-           total);
-    ck_assert_msg(lag > 0 && taken < total, "lag %g with %ld of %ld records taken", lag, taken,
-                  total);
-    ck_assert_msg(parts == 3, "%g partitions, the topic has 3", parts);
-    ck_assert_msg(lag <= (double)(total * 5 / 4 + 25 * 3),
-                  "lag %g is more than the topic's offsets", lag);
-    ck_assert(sample(port, QUEUED) >= 0);
-    ck_assert_ptr_nonnull(strstr(page, "# TYPE twopc_kafka_source_lag_records gauge"));
-    ck_assert_ptr_nonnull(strstr(page, "# TYPE twopc_kafka_source_fetch_wakeups_total counter"));
+static void src_job_stop(src_job_t *j)
+{
+    tpc_job_cancel(j->job);
+    pthread_join(j->th, NULL);
+    ck_assert_ptr_null(j->r.err);
+    tpc_job_destroy(j->job);
+    tpc_kafka_source_destroy(j->src);
+    tpc_test_rmdir(j->ckpt);
+    free(j->ckpt);
+}
 
-    /* Once the operator has every record, the source is at the end of every partition. */
-    for (int i = 0; i < 1200 && atomic_load(&slow_records) < total; i++)
-        usleep(50 * 1000);
-    ck_assert_int_eq(atomic_load(&slow_records), total);
-    for (int i = 0; i < 200 && (lag = sample(port, LAG)) != 0; i++)
-        usleep(50 * 1000);
-    printf("after all records: lag %g, partitions %g, queued %g, wake-ups %g\n", lag,
-           sample(port, PARTITIONS), sample(port, QUEUED), sample(port, WAKEUPS));
-    ck_assert_msg(lag == 0, "lag %g after every record was read", lag);
-    ck_assert(sample(port, PARTITIONS) == 3);
-    ck_assert(sample(port, QUEUED) >= 0);
-    /* Where librdkafka re-checks parked fetchers by a timer of its own (fetch.queue.backoff.ms,
-     * 2.2 and later) the source sends no wake-ups; before, a 200-record queue needs some. */
+/* Where librdkafka re-checks parked fetchers by a timer of its own (fetch.queue.backoff.ms, 2.2
+ * and later) the source sends no wake-ups; before, a 200-record queue needs some. */
+static void check_wakeups(double wakes)
+{
     char errstr[256];
     rd_kafka_conf_t *rc = rd_kafka_conf_new();
     bool timer = rd_kafka_conf_set(rc, "fetch.queue.backoff.ms", "10", errstr, sizeof errstr) ==
                  RD_KAFKA_CONF_OK;
     rd_kafka_conf_destroy(rc);
-    double wakes = sample(port, WAKEUPS);
     ck_assert_msg(timer ? wakes == 0 : wakes > 0, "%g wake-ups with librdkafka %s", wakes,
                   rd_kafka_version_str());
+}
 
-    tpc_job_cancel(job);
-    pthread_join(th, NULL);
-    ck_assert_ptr_null(r.err);
-    tpc_job_destroy(job);
-    tpc_kafka_source_destroy(src);
-    tpc_test_rmdir(ckpt);
-    free(ckpt);
+START_TEST(test_kafka_source_lag)
+{
+    src_job_t j;
+    src_job_start(&j, 0);
+    /* While the operator works through the records, the source is behind. */
+    double lag = -1, parts = -1;
+    long taken = 0;
+    for (int i = 0; i < 300; i++) {
+        taken = atomic_load(&slow_records);
+        if (scrape(j.port) && (lag = value(LAG)) > 0 && (parts = value(PARTITIONS)) == 3)
+            break;
+        usleep(20 * 1000);
+    }
+    printf("while running: lag %g, partitions %g, %ld of %ld records taken\n", lag, parts, taken,
+           j.total);
+    ck_assert_msg(lag > 0 && taken < j.total, "lag %g with %ld of %ld records taken", lag, taken,
+                  j.total);
+    ck_assert_msg(parts == 3, "%g partitions, the topic has 3", parts);
+    /* At most every offset of the topic: records, and a marker per transaction and partition. */
+    ck_assert_msg(lag <= (double)(j.total * 5 / 4 + 25 * 3), "lag %g is more than the topic has",
+                  lag);
+    ck_assert(value(QUEUED) >= 0);
+    ck_assert_ptr_nonnull(strstr(page, "# TYPE twopc_kafka_source_lag_records gauge"));
+    ck_assert_ptr_nonnull(strstr(page, "# TYPE twopc_kafka_source_fetch_wakeups_total counter"));
+
+    /* Once the operator has every record, the source is at the end of every partition. */
+    for (int i = 0; i < 1200 && atomic_load(&slow_records) < j.total; i++)
+        usleep(50 * 1000);
+    ck_assert_int_eq(atomic_load(&slow_records), j.total);
+    for (int i = 0; i < 200 && !(scrape(j.port) && value(LAG) == 0); i++)
+        usleep(50 * 1000);
+    printf("after all records: lag %g, partitions %g, queued %g, wake-ups %g\n", value(LAG),
+           value(PARTITIONS), value(QUEUED), value(WAKEUPS));
+    ck_assert_msg(value(LAG) == 0, "lag %g after every record was read", value(LAG));
+    ck_assert(value(PARTITIONS) == 3);
+    ck_assert(value(QUEUED) >= 0);
+    check_wakeups(value(WAKEUPS));
+    src_job_stop(&j);
+}
+END_TEST
+
+/* A restart closes and opens the source's consumers again: the wake-up counter never goes back,
+ * and the gauges come back with the new consumers. */
+START_TEST(test_kafka_source_restart)
+{
+    src_job_t j;
+    src_job_start(&j, 1000);
+    double wakes = 0, restarts = -1, lag = -1;
+    for (int i = 0; i < 3000; i++) {
+        if (scrape(j.port)) {
+            double w = value(WAKEUPS);
+            ck_assert_msg(w >= wakes, "wake-ups went from %g to %g", wakes, w);
+            wakes = w;
+            restarts = value("twopc_restarts_total");
+            lag = value(LAG);
+            if (restarts == 1 && lag == 0 && value(PARTITIONS) == 3)
+                break;
+        }
+        usleep(20 * 1000);
+    }
+    printf("after a restart: restarts %g, lag %g, partitions %g, wake-ups %g, %ld records "
+           "taken\n",
+           restarts, lag, value(PARTITIONS), wakes, (long)atomic_load(&slow_records));
+    ck_assert_msg(restarts == 1 && lag == 0, "restarts %g, lag %g", restarts, lag);
+    ck_assert(value(PARTITIONS) == 3);
+    check_wakeups(wakes);
+    /* The restored attempt read from the checkpoint's offsets on: every record came again. */
+    for (int i = 0; i < 1200 && atomic_load(&slow_records) < j.total; i++)
+        usleep(50 * 1000);
+    ck_assert(atomic_load(&slow_records) >= j.total);
+    src_job_stop(&j);
 }
 END_TEST
 
@@ -311,6 +376,7 @@ int main(void)
     TCase *source = tcase_create("kafka_source");
     tcase_set_timeout(source, 120);
     tcase_add_test(source, test_kafka_source_lag);
+    tcase_add_test(source, test_kafka_source_restart);
     suite_add_tcase(s, source);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);
