@@ -14,11 +14,13 @@
 #include <librdkafka/rdkafka.h>
 
 #include <signal.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
 #include <time.h>
+#include <unistd.h>
 #include <unistd.h>
 
 #define KT_TIMEOUT_MS 30000
@@ -51,7 +53,25 @@ static inline void kt_create_topic(const char *bootstrap, const char *topic, int
     rd_kafka_event_destroy(ev);
     rd_kafka_queue_destroy(queue);
     rd_kafka_NewTopic_destroy(nt);
+    /* The controller answers before the broker's metadata has the topic: a client that looks it
+     * up at once may hear "unknown topic". Wait until metadata shows every partition led. */
+    rd_kafka_topic_t *rkt = rd_kafka_topic_new(rk, topic, NULL);
+    bool ready = false;
+    for (int tries = 0; !ready && tries < KT_TIMEOUT_MS / 50; tries++) {
+        const struct rd_kafka_metadata *md = NULL;
+        if (rd_kafka_metadata(rk, 0, rkt, &md, 5000) == RD_KAFKA_RESP_ERR_NO_ERROR) {
+            ready = md->topic_cnt == 1 && !md->topics[0].err &&
+                    md->topics[0].partition_cnt == partitions;
+            for (int p = 0; ready && p < md->topics[0].partition_cnt; p++)
+                ready = !md->topics[0].partitions[p].err && md->topics[0].partitions[p].leader >= 0;
+            rd_kafka_metadata_destroy(md);
+        }
+        if (!ready)
+            usleep(50 * 1000);
+    }
+    rd_kafka_topic_destroy(rkt);
     rd_kafka_destroy(rk);
+    ck_assert_msg(ready, "topic \"%s\" was created but its metadata did not show it", topic);
 }
 
 /* The result of admin request @what on @queue: every topic of it must have succeeded. */
