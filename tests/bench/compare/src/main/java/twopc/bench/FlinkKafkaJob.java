@@ -76,8 +76,11 @@ public final class FlinkKafkaJob {
         String bootstrap = args[0], input = args[1], output = args[2], prefix = args[4];
         int parallelism = Integer.parseInt(args[3]);
 
+        // A failure ends the run (its exception on stderr) instead of restarting without end.
+        Configuration conf = new Configuration();
+        conf.setString("restart-strategy.type", "none");
         StreamExecutionEnvironment env =
-                StreamExecutionEnvironment.createLocalEnvironment(parallelism, new Configuration());
+                StreamExecutionEnvironment.createLocalEnvironment(parallelism, conf);
         env.enableCheckpointing(1000);
 
         var builder = KafkaSource.<Tuple2<byte[], byte[]>>builder()

@@ -33,8 +33,11 @@ public final class FlinkPgJob {
         String bootstrap = args[0], input = args[1], url = args[2], user = args[3], table = args[4];
         int parallelism = Integer.parseInt(args[5]);
 
+        // A failure ends the run (its exception on stderr) instead of restarting without end.
+        Configuration conf = new Configuration();
+        conf.setString("restart-strategy.type", "none");
         StreamExecutionEnvironment env =
-                StreamExecutionEnvironment.createLocalEnvironment(parallelism, new Configuration());
+                StreamExecutionEnvironment.createLocalEnvironment(parallelism, conf);
         env.enableCheckpointing(1000);
 
         KafkaSource<Tuple2<byte[], byte[]>> source = KafkaSource.<Tuple2<byte[], byte[]>>builder()
