@@ -55,6 +55,37 @@ results=$out/results.tsv
 printf 'side\trecords\tparallelism\tround\trec_per_s\tsteady_rec_per_s\tcpu_s_per_m\trss_mb\tend_ms\n' \
     > "$results"
 
+# record_row SIDE RECORDS PARALLELISM ROUND START_MS END_MS FIRST_MS LAST_MS: one row of
+# results.tsv from the run's times (START/END: process, FIRST/LAST: output) and GNU time's figures.
+record_row() {
+    local user sys rss_kb
+    read -r _ user sys rss_kb < "$out/time.txt"
+    awk -v s="$1" -v n="$2" -v p="$3" -v r="$4" -v t0="$5" -v t1="$6" -v f="$7" -v l="$8" \
+        -v u="$user" -v y="$sys" -v k="$rss_kb" 'BEGIN {
+        steady = l > f ? n * 1000 / (l - f) : 0
+        printf "%s\t%d\t%d\t%d\t%.0f\t%.0f\t%.2f\t%.1f\t%d\n", s, n, p, r, n * 1000 / (t1 - t0),
+               steady, (u + y) / (n / 1e6), k / 1024, t1 - l }' >> "$results"
+    tail -1 "$results" >&2
+}
+
+# over_rounds FUNCTION INPUT_PREFIX WHAT SIZES: for each size a filled input topic, then FUNCTION
+# SIDE RECORDS PARALLELISM ROUND INPUT for every parallelism and round, the side going first
+# alternating.
+over_rounds() {
+    local fn=$1 prefix=$2 what=$3 n p r side order input
+    for n in $4; do
+        input=$prefix-$n-$tag
+        echo "bench-compare: writing $n records into $input ($what)" >&2
+        "$tool" fill "$boot" "$input" 2 "$n"
+        for p in $pars; do
+            for ((r = 1; r <= rounds; r++)); do
+                if ((r % 2)); then order="twopc flink"; else order="flink twopc"; fi
+                for side in $order; do "$fn" "$side" "$n" "$p" "$r" "$input"; done
+            done
+        done
+    done
+}
+
 # run SIDE RECORDS PARALLELISM ROUND INPUT
 run() {
     local side=$1 n=$2 p=$3 round=$4 input=$5
@@ -80,26 +111,10 @@ run() {
         echo "bench-compare: $side wrote $m for $n input records (not exactly once)" >&2
         exit 1
     fi
-    read -r _ user sys rss_kb < "$times"
-    awk -v s="$side" -v n="$n" -v p="$p" -v r="$round" -v t0="$start" -v t1="$end" \
-        -v f="$first" -v l="$last" -v u="$user" -v y="$sys" -v k="$rss_kb" 'BEGIN {
-        steady = l > f ? n * 1000 / (l - f) : 0
-        printf "%s\t%d\t%d\t%d\t%.0f\t%.0f\t%.2f\t%.1f\t%d\n", s, n, p, r, n * 1000 / (t1 - t0),
-               steady, (u + y) / (n / 1e6), k / 1024, t1 - l }' >> "$results"
-    tail -1 "$results" >&2
+    record_row "$side" "$n" "$p" "$round" "$start" "$end" "$first" "$last"
 }
 
-for n in $sizes; do
-    input=cmp-in-$n-$tag
-    echo "bench-compare: writing $n records into $input" >&2
-    "$tool" fill "$boot" "$input" 2 "$n"
-    for p in $pars; do
-        for ((r = 1; r <= rounds; r++)); do
-            if ((r % 2)); then order="twopc flink"; else order="flink twopc"; fi
-            for side in $order; do run "$side" "$n" "$p" "$r" "$input"; done
-        done
-    done
-done
+over_rounds run cmp-in "Kafka -> Kafka" "$sizes"
 
 # Kafka -> PostgreSQL: the same job into a table (id bigint primary key, v bytea, and the time each
 # row was written), Flink with JdbcSink exactly once (XA) and twopc with its PostgreSQL sink (COPY);
@@ -153,26 +168,10 @@ pg_run() {
         exit 1
     fi
     psql "$conninfo" -qXc "DROP TABLE $table"
-    read -r _ user sys rss_kb < "$times"
-    awk -v s="${side}_pg" -v n="$n" -v p="$p" -v r="$round" -v t0="$start" -v t1="$end" \
-        -v f="$first" -v l="$last" -v u="$user" -v y="$sys" -v k="$rss_kb" 'BEGIN {
-        steady = l > f ? n * 1000 / (l - f) : 0
-        printf "%s\t%d\t%d\t%d\t%.0f\t%.0f\t%.2f\t%.1f\t%d\n", s, n, p, r, n * 1000 / (t1 - t0),
-               steady, (u + y) / (n / 1e6), k / 1024, t1 - l }' >> "$results"
-    tail -1 "$results" >&2
+    record_row "${side}_pg" "$n" "$p" "$round" "$start" "$end" "$first" "$last"
 }
 pg_failures=0
-for n in $pg_sizes; do
-    input=cmp-pgin-$n-$tag
-    echo "bench-compare: writing $n records into $input (Kafka -> PostgreSQL)" >&2
-    "$tool" fill "$boot" "$input" 2 "$n"
-    for p in $pars; do
-        for ((r = 1; r <= rounds; r++)); do
-            if ((r % 2)); then order="twopc flink"; else order="flink twopc"; fi
-            for side in $order; do pg_run "$side" "$n" "$p" "$r" "$input"; done
-        done
-    done
-done
+over_rounds pg_run cmp-pgin "Kafka -> PostgreSQL" "$pg_sizes"
 
 [ -z "$pg_sizes" ] || echo "bench compare pg_job_failures $pg_failures runs"
 

@@ -67,6 +67,31 @@ public final class FlinkKafkaJob {
         return Tuple2.of(e.f0, v);
     }
 
+    /** A local MiniCluster at @p parallelism with 1 s checkpoints; a failure ends the run (its
+     * exception on stderr) instead of restarting without end. */
+    static StreamExecutionEnvironment environment(int parallelism) {
+        Configuration conf = new Configuration();
+        conf.setString("restart-strategy.type", "none");
+        StreamExecutionEnvironment env =
+                StreamExecutionEnvironment.createLocalEnvironment(parallelism, conf);
+        env.enableCheckpointing(1000);
+        return env;
+    }
+
+    /** Topic @p input read_committed from its first offsets; when @p bounded, to the end offsets
+     * at start. */
+    static KafkaSource<Tuple2<byte[], byte[]>> source(String bootstrap, String input, boolean bounded) {
+        var builder = KafkaSource.<Tuple2<byte[], byte[]>>builder()
+                .setBootstrapServers(bootstrap)
+                .setTopics(input)
+                .setStartingOffsets(OffsetsInitializer.earliest())
+                .setProperty("isolation.level", "read_committed")
+                .setDeserializer(new Bytes());
+        if (bounded)
+            builder.setBounded(OffsetsInitializer.latest());
+        return builder.build();
+    }
+
     public static void main(String[] args) throws Exception {
         boolean unbounded = args.length == 6 && args[5].equals("unbounded");
         if (args.length != 5 && !unbounded) {
@@ -76,22 +101,9 @@ public final class FlinkKafkaJob {
         String bootstrap = args[0], input = args[1], output = args[2], prefix = args[4];
         int parallelism = Integer.parseInt(args[3]);
 
-        // A failure ends the run (its exception on stderr) instead of restarting without end.
-        Configuration conf = new Configuration();
-        conf.setString("restart-strategy.type", "none");
-        StreamExecutionEnvironment env =
-                StreamExecutionEnvironment.createLocalEnvironment(parallelism, conf);
-        env.enableCheckpointing(1000);
+        StreamExecutionEnvironment env = environment(parallelism);
 
-        var builder = KafkaSource.<Tuple2<byte[], byte[]>>builder()
-                .setBootstrapServers(bootstrap)
-                .setTopics(input)
-                .setStartingOffsets(OffsetsInitializer.earliest())
-                .setProperty("isolation.level", "read_committed")
-                .setDeserializer(new Bytes());
-        if (!unbounded)
-            builder.setBounded(OffsetsInitializer.latest());
-        KafkaSource<Tuple2<byte[], byte[]>> source = builder.build();
+        KafkaSource<Tuple2<byte[], byte[]>> source = source(bootstrap, input, !unbounded);
 
         Properties producer = new Properties();
         producer.setProperty("transaction.timeout.ms", "60000");

@@ -15,12 +15,10 @@ import java.nio.ByteBuffer;
 import java.util.Optional;
 import org.apache.flink.api.common.eventtime.WatermarkStrategy;
 import org.apache.flink.api.java.tuple.Tuple2;
-import org.apache.flink.configuration.Configuration;
 import org.apache.flink.connector.jdbc.JdbcExactlyOnceOptions;
 import org.apache.flink.connector.jdbc.JdbcExecutionOptions;
 import org.apache.flink.connector.jdbc.core.datastream.sink.JdbcSink;
 import org.apache.flink.connector.kafka.source.KafkaSource;
-import org.apache.flink.connector.kafka.source.enumerator.initializer.OffsetsInitializer;
 import org.apache.flink.streaming.api.environment.StreamExecutionEnvironment;
 import org.postgresql.xa.PGXADataSource;
 
@@ -33,21 +31,8 @@ public final class FlinkPgJob {
         String bootstrap = args[0], input = args[1], url = args[2], user = args[3], table = args[4];
         int parallelism = Integer.parseInt(args[5]);
 
-        // A failure ends the run (its exception on stderr) instead of restarting without end.
-        Configuration conf = new Configuration();
-        conf.setString("restart-strategy.type", "none");
-        StreamExecutionEnvironment env =
-                StreamExecutionEnvironment.createLocalEnvironment(parallelism, conf);
-        env.enableCheckpointing(1000);
-
-        KafkaSource<Tuple2<byte[], byte[]>> source = KafkaSource.<Tuple2<byte[], byte[]>>builder()
-                .setBootstrapServers(bootstrap)
-                .setTopics(input)
-                .setStartingOffsets(OffsetsInitializer.earliest())
-                .setBounded(OffsetsInitializer.latest())
-                .setProperty("isolation.level", "read_committed")
-                .setDeserializer(new FlinkKafkaJob.Bytes())
-                .build();
+        StreamExecutionEnvironment env = FlinkKafkaJob.environment(parallelism);
+        KafkaSource<Tuple2<byte[], byte[]>> source = FlinkKafkaJob.source(bootstrap, input, true);
 
         JdbcSink<Tuple2<byte[], byte[]>> sink = JdbcSink.<Tuple2<byte[], byte[]>>builder()
                 .withQueryStatement("INSERT INTO " + table + " (id, v) VALUES (?, ?)", (ps, e) -> {
