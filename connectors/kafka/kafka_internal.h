@@ -95,6 +95,8 @@ typedef struct {
     char id[TPC__KAFKA_ID_MAX]; /* transactional id, "" for a plain producer */
     int64_t pid;                /* from the statistics' "eos" object; -1 until seen */
     int16_t epoch;
+    int64_t stats_us; /* when librdkafka made the statistics pid and epoch come from */
+    int64_t ended_us; /* when the last transaction ended (same clock): newer statistics needed */
     uint64_t delivered;
     uint64_t failed;
     char first_failure[256];
@@ -154,6 +156,14 @@ void tpc__kafka_producer_stop(tpc__kafka_producer_t *p, bool abort_open);
  * without restarts); NULL if it has none. */
 tpc_error_t *tpc__kafka_producer_fatal(tpc__kafka_producer_t *p, const char *what);
 /* Flush and check that every delivery succeeded. */
+/* Note that the producer's transaction just ended (committed or aborted): with transaction
+ * version 2 the coordinator gives the producer a new epoch at every end, which the statistics
+ * report only in their next round. */
+void tpc__kafka_producer_ended(tpc__kafka_producer_t *p);
+/* Wait until statistics made after the last end of a transaction have come (pid and epoch then
+ * are the ones of the transaction open now), serving the producer's callbacks, for @timeout_ms at
+ * most. */
+tpc_error_t *tpc__kafka_producer_current_epoch(tpc__kafka_producer_t *p, int timeout_ms);
 tpc_error_t *tpc__kafka_producer_flush(tpc__kafka_producer_t *p, int timeout_ms);
 /* Turn a librdkafka transaction error into a twopc error; takes @error. An error that requires
  * aborting the transaction is data loss once it was pre-committed (@pre_committed). */

@@ -205,8 +205,13 @@ tpc_error_t *tpc__kafka_pre_commit(void *conn, void *txn, uint64_t checkpoint_id
     tpc__kafka_txn_t *t = txn;
     pthread_mutex_lock(&c->lock);
     tpc_error_t *err = flush(c, t);
-    if (!err && c->transactional) {
-        tpc__kafka_producer_t *p = producer_of(c, t);
+    tpc__kafka_producer_t *p = c->transactional ? producer_of(c, t) : NULL;
+    /* The pid and epoch stored must be those of this transaction: with transaction version 2
+     * an earlier end gave the producer a new epoch, and a recovery commit with the old one would
+     * be taken for a repeat of that earlier commit and leave this transaction to be aborted. */
+    if (!err && p)
+        err = tpc__kafka_producer_current_epoch(p, (int)c->conf->open_timeout_ms);
+    if (!err && p) {
         t->pid = p->pid;
         t->epoch = p->epoch;
         t->ckpt = checkpoint_id;
@@ -219,6 +224,7 @@ static tpc_error_t *commit(tpc__kafka_sub_t *c, tpc__kafka_txn_t *t)
 {
     tpc__kafka_producer_t *p = producer_of(c, t);
     rd_kafka_error_t *e = rd_kafka_commit_transaction(p->rk, (int)c->conf->txn_timeout_ms);
+    tpc__kafka_producer_ended(p);
     if (e)
         return tpc__kafka_txn_error(e, "commit_transaction", p->id, true);
     tpc__kafka_pool_complete(c, t->ckpt);
@@ -243,6 +249,7 @@ static tpc_error_t *abort_txn(tpc__kafka_sub_t *c, tpc__kafka_txn_t *t)
 {
     tpc__kafka_producer_t *p = producer_of(c, t);
     rd_kafka_error_t *e = rd_kafka_abort_transaction(p->rk, (int)c->conf->txn_timeout_ms);
+    tpc__kafka_producer_ended(p);
     if (e)
         return tpc__kafka_txn_error(e, "abort_transaction", p->id, false);
     c->slots[t->slot].state = TPC__KAFKA_SLOT_FREE;
