@@ -56,6 +56,26 @@ static rd_kafka_t *client(rd_kafka_type_t type, const char *bootstrap, const cha
     return rk;
 }
 
+/* Assign every partition of @topic to consumer @rk from its first offset. @returns the
+ * partitions. */
+static int assign_from_start(rd_kafka_t *rk, const char *topic)
+{
+    const struct rd_kafka_metadata *md = NULL;
+    rd_kafka_topic_t *rkt = rd_kafka_topic_new(rk, topic, NULL);
+    if (rd_kafka_metadata(rk, 0, rkt, &md, 10000) || md->topic_cnt != 1 || md->topics[0].err)
+        die(topic, "no metadata");
+    int parts = md->topics[0].partition_cnt;
+    rd_kafka_topic_partition_list_t *list = rd_kafka_topic_partition_list_new(parts);
+    for (int p = 0; p < parts; p++)
+        rd_kafka_topic_partition_list_add(list, topic, p)->offset = RD_KAFKA_OFFSET_BEGINNING;
+    rd_kafka_metadata_destroy(md);
+    rd_kafka_topic_destroy(rkt);
+    if (rd_kafka_assign(rk, list))
+        die("assign", topic);
+    rd_kafka_topic_partition_list_destroy(list);
+    return parts;
+}
+
 static void create(const char *bootstrap, const char *topic, int partitions, bool append_time)
 {
     rd_kafka_t *rk = client(RD_KAFKA_PRODUCER, bootstrap, NULL);
@@ -127,19 +147,7 @@ static void measure(const char *bootstrap, const char *topic, uint64_t n)
                         "false",
                         NULL};
     rd_kafka_t *rk = client(RD_KAFKA_CONSUMER, bootstrap, kv);
-    const struct rd_kafka_metadata *md = NULL;
-    rd_kafka_topic_t *rkt = rd_kafka_topic_new(rk, topic, NULL);
-    if (rd_kafka_metadata(rk, 0, rkt, &md, 10000) || md->topic_cnt != 1 || md->topics[0].err)
-        die(topic, "no metadata");
-    int parts = md->topics[0].partition_cnt;
-    rd_kafka_topic_partition_list_t *list = rd_kafka_topic_partition_list_new(parts);
-    for (int p = 0; p < parts; p++)
-        rd_kafka_topic_partition_list_add(list, topic, p)->offset = RD_KAFKA_OFFSET_BEGINNING;
-    rd_kafka_metadata_destroy(md);
-    rd_kafka_topic_destroy(rkt);
-    if (rd_kafka_assign(rk, list))
-        die("assign", topic);
-    rd_kafka_topic_partition_list_destroy(list);
+    int parts = assign_from_start(rk, topic);
     unsigned char *seen = calloc(n ? n : 1, 1);
     uint64_t count = 0, distinct = 0, foreign = 0, upper = 0;
     int64_t first = INT64_MAX, last = 0;
@@ -222,19 +230,7 @@ static void *watch_output(void *arg)
                         "5",
                         NULL};
     rd_kafka_t *rk = client(RD_KAFKA_CONSUMER, l->bootstrap, kv);
-    const struct rd_kafka_metadata *md = NULL;
-    rd_kafka_topic_t *rkt = rd_kafka_topic_new(rk, l->output, NULL);
-    if (rd_kafka_metadata(rk, 0, rkt, &md, 10000) || md->topic_cnt != 1 || md->topics[0].err)
-        die(l->output, "no metadata");
-    int parts = md->topics[0].partition_cnt;
-    rd_kafka_topic_partition_list_t *list = rd_kafka_topic_partition_list_new(parts);
-    for (int p = 0; p < parts; p++)
-        rd_kafka_topic_partition_list_add(list, l->output, p)->offset = RD_KAFKA_OFFSET_BEGINNING;
-    rd_kafka_metadata_destroy(md);
-    rd_kafka_topic_destroy(rkt);
-    if (rd_kafka_assign(rk, list))
-        die("assign", l->output);
-    rd_kafka_topic_partition_list_destroy(list);
+    assign_from_start(rk, l->output);
     while (!atomic_load(&l->stop)) {
         rd_kafka_message_t *m = rd_kafka_consumer_poll(rk, 10);
         if (!m)
