@@ -57,7 +57,8 @@ PKG_LIBS := rdkafka libpq openssl libmicrohttpd check
 # layering (connectors -> txn -> runtime, through public headers): a connector that includes
 # runtime_internal.h does not compile. Tests, fuzz harnesses and benchmarks see every folder.
 PUBLIC_INC := -Iinclude/twopc
-ALL_INC    := $(PUBLIC_INC) -Iruntime -Itxn -Iconnectors/file -Iconnectors/kafka \
+KAFKA_ROOMS := connectors/kafka/sink connectors/kafka/source connectors/kafka/wire
+ALL_INC    := $(PUBLIC_INC) -Iruntime -Itxn -Iconnectors/file $(KAFKA_ROOMS:%=-I%) \
               -Iconnectors/postgres -Itests/support
 
 WARN   := -Wall -Wextra -Wstrict-prototypes -Wshadow -Wpointer-arith -Wcast-align
@@ -75,7 +76,7 @@ ifneq ($(SANITIZE),)
 endif
 
 PUBLIC_HEADERS := $(sort $(wildcard include/twopc/*.h))
-LIB_SRCS  := $(sort $(wildcard runtime/*.c txn/*.c connectors/*/*.c))
+LIB_SRCS  := $(sort $(wildcard runtime/*.c txn/*.c connectors/*/*.c connectors/kafka/*/*.c))
 LIB_OBJS  := $(LIB_SRCS:%.c=$(BUILD)/obj/%.o)
 UNIT_SRCS := $(sort $(wildcard tests/unit/check_*.c))
 INTEG_SRCS:= $(sort $(wildcard tests/integration/check_*.c))
@@ -121,6 +122,11 @@ $(BUILD)/obj/txn/%.o: txn/%.c
 $(BUILD)/obj/connectors/%.o: connectors/%.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_ALL) $(PUBLIC_INC) -I$(dir $<) -c $< -o $@
+# Kafka is three rooms: the sink and the source each see their own folder and the wire client's,
+# never each other's; the wire client sees only its own.
+$(BUILD)/obj/connectors/kafka/%.o: connectors/kafka/%.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_ALL) $(PUBLIC_INC) -I$(dir $<) -Iconnectors/kafka/wire -c $< -o $@
 $(BUILD)/obj/tests/%.o: tests/%.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_ALL) $(ALL_INC) -c $< -o $@

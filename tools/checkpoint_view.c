@@ -5,7 +5,7 @@
  * writes to the folder.
  */
 #include "file_internal.h"
-#include "kafka_internal.h"
+#include "kafka_sink_internal.h"
 #include "pg_internal.h"
 #include "runtime_internal.h"
 #include "twopc_cli.h"

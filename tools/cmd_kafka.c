@@ -4,7 +4,7 @@
  * recovery client's connection, TLS and SASL included), judged by the checkpoint a restart
  * restores, and the ending of one of them with EndTxn, as the sink's recovery does it.
  */
-#include "kafka_internal.h"
+#include "kafka_sink_internal.h"
 #include "twopc_cli.h"
 
 #include <inttypes.h>

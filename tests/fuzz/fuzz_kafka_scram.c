@@ -1,8 +1,8 @@
 /*
  * libFuzzer harness: the SCRAM-SHA-256 / -512 login of the recovery client
- * (connectors/kafka/kafka_scram.c), where a broker, or anything that answers on its address, sends
- * the server-first and server-final messages. The first input byte chooses the hash (bit 0); the
- * rest is the server-first message, a NUL byte, and the server-final message. The client-first
+ * (connectors/kafka/wire/kafka_scram.c), where a broker, or anything that answers on its address,
+ * sends the server-first and server-final messages. The first input byte chooses the hash (bit 0);
+ * the rest is the server-first message, a NUL byte, and the server-final message. The client-first
  * message uses a fixed nonce, which the seeds' server nonces extend. Messages that ask for more
  * than 4096 PBKDF2 iterations are parsed but not answered, so that one input stays well inside the
  * time limit (the client accepts up to TPC__KAFKA_SCRAM_MAX_ITERS). Every message the client builds

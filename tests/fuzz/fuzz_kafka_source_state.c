@@ -1,11 +1,12 @@
 /*
- * libFuzzer harness: the Kafka source's state entries (connectors/kafka/kafka_source_state.c), one
- * per partition in every checkpoint (and one per topic for the partitions known without an entry),
- * decoded on restore, in both formats (1, written before partition discovery, and 2). An entry that
- * decodes must name a topic Kafka could have, with offsets the source can use, and what the source
- * writes for it must read back the same; the subtask rule must give every partition one owner.
+ * libFuzzer harness: the Kafka source's state entries
+ * (connectors/kafka/source/kafka_source_state.c), one per partition in every checkpoint (and one
+ * per topic for the partitions known without an entry), decoded on restore, in both formats (1,
+ * written before partition discovery, and 2). An entry that decodes must name a topic Kafka could
+ * have, with offsets the source can use, and what the source writes for it must read back the same;
+ * the subtask rule must give every partition one owner.
  */
-#include "kafka_internal.h"
+#include "kafka_source_internal.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -1,5 +1,5 @@
 /*
- * libFuzzer harness: the recovery client's Kafka protocol (connectors/kafka/kafka_wire.c,
+ * libFuzzer harness: the recovery client's Kafka protocol (connectors/kafka/wire/kafka_wire.c,
  * kafka_end_txn.c, kafka_sasl.c, kafka_admin.c) against a broker that this harness plays on
  * 127.0.0.1. The client ends a transaction as a restore does: ApiVersions, SASL when asked
  * (SaslHandshake and SaslAuthenticate, PLAIN or SCRAM-SHA-256), FindCoordinator, EndTxn, with its

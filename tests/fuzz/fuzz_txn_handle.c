@@ -7,7 +7,7 @@
  * again, which must succeed; the PostgreSQL and Kafka handles must come back byte for byte.
  */
 #include "file_internal.h"
-#include "kafka_internal.h"
+#include "kafka_sink_internal.h"
 #include "pg_internal.h"
 #include "txn_internal.h"
 

@@ -5,7 +5,7 @@
  * end the transaction of another id, or of none when the id starts with NUL (it would look like an
  * empty transaction).
  */
-#include "kafka_internal.h"
+#include "kafka_sink_internal.h"
 #include "tpc_test_check.h"
 #include "txn_internal.h"
 

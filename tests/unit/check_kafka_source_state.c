@@ -4,7 +4,7 @@
  * position; what format 2 writes reads back whole, also the offset "first offset, nothing read
  * yet" and the floor entries; the rule gives each partition one subtask, the documented one.
  */
-#include "kafka_internal.h"
+#include "kafka_source_internal.h"
 
 #include <check.h>
 #include <stdlib.h>

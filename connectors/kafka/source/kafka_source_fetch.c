@@ -23,7 +23,7 @@
  * sets it to 10 ms unless the user chose a value: a parked fetcher looks again that soon, which
  * costs a timer, not a request. There no request wakes a parked fetcher, so the source sends none.
  */
-#include "kafka_internal.h"
+#include "kafka_source_internal.h"
 
 #include <stdlib.h>
 

@@ -7,7 +7,7 @@
  * at-least-once) writes everything and pre_commit is its flush. Also the handle's bytes. Every
  * call that uses a producer holds the subtask's lock, which kafka_serve.c's thread takes to poll.
  */
-#include "kafka_internal.h"
+#include "kafka_sink_internal.h"
 
 #include <inttypes.h>
 #include <stdio.h>

@@ -13,7 +13,7 @@
  *   i64 next offset to read; -2 (version 2): the partition's first offset, nothing read yet
  *   i64 end offset (bounded: records from there on are not read), -1 otherwise
  */
-#include "kafka_internal.h"
+#include "kafka_source_internal.h"
 
 #include <string.h>
 

@@ -5,7 +5,7 @@
  * subtask takes the newest answer between two polls and decides there what it means
  * (kafka_source_task.c).
  */
-#include "kafka_internal.h"
+#include "kafka_source_internal.h"
 
 #include <stdlib.h>
 #include <string.h>

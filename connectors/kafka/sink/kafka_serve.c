@@ -9,7 +9,7 @@
  * of the subtask polls every producer once a second. The callbacks write the producer's fields,
  * so that thread and the subtask's calls into the connector take turns under the subtask's lock.
  */
-#include "kafka_internal.h"
+#include "kafka_sink_internal.h"
 
 #include <signal.h>
 #include <stdio.h>

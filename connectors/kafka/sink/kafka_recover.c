@@ -13,7 +13,7 @@
  * their owner at start (or, when it restored their transaction, once it is safe).
  * Also the public tpc_kafka_end_transaction().
  */
-#include "kafka_internal.h"
+#include "kafka_sink_internal.h"
 #include "tpc_kit.h"
 
 #include <inttypes.h>

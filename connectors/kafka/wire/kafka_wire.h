@@ -1,10 +1,12 @@
 /*
- * Private to connectors/kafka: a tiny client of the Kafka wire protocol, just enough to end a
- * transaction that another process began (FindCoordinator + EndTxn), which librdkafka cannot do.
- * kafka_wire.c holds the byte encoding and one blocking connection to one broker;
- * kafka_tls.c wraps that connection in TLS (OpenSSL); kafka_sasl.c authenticates it with SASL
- * PLAIN or SCRAM (whose messages kafka_scram.c makes and checks); kafka_end_txn.c finds the
- * transaction coordinator and sends EndTxn with retries.
+ * Private to connectors/kafka/wire, included by the sink, the source, the tools and the tests: a
+ * tiny client of the Kafka wire protocol, for what librdkafka cannot do (end a transaction that
+ * another process began: FindCoordinator + EndTxn; the admin requests of the twopc command).
+ * kafka_wire.c holds the byte encoding and one blocking connection to one broker; kafka_tls.c
+ * wraps that connection in TLS (OpenSSL); kafka_sasl.c authenticates it with SASL PLAIN or SCRAM
+ * (whose messages kafka_scram.c makes and checks); kafka_end_txn.c finds the transaction
+ * coordinator and sends EndTxn with retries; kafka_admin.c lists and describes transactions.
+ * kafka_props.c keeps librdkafka's properties as users give them, for the sink and the source.
  *
  * The security settings are librdkafka's property names, read from the same properties the sink
  * gives librdkafka, so that one configuration serves both. A setting this client cannot honour
@@ -15,6 +17,8 @@
 #define TPC_KAFKA_WIRE_H
 
 #include "tpc_runtime.h"
+
+#include <librdkafka/rdkafka.h>
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -247,5 +251,19 @@ tpc_error_t *tpc__kafka_list_transactions(const tpc__kafka_wire_conf_t *conf, co
 /* DescribeTransactions for one id at its coordinator. */
 tpc_error_t *tpc__kafka_describe_transaction(const tpc__kafka_wire_conf_t *conf, const char *id,
                                              int timeout_ms, tpc__kafka_txn_info_t *out);
+
+/* kafka_props.c: librdkafka properties as users give them, shared by the sink and the source.
+ * The longest transactional id the sink and the tools handle. */
+#define TPC__KAFKA_ID_MAX 200
+
+/* kafka_props.c: set @name on @rc; a refusal is a configuration error with @hint. */
+tpc_error_t *tpc__kafka_conf_set(rd_kafka_conf_t *rc, const char *name, const char *value,
+                                 const char *hint);
+/* Check a property as it is set: librdkafka takes it, and so does the recovery client. */
+tpc_error_t *tpc__kafka_prop_check(const char *name, const char *value, const char *hint);
+/* The librdkafka properties of a sink or a source: pairs name, value in one array. */
+tpc_error_t *tpc__kafka_props_add(char ***props, size_t *nprops, const char *name,
+                                  const char *value);
+void tpc__kafka_props_free(char **props, size_t nprops);
 
 #endif /* TPC_KAFKA_WIRE_H */

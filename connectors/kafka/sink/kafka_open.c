@@ -4,7 +4,7 @@
  * and (exactly-once) the transaction timeout not above the broker's transaction.max.timeout.ms,
  * read with DescribeConfigs. Each failure says what to change.
  */
-#include "kafka_internal.h"
+#include "kafka_sink_internal.h"
 
 #include <inttypes.h>
 #include <stdio.h>

@@ -6,7 +6,7 @@
 #ifndef TPC_KAFKA_SOURCE_TASK_H
 #define TPC_KAFKA_SOURCE_TASK_H
 
-#include "kafka_internal.h"
+#include "kafka_source_internal.h"
 #include "tpc_kit.h"
 
 /* Discoveries in a row that must miss a topic before it counts as deleted: one answer without

@@ -9,7 +9,7 @@
  * librdkafka serves the callbacks inside poll and flush, on the subtask's own thread or on the
  * thread that serves its producers while it leaves them alone (kafka_serve.c), under its lock.
  */
-#include "kafka_internal.h"
+#include "kafka_sink_internal.h"
 #include "tpc_kit.h"
 
 #include <inttypes.h>

@@ -10,7 +10,7 @@
  * later one) is committed. An id held since recovery is initialised at its release, which fences
  * a stalled earlier instance of the job still writing with it. The proof is in docs/kafka.md.
  */
-#include "kafka_internal.h"
+#include "kafka_sink_internal.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -3,7 +3,7 @@
  * and the connector ops table that ties the pieces of connectors/kafka to the transaction
  * framework.
  */
-#include "kafka_internal.h"
+#include "kafka_sink_internal.h"
 
 #include <errno.h>
 #include <stdlib.h>

@@ -5,7 +5,7 @@
  * sink's totals as changes since the producer's last document, so the totals keep counting when a
  * producer of the pool is replaced, and a producer that is closed takes its gauges along.
  */
-#include "kafka_internal.h"
+#include "kafka_sink_internal.h"
 
 #include <stdlib.h>
 #include <string.h>

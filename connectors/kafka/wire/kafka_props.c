@@ -5,7 +5,6 @@
  * asks librdkafka, and for the settings the sink's own recovery client reads (TLS and SASL, see
  * kafka_wire.h) it asks that client too. No message repeats the value of a secret.
  */
-#include "kafka_internal.h"
 #include "kafka_wire.h"
 
 #include <stdio.h>

@@ -3,7 +3,7 @@
  * few the source's guarantees rest on), and adding it to a job as a source vertex whose subtasks
  * run kafka_source_task.c.
  */
-#include "kafka_internal.h"
+#include "kafka_source_internal.h"
 
 #include <errno.h>
 #include <stdio.h>
