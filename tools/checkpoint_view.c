@@ -34,6 +34,7 @@ static void describe_handle(const tpc__txn_entry_t *e, twopc_txn_t *t)
         snprintf(t->id, sizeof t->id, "%s", k->id);
         t->producer_id = k->pid;
         t->producer_epoch = k->epoch;
+        t->kafka_start_ms = k->start_ms;
         tpc__kafka_ops.describe(NULL, txn, t->name, sizeof t->name);
         tpc__kafka_ops.free_txn(NULL, txn);
         return;
@@ -92,6 +93,7 @@ static void collect(twopc_checkpoint_t *c, const tpc__vertex_snapshot_t *vs, int
                 .start_ms = e.start_ms,
                 .producer_id = -1,
                 .producer_epoch = -1,
+                .kafka_start_ms = -1,
             };
             describe_handle(&e, t);
         }

@@ -140,8 +140,9 @@ static void print_txn_json(const twopc_txn_t *t)
     if (strcmp(t->connector, "kafka") == 0) {
         printf(",\"transactional_id\":");
         twopc_json_str(stdout, t->id);
-        printf(",\"producer_id\":%" PRId64 ",\"producer_epoch\":%d", t->producer_id,
-               t->producer_epoch);
+        printf(",\"producer_id\":%" PRId64
+               ",\"producer_epoch\":%d,\"transaction_start_ms\":%" PRId64,
+               t->producer_id, t->producer_epoch, t->kafka_start_ms);
     } else if (strcmp(t->connector, "postgres") == 0) {
         printf(",\"gid\":");
         twopc_json_str(stdout, t->id);

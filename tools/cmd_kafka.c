@@ -16,19 +16,26 @@ static const char kafka_help[] =
     "usage: twopc kafka transactions --bootstrap B [--prefix P] [--checkpoint-dir DIR] [--all]\n"
     "                                [--kafka NAME=VALUE]... [--json] [--check]\n"
     "       twopc kafka abort  --bootstrap B --transactional-id ID [--producer-id N --epoch N]\n"
-    "       twopc kafka commit --bootstrap B --transactional-id ID [--producer-id N --epoch N]\n"
+    "       twopc kafka commit --bootstrap B --transactional-id ID\n"
+    "                          [--producer-id N --epoch N [--start-ms N]]\n"
     "\n"
     "transactions lists the open transactions of the cluster, or of the transactional ids that\n"
     "start with --prefix (a sink's transactional.id.prefix): id, state, producer id and epoch,\n"
-    "age, partitions. With --checkpoint-dir each is classified as a restart would judge it:\n"
-    "  pending    the newest completed checkpoint lists it (same id, producer id and epoch): "
-    "commit\n"
+    "age, start time, partitions. With --checkpoint-dir each is classified as a restart would\n"
+    "judge it:\n"
+    "  pending    the newest completed checkpoint lists it (same id, producer id, epoch and\n"
+    "             start time): commit\n"
     "  lingering  no completed checkpoint promised it: abort\n"
     "--all also lists ids with no open transaction. --check exits with 3 when one is open.\n"
     "\n"
     "abort and commit end one open transaction by sending EndTxn to its coordinator, with the\n"
     "producer id and epoch given or, without them, those DescribeTransactions reports. A commit\n"
-    "of a transaction the coordinator already aborted fails (its records are lost).\n"
+    "succeeds only when the coordinator then describes that very transaction as committed: it is\n"
+    "named by its start time (START MS of transactions, --start-ms; without --producer-id, that "
+    "of\n"
+    "the open transaction). A transaction that is no longer open, named by producer id and epoch\n"
+    "alone, cannot be told from a later one of the same producer and is refused. A commit of a\n"
+    "transaction the coordinator aborted, or replaced by another, fails with data loss.\n"
     "\n"
     "--kafka NAME=VALUE sets a librdkafka property of the connection: security.protocol,\n"
     "ssl.ca.location, ssl.certificate.location, ssl.key.location, sasl.mechanism (PLAIN,\n"
@@ -51,7 +58,8 @@ static const twopc_txn_t *promised(const twopc_checkpoint_t *c, const tpc__kafka
         const twopc_txn_t *x = &c->txns[i];
         if (x->kind == TWOPC_TXN_PENDING && strcmp(x->connector, "kafka") == 0 &&
             strcmp(x->id, t->id) == 0 && x->producer_id == t->producer_id &&
-            x->producer_epoch == t->producer_epoch)
+            x->producer_epoch == t->producer_epoch &&
+            (x->kafka_start_ms < 0 || x->kafka_start_ms == t->start_ms))
             return x;
     }
     return NULL;
@@ -110,8 +118,8 @@ static int list(const twopc_args_t *a, const twopc_kafka_conf_t *k, int timeout_
                    prefix ? " of ids starting with \"" : "", prefix ? prefix : "",
                    prefix ? "\"" : "");
         else
-            printf("%-40s %-14s %-12s %-6s %-9s %-10s %-9s %s\n", "TRANSACTIONAL ID", "STATE",
-                   "PRODUCER ID", "EPOCH", "AGE (s)", "CLASS", "ACTION", "PARTITIONS");
+            printf("%-40s %-14s %-12s %-6s %-9s %-10s %-9s %-14s %s\n", "TRANSACTIONAL ID", "STATE",
+                   "PRODUCER ID", "EPOCH", "AGE (s)", "CLASS", "ACTION", "START MS", "PARTITIONS");
     }
     for (size_t i = 0; i < n; i++) {
         const tpc__kafka_txn_info_t *t = &txns[i];
@@ -139,8 +147,9 @@ static int list(const twopc_args_t *a, const twopc_kafka_conf_t *k, int timeout_
             twopc_json_str(stdout, t->topics);
             printf("}");
         } else {
-            printf("%-40s %-14s %-12" PRId64 " %-6d %-9.1f %-10s %-9s %s\n", t->id, t->state,
-                   t->producer_id, t->producer_epoch, age, cls, action, t->topics);
+            printf("%-40s %-14s %-12" PRId64 " %-6d %-9.1f %-10s %-9s %-14" PRId64 " %s\n", t->id,
+                   t->state, t->producer_id, t->producer_epoch, age, cls, action, t->start_ms,
+                   t->topics);
         }
     }
     if (json)
@@ -159,10 +168,17 @@ static int end_one(const twopc_args_t *a, const twopc_kafka_conf_t *k, bool comm
     const char *spid = twopc_arg(a, "producer-id"), *sepoch = twopc_arg(a, "epoch");
     if (!spid != !sepoch)
         return twopc_usage_error(cmd, "give both --producer-id and --epoch, or neither");
-    int64_t pid = -1, epoch = -1;
+    const char *sstart = twopc_arg(a, "start-ms");
+    if (sstart && (!commit || !spid))
+        return twopc_usage_error(cmd, "--start-ms names a transaction to commit, with "
+                                      "--producer-id and --epoch");
+    int64_t pid = -1, epoch = -1, start_ms = -1;
     if (spid &&
         (!tpc_parse_int(spid, 0, INT64_MAX, &pid) || !tpc_parse_int(sepoch, 0, INT16_MAX, &epoch)))
         return twopc_usage_error(cmd, "--producer-id and --epoch take numbers");
+    if (sstart && !tpc_parse_int(sstart, 0, INT64_MAX, &start_ms))
+        return twopc_usage_error(cmd, "--start-ms takes milliseconds since the epoch, as START MS "
+                                      "of twopc kafka transactions shows them");
     tpc__kafka_wire_conf_t wire = wire_of(k);
     if (!spid) {
         tpc__kafka_txn_info_t t;
@@ -182,14 +198,19 @@ static int end_one(const twopc_args_t *a, const twopc_kafka_conf_t *k, bool comm
                                     "nothing to do; list them with: twopc kafka transactions"));
         pid = t.producer_id;
         epoch = t.producer_epoch;
+        start_ms = t.start_ms;
     }
-    /* The public call, as the sink's recovery makes it: props NULL-terminated. */
-    tpc_error_t *err = tpc_kafka_end_transaction(k->bootstrap, (const char *const *)k->props, id,
-                                                 pid, (int16_t)epoch, commit, timeout_ms);
+    /* The public calls, as the sink's recovery makes them: props NULL-terminated. */
+    const char *const *props = (const char *const *)k->props;
+    tpc_error_t *err = commit ? tpc_kafka_commit_transaction(k->bootstrap, props, id, pid,
+                                                             (int16_t)epoch, start_ms, timeout_ms)
+                              : tpc_kafka_end_transaction(k->bootstrap, props, id, pid,
+                                                          (int16_t)epoch, false, timeout_ms);
     if (err)
         return twopc_fail(cmd, err);
-    printf("%s transaction of \"%s\" (producer id %" PRId64 ", epoch %d)\n",
-           commit ? "committed" : "aborted", id, pid, (int)epoch);
+    char name[300];
+    tpc__kafka_txn_name(name, sizeof name, id, pid, (int)epoch, start_ms);
+    printf("%s transaction %s\n", commit ? "committed" : "aborted", name);
     return TWOPC_EXIT_OK;
 }
 
@@ -205,6 +226,7 @@ int twopc_cmd_kafka(int argc, char **argv)
         {"transactional-id", true, false},
         {"producer-id", true, false},
         {"epoch", true, false},
+        {"start-ms", true, false},
         {"help", false, false},
         {NULL},
     };

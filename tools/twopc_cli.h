@@ -96,11 +96,12 @@ typedef struct {
     twopc_txn_kind_t kind; /* pending: a completed checkpoint promised it; current: never */
     uint64_t checkpoint;   /* pending: pre-committed in; current: lowest it could be */
     int64_t start_ms;
-    const char *connector; /* "kafka", "postgres", "file", or "unknown" */
-    char name[256];        /* transactional id or gid, as the connector describes it */
-    char id[256];          /* kafka: transactional id; postgres: gid; else "" */
-    int64_t producer_id;   /* kafka */
-    int producer_epoch;    /* kafka */
+    const char *connector;  /* "kafka", "postgres", "file", or "unknown" */
+    char name[256];         /* transactional id or gid, as the connector describes it */
+    char id[256];           /* kafka: transactional id; postgres: gid; else "" */
+    int64_t producer_id;    /* kafka */
+    int producer_epoch;     /* kafka */
+    int64_t kafka_start_ms; /* kafka: the coordinator's start time naming it, -1 when unknown */
 } twopc_txn_t;
 
 typedef struct {

@@ -99,15 +99,39 @@ TPC_API tpc_error_t *tpc_kafka_sink_set_mapper(tpc_txn_sink_t *sink, tpc_kafka_m
  * @param producer_id, producer_epoch those of the transaction as the coordinator knows it.
  * @param commit true to commit, false to abort.
  * @param timeout_ms how long to retry coordinator moves, loading and network errors.
- * @returns NULL when the transaction now has the asked-for outcome, also when it already had it;
- * TPC_ERR_DATA_LOSS when a commit was asked and the coordinator had aborted the transaction
- * (timeout, fencing) or no longer knows it; TPC_ERR_STATE when an abort was asked of a committed
- * transaction; TPC_ERR_TIMEOUT, TPC_ERR_CONNECT, TPC_ERR_EXTERNAL or TPC_ERR_UNSUPPORTED when the
- * coordinator never gave a definite answer.
+ * @returns for an abort: NULL when the transaction is now aborted, also when it already was;
+ * TPC_ERR_STATE when it is committed. For a commit: NULL only when the coordinator describes this
+ * very transaction as committed — the open transaction of @p producer_id / @p producer_epoch is
+ * sent EndTxn and described again. A transaction that is no longer open cannot be told apart, by
+ * producer id and epoch, from a later one of the same producer: then TPC_ERR_STATE when the id's
+ * last transaction is committed (name the transaction with tpc_kafka_commit_transaction()), and
+ * TPC_ERR_DATA_LOSS when the coordinator aborted it or no longer knows it. TPC_ERR_TIMEOUT,
+ * TPC_ERR_CONNECT, TPC_ERR_EXTERNAL or TPC_ERR_UNSUPPORTED when the coordinator never gave a
+ * definite answer.
  */
 TPC_API tpc_error_t *tpc_kafka_end_transaction(const char *bootstrap, const char *const *props,
                                                const char *transactional_id, int64_t producer_id,
                                                int16_t producer_epoch, bool commit, int timeout_ms);
+
+/**
+ * @brief Commit one transaction named by its coordinator's start time, and prove it.
+ *
+ * A transaction is named by its transactional id, producer id, epoch and @p start_ms, the
+ * coordinator's transactionStartTimeMs (DescribeTransactions; `twopc kafka transactions` shows it
+ * as START MS): only this transaction has it. An open one is sent EndTxn(commit); then, and for
+ * one already ended, what the coordinator describes decides.
+ *
+ * @param start_ms the transaction's start time in ms since the epoch, or -1 as in
+ * tpc_kafka_end_transaction().
+ * @returns NULL when the coordinator shows this transaction committed (by this call or before);
+ * TPC_ERR_DATA_LOSS when it shows it aborted, or shows another transaction on the id (whether this
+ * one committed can no longer be told), or no longer knows the id; the errors of
+ * tpc_kafka_end_transaction() when it gave no definite answer.
+ */
+TPC_API tpc_error_t *tpc_kafka_commit_transaction(const char *bootstrap, const char *const *props,
+                                                  const char *transactional_id, int64_t producer_id,
+                                                  int16_t producer_epoch, int64_t start_ms,
+                                                  int timeout_ms);
 
 /* ------------------------------------------------------------------------------------------ */
 /** @name Kafka source

@@ -18,7 +18,7 @@
 #include <string.h>
 #include <time.h>
 
-#define STATS_INTERVAL "100"
+#define STATS_INTERVAL "1000"
 
 static void on_delivery(rd_kafka_t *rk, const rd_kafka_message_t *msg, void *opaque)
 {
@@ -61,8 +61,6 @@ static int on_stats(rd_kafka_t *rk, char *json, size_t len, void *opaque)
     if (eos && json_str_is(eos, "\"idemp_state\":", "\"Assigned\"")) {
         p->pid = json_int(eos, "\"producer_id\":", -1);
         p->epoch = (int16_t)json_int(eos, "\"producer_epoch\":", -1);
-        /* "ts": librdkafka's monotonic clock in microseconds when it made these statistics. */
-        p->stats_us = json_int(json, "\"ts\":", -1);
     }
     return 0; /* librdkafka frees json */
 }
@@ -150,10 +148,10 @@ static tpc_error_t *make_conf(tpc__kafka_producer_t *p, const tpc__kafka_conf_t 
     tpc_error_t *err = set(rc, "partitioner", "murmur2_random");
     if (!err && p->id[0])
         err = set(rc, "transaction.timeout.ms", timeout);
-    /* Transactional producers need the statistics' producer id and epoch soon; plain ones
-     * only feed the metrics. */
+    /* The statistics feed the metrics (and show the producer id, which pre-commit compares with
+     * the coordinator's); a handle's producer id and epoch come from the coordinator. */
     if (!err)
-        err = set(rc, "statistics.interval.ms", p->id[0] ? STATS_INTERVAL : "1000");
+        err = set(rc, "statistics.interval.ms", STATS_INTERVAL);
     for (size_t i = 0; !err && i < conf->nprops; i++)
         err = set(rc, conf->props[2 * i], conf->props[2 * i + 1]);
     if (!err && p->id[0])
@@ -249,7 +247,6 @@ void tpc__kafka_producer_stop(tpc__kafka_producer_t *p, bool abort_open)
         return;
     if (abort_open && p->id[0]) {
         rd_kafka_error_t *e = rd_kafka_abort_transaction(p->rk, 5000);
-        tpc__kafka_producer_ended(p);
         if (e)
             rd_kafka_error_destroy(e);
     }
@@ -272,32 +269,6 @@ tpc_error_t *tpc__kafka_producer_fatal(tpc__kafka_producer_t *p, const char *wha
         return tpc_error_new(TPC_ERR_EXTERNAL, 0, "%s of producer \"%s\" failed: %s", what, p->id,
                              fatal);
     return NULL;
-}
-
-/* librdkafka's clock for the statistics' "ts": the monotonic clock in microseconds. */
-static int64_t monotonic_us(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
-}
-
-void tpc__kafka_producer_ended(tpc__kafka_producer_t *p)
-{
-    p->ended_us = monotonic_us();
-}
-
-tpc_error_t *tpc__kafka_producer_current_epoch(tpc__kafka_producer_t *p, int timeout_ms)
-{
-    int64_t deadline = tpc_clock_ms() + timeout_ms;
-    while (p->stats_us <= p->ended_us && tpc_clock_ms() < deadline)
-        rd_kafka_poll(p->rk, 10);
-    if (p->stats_us > p->ended_us)
-        return NULL;
-    return tpc_error_new(TPC_ERR_TIMEOUT, TPC_ERROR_RETRIABLE,
-                         "producer \"%s\" reported no producer epoch after its last transaction "
-                         "within %d ms (its statistics stopped?)",
-                         p->id, timeout_ms);
 }
 
 tpc_error_t *tpc__kafka_producer_flush(tpc__kafka_producer_t *p, int timeout_ms)

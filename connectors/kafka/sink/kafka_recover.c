@@ -1,7 +1,8 @@
 /*
  * What happens at start before the first transaction: restored pending transactions are
  * committed with EndTxn straight to the coordinator (kafka_end_txn.c) under the producer id and
- * epoch stored at pre-commit, before any producer is initialised with their ids; then every other
+ * epoch stored at pre-commit, before any producer is initialised with their ids, and each commit
+ * is proven for that one transaction by its start time (kafka_proof.c); then every other
  * transactional id this subtask may own gets a producer whose initialisation aborts whatever
  * transaction a crashed run left open on it. The ids of restored transactions are held back from
  * that (initialising them would bump their epoch and make a repeated recovery commit, after a
@@ -11,7 +12,7 @@
  * initialised by one subtask only, k itself while it exists, so no subtask ever initialises an id
  * whose transaction another one restored. Ids of subtasks that no longer run are initialised by
  * their owner at start (or, when it restored their transaction, once it is safe).
- * Also the public tpc_kafka_end_transaction().
+ * Also the public tpc_kafka_end_transaction() and tpc_kafka_commit_transaction().
  */
 #include "kafka_sink_internal.h"
 #include "tpc_kit.h"
@@ -24,7 +25,7 @@
 
 /* The wire client of a subtask, with the sink's librdkafka properties, so that recovery commits
  * use the same TLS and SASL settings as its producers. */
-static tpc__kafka_wire_conf_t sink_wire(const tpc__kafka_sub_t *c)
+tpc__kafka_wire_conf_t tpc__kafka_sink_wire(const tpc__kafka_sub_t *c)
 {
     tpc__kafka_wire_conf_t wire = c->wire;
     wire.props = (const char *const *)c->conf->props;
@@ -32,48 +33,33 @@ static tpc__kafka_wire_conf_t sink_wire(const tpc__kafka_sub_t *c)
     return wire;
 }
 
-static tpc_error_t *end_txn(const tpc__kafka_wire_conf_t *wire, const char *id, int64_t pid,
-                            int16_t epoch, bool commit, int timeout_ms)
+/* Abort the transaction of @id with @pid / @epoch: NULL when it is aborted (or was). */
+static tpc_error_t *abort_txn(const tpc__kafka_wire_conf_t *wire, const char *id, int64_t pid,
+                              int16_t epoch, int timeout_ms)
 {
     tpc__kafka_end_result_t result;
     int code = 0;
-    tpc_error_t *err = tpc__kafka_end_txn(wire, id, pid, epoch, commit, timeout_ms, &result, &code);
+    tpc_error_t *err = tpc__kafka_end_txn(wire, id, pid, epoch, false, timeout_ms, &result, &code);
     /* An abort that meets a state which allows none may meet the coordinator in the middle of
      * ending the transaction itself (its timeout): ask again for a few seconds before taking the
      * answer as "committed". */
-    for (int tries = 0; !err && !commit && result == TPC__KAFKA_END_BAD_STATE && tries < 10;
-         tries++) {
+    for (int tries = 0; !err && result == TPC__KAFKA_END_BAD_STATE && tries < 10; tries++) {
         tpc_sleep_ms(500, NULL, NULL);
-        err = tpc__kafka_end_txn(wire, id, pid, epoch, commit, timeout_ms, &result, &code);
+        err = tpc__kafka_end_txn(wire, id, pid, epoch, false, timeout_ms, &result, &code);
     }
     if (err)
         return err;
-    if (result == TPC__KAFKA_END_DONE)
-        return NULL;
-    if (!commit)
-        return result == TPC__KAFKA_END_BAD_STATE
-                   ? tpc_error_new(TPC_ERR_STATE, TPC_ERROR_FATAL,
-                                   "could not abort the transaction of \"%s\" (producer id %" PRId64
-                                   ", epoch %d): it is committed",
-                                   id, pid, (int)epoch)
-                   : NULL;
-    err = tpc_error_new(TPC_ERR_DATA_LOSS, TPC_ERROR_FATAL,
-                        "data loss: the transaction of \"%s\" (producer id %" PRId64
-                        ", epoch %d) cannot be committed: %s (%s)",
-                        id, pid, (int)epoch,
-                        result == TPC__KAFKA_END_UNKNOWN_ID
-                            ? "the coordinator no longer knows it"
-                            : "the coordinator aborted it, after its timeout or because another "
-                              "producer took over the transactional id",
-                        tpc__kafka_code_name(code));
-    return tpc_error_hint(err, "keep kafka.transaction.timeout.ms well above the checkpoint "
-                               "interval plus the restart time, and give every program its own "
-                               "transactional.id.prefix");
+    return result == TPC__KAFKA_END_BAD_STATE
+               ? tpc_error_new(TPC_ERR_STATE, TPC_ERROR_FATAL,
+                               "could not abort the transaction of \"%s\" (producer id %" PRId64
+                               ", epoch %d): it is committed",
+                               id, pid, (int)epoch)
+               : NULL;
 }
 
-tpc_error_t *tpc_kafka_end_transaction(const char *bootstrap, const char *const *props,
-                                       const char *transactional_id, int64_t producer_id,
-                                       int16_t producer_epoch, bool commit, int timeout_ms)
+static tpc_error_t *wire_of(const char *bootstrap, const char *const *props,
+                            const char *transactional_id, int timeout_ms,
+                            tpc__kafka_wire_conf_t *wire)
 {
     if (!bootstrap || !transactional_id || !*transactional_id || timeout_ms < 0)
         return tpc_error_new(TPC_ERR_INVALID_ARG, TPC_ERROR_FATAL,
@@ -86,8 +72,94 @@ tpc_error_t *tpc_kafka_end_transaction(const char *bootstrap, const char *const 
                                  "property \"%s\" has no value", props[2 * n]);
         n++;
     }
-    tpc__kafka_wire_conf_t wire = {.bootstrap = bootstrap, .props = props, .nprops = n};
-    return end_txn(&wire, transactional_id, producer_id, producer_epoch, commit, timeout_ms);
+    *wire = (tpc__kafka_wire_conf_t){.bootstrap = bootstrap, .props = props, .nprops = n};
+    return NULL;
+}
+
+/* An unnamed transaction that is no longer open: if the id's last transaction, of that producer
+ * id and epoch, is committed, the one meant may be it or an earlier one; say so rather than
+ * "data loss". */
+static tpc_error_t *unnamed_verdict(const tpc__kafka_wire_conf_t *wire, const char *id, int64_t pid,
+                                    int16_t epoch, int timeout_ms, tpc_error_t *err)
+{
+    tpc__kafka_txn_info_t now;
+    tpc_error_t *derr = tpc__kafka_describe_transaction(wire, id, timeout_ms, &now);
+    if (derr) {
+        tpc_error_destroy(derr);
+        return err;
+    }
+    if (now.error || now.producer_id != pid || now.producer_epoch != epoch ||
+        (strcmp(now.state, "CompleteCommit") != 0 && strcmp(now.state, "PrepareCommit") != 0))
+        return err;
+    tpc_error_destroy(err);
+    char name[300];
+    tpc__kafka_txn_name(name, sizeof name, id, now.producer_id, now.producer_epoch, now.start_ms);
+    return tpc_error_hint(
+        tpc_error_new(TPC_ERR_STATE, TPC_ERROR_FATAL,
+                      "transaction %s is committed, and it is the last one of producer id %" PRId64
+                      ", epoch %d; an earlier one of the same producer id and epoch would be "
+                      "answered the same, so this does not show that the one meant committed",
+                      name, pid, (int)epoch),
+        "name the transaction by its start time (tpc_kafka_commit_transaction(), or "
+        "--start-ms of twopc kafka commit), as DescribeTransactions showed it while it was open");
+}
+
+tpc_error_t *tpc_kafka_commit_transaction(const char *bootstrap, const char *const *props,
+                                          const char *transactional_id, int64_t producer_id,
+                                          int16_t producer_epoch, int64_t start_ms, int timeout_ms)
+{
+    tpc__kafka_wire_conf_t wire;
+    tpc_error_t *err = wire_of(bootstrap, props, transactional_id, timeout_ms, &wire);
+    if (err)
+        return err;
+    if (start_ms < -1)
+        return tpc_error_new(TPC_ERR_INVALID_ARG, TPC_ERROR_FATAL,
+                             "a transaction's start time is -1 (unknown) or a time in ms");
+    bool ended_here = false;
+    int64_t named = start_ms;
+    err = tpc__kafka_prove_commit(&wire, transactional_id, producer_id, producer_epoch, &named,
+                                  timeout_ms, NULL, &ended_here);
+    if (err && start_ms < 0 && tpc_error_code(err) == TPC_ERR_DATA_LOSS)
+        err =
+            unnamed_verdict(&wire, transactional_id, producer_id, producer_epoch, timeout_ms, err);
+    return err;
+}
+
+tpc_error_t *tpc_kafka_end_transaction(const char *bootstrap, const char *const *props,
+                                       const char *transactional_id, int64_t producer_id,
+                                       int16_t producer_epoch, bool commit, int timeout_ms)
+{
+    if (commit)
+        return tpc_kafka_commit_transaction(bootstrap, props, transactional_id, producer_id,
+                                            producer_epoch, -1, timeout_ms);
+    tpc__kafka_wire_conf_t wire;
+    tpc_error_t *err = wire_of(bootstrap, props, transactional_id, timeout_ms, &wire);
+    return err ? err : abort_txn(&wire, transactional_id, producer_id, producer_epoch, timeout_ms);
+}
+
+/* A handle of version 1 names no start time. Its transaction, once no longer open, cannot be
+ * proven committed; the coordinator's state of the id (committed, same producer id and epoch) is
+ * what the version that wrote it went by, and is taken with a warning, once, at the upgrade. */
+static bool committed_unnamed(tpc__kafka_sub_t *c, const tpc__kafka_txn_t *t)
+{
+    tpc__kafka_wire_conf_t wire = tpc__kafka_sink_wire(c);
+    tpc__kafka_txn_info_t now;
+    tpc_error_t *err =
+        tpc__kafka_describe_transaction(&wire, t->id, c->conf->recovery_timeout_ms, &now);
+    if (err) {
+        tpc_error_destroy(err);
+        return false;
+    }
+    bool committed =
+        !now.error && now.producer_id == t->pid && now.producer_epoch == t->epoch &&
+        (strcmp(now.state, "CompleteCommit") == 0 || strcmp(now.state, "PrepareCommit") == 0);
+    if (committed)
+        tpc_txn_log(c->st, TPC_LOG_WARN,
+                    "transaction \"%s\" of checkpoint %" PRIu64 " is taken as committed because "
+                    "its id's last transaction is: its handle, written by an earlier version, "
+                    "names no start time to prove it by",
+                    t->id, t->ckpt);
+    return committed;
 }
 
 tpc_error_t *tpc__kafka_recover_and_commit(void *conn, void *txn)
@@ -96,12 +168,19 @@ tpc_error_t *tpc__kafka_recover_and_commit(void *conn, void *txn)
     tpc__kafka_txn_t *t = txn;
     if (!t->id[0])
         return NULL; /* nothing was ever written into it */
-    tpc__kafka_wire_conf_t wire = sink_wire(c);
-    tpc_error_t *err = end_txn(&wire, t->id, t->pid, t->epoch, true, c->conf->recovery_timeout_ms);
+    if (t->start_ms < 0 && committed_unnamed(c, t))
+        return NULL;
+    tpc__kafka_wire_conf_t wire = tpc__kafka_sink_wire(c);
+    char what[48];
+    snprintf(what, sizeof what, "checkpoint %" PRIu64, t->ckpt);
+    bool ended_here = false;
+    int64_t start_ms = t->start_ms;
+    tpc_error_t *err = tpc__kafka_prove_commit(&wire, t->id, t->pid, t->epoch, &start_ms,
+                                               c->conf->recovery_timeout_ms, what, &ended_here);
     if (!err)
-        tpc_txn_log(c->st, TPC_LOG_INFO,
-                    "committed transaction \"%s\" of checkpoint %" PRIu64 " during recovery", t->id,
-                    t->ckpt);
+        tpc_txn_log(c->st, TPC_LOG_INFO, "%s transaction \"%s\" of checkpoint %" PRIu64 "%s",
+                    ended_here ? "committed" : "found committed", t->id, t->ckpt,
+                    ended_here ? " during recovery" : " already");
     return err;
 }
 
@@ -111,8 +190,8 @@ tpc_error_t *tpc__kafka_recover_and_abort(void *conn, void *txn)
     tpc__kafka_txn_t *t = txn;
     if (!t->id[0] || t->pid < 0)
         return NULL; /* its id, if it got one, is aborted with the lingering ones */
-    tpc__kafka_wire_conf_t wire = sink_wire(c);
-    return end_txn(&wire, t->id, t->pid, t->epoch, false, c->conf->recovery_timeout_ms);
+    tpc__kafka_wire_conf_t wire = tpc__kafka_sink_wire(c);
+    return abort_txn(&wire, t->id, t->pid, t->epoch, c->conf->recovery_timeout_ms);
 }
 
 static bool restored_on(const tpc_txn_lingering_t *l, const char *id)

@@ -81,8 +81,6 @@ typedef struct {
     char id[TPC__KAFKA_ID_MAX]; /* transactional id, "" for a plain producer */
     int64_t pid;                /* from the statistics' "eos" object; -1 until seen */
     int16_t epoch;
-    int64_t stats_us; /* when librdkafka made the statistics pid and epoch come from */
-    int64_t ended_us; /* when the last transaction ended (same clock): newer statistics needed */
     uint64_t delivered;
     uint64_t failed;
     char first_failure[256];
@@ -94,6 +92,7 @@ typedef struct {
     tpc__kafka_producer_t prod;
     tpc__kafka_slot_state_t state;
     uint64_t release_after; /* HELD: free once a checkpoint >= this one is known complete */
+    int64_t last_start_ms;  /* coordinator's start time of the slot's last named transaction */
 } tpc__kafka_slot_t;
 
 typedef struct {
@@ -125,6 +124,10 @@ typedef struct {
     char id[TPC__KAFKA_ID_MAX];
     int64_t pid;
     int16_t epoch;
+    /* The coordinator's start time of the transaction (DescribeTransactions at pre-commit): with
+     * id, pid and epoch it names this one transaction (kafka_proof.c); -1 before pre-commit and
+     * in handles of version 1, which had none. */
+    int64_t start_ms;
     uint64_t begin_ckpt;
     uint64_t ckpt; /* pre-committed for this checkpoint, 0 before */
     uint64_t records;
@@ -142,19 +145,15 @@ void tpc__kafka_producer_stop(tpc__kafka_producer_t *p, bool abort_open);
  * without restarts); NULL if it has none. */
 tpc_error_t *tpc__kafka_producer_fatal(tpc__kafka_producer_t *p, const char *what);
 /* Flush and check that every delivery succeeded. */
-/* Note that the producer's transaction just ended (committed or aborted): with transaction
- * version 2 the coordinator gives the producer a new epoch at every end, which the statistics
- * report only in their next round. */
-void tpc__kafka_producer_ended(tpc__kafka_producer_t *p);
-/* Wait until statistics made after the last end of a transaction have come (pid and epoch then
- * are the ones of the transaction open now), serving the producer's callbacks, for @timeout_ms at
- * most. */
-tpc_error_t *tpc__kafka_producer_current_epoch(tpc__kafka_producer_t *p, int timeout_ms);
 tpc_error_t *tpc__kafka_producer_flush(tpc__kafka_producer_t *p, int timeout_ms);
 /* Turn a librdkafka transaction error into a twopc error; takes @error. An error that requires
  * aborting the transaction is data loss once it was pre-committed (@pre_committed). */
 tpc_error_t *tpc__kafka_txn_error(rd_kafka_error_t *error, const char *what, const char *id,
                                   bool pre_committed);
+
+/* The wire client's settings of a subtask: the sink's librdkafka properties, so that describing
+ * and ending transactions uses the producers' TLS and SASL settings. */
+tpc__kafka_wire_conf_t tpc__kafka_sink_wire(const tpc__kafka_sub_t *c);
 
 /* kafka_open.c */
 tpc_error_t *tpc__kafka_check_cluster(const tpc__kafka_conf_t *conf, const tpc_txn_subtask_t *st,

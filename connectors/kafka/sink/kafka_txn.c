@@ -1,11 +1,13 @@
 /*
  * A Kafka transaction of the sink. begin costs nothing; the first record takes a transactional id
  * from the pool (kafka_pool.c) and begins a librdkafka transaction on its producer. pre_commit
- * flushes and waits for every delivery report (one failure fails the checkpoint) and stores the
- * producer id and epoch with the handle; commit on notify uses the live producer, recovery uses
- * EndTxn (kafka_recover.c). With the weaker guarantees one plain producer (idempotent for
- * at-least-once) writes everything and pre_commit is its flush. Also the handle's bytes. Every
- * call that uses a producer holds the subtask's lock, which kafka_serve.c's thread takes to poll.
+ * flushes and waits for every delivery report (one failure fails the checkpoint) and stores, with
+ * the handle, what names this one transaction at its coordinator: producer id, epoch and start
+ * time; commit on notify uses the live producer and then proves the commit from the coordinator's
+ * description (kafka_proof.c), recovery uses EndTxn and the same proof (kafka_recover.c). With the
+ * weaker guarantees one plain producer (idempotent for at-least-once) writes everything and
+ * pre_commit is its flush. Also the handle's bytes. Every call that uses a producer holds the
+ * subtask's lock, which kafka_serve.c's thread takes to poll.
  */
 #include "kafka_sink_internal.h"
 
@@ -14,7 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define HANDLE_VERSION 1
+#define HANDLE_VERSION 2
 
 tpc_error_t *tpc__kafka_open(void *arg, const tpc_txn_subtask_t *st, void **out)
 {
@@ -73,6 +75,7 @@ tpc_error_t *tpc__kafka_begin(void *conn, uint64_t checkpoint_id, void **txn)
     t->slot = -1;
     t->pid = -1;
     t->epoch = -1;
+    t->start_ms = -1;
     t->begin_ckpt = checkpoint_id;
     if (checkpoint_id > c->latest_begin)
         c->latest_begin = checkpoint_id;
@@ -199,24 +202,77 @@ tpc_error_t *tpc__kafka_flush(void *conn, void *txn)
     return err;
 }
 
+/* Name the transaction on @p for its handle: the coordinator's producer id, epoch and start
+ * time of the open transaction of the id. Asking the coordinator rather than the producer's
+ * statistics also shows that the transaction is really open there, with every partition added,
+ * before a checkpoint promises it. */
+static tpc_error_t *name_txn(tpc__kafka_sub_t *c, tpc__kafka_txn_t *t, tpc__kafka_producer_t *p)
+{
+    tpc__kafka_wire_conf_t wire = tpc__kafka_sink_wire(c);
+    tpc__kafka_txn_info_t now;
+    tpc_error_t *err =
+        tpc__kafka_describe_transaction(&wire, t->id, (int)c->conf->open_timeout_ms, &now);
+    if (err)
+        return tpc_error_prefix(err, "could not describe transaction \"%s\" at pre-commit", t->id);
+    int64_t last = c->slots[t->slot].last_start_ms;
+    bool ours = !now.error && strcmp(now.state, "Ongoing") == 0 &&
+                (p->pid < 0 || now.producer_id == p->pid);
+    if (!ours) {
+        char name[300];
+        tpc__kafka_txn_name(name, sizeof name, t->id, now.producer_id, now.producer_epoch,
+                            now.start_ms);
+        return tpc_error_new(TPC_ERR_STATE, TPC_ERROR_RETRIABLE,
+                             "transaction \"%s\" with %" PRIu64 " records is not open at its "
+                             "coordinator at pre-commit: it holds %s in state %s%s%s",
+                             t->id, t->records, name, now.error ? "?" : now.state,
+                             now.error ? ", error " : "",
+                             now.error ? tpc__kafka_code_name(now.error) : "");
+    }
+    /* Start times are milliseconds: two transactions of one id begun in the same one could not
+     * be told apart, so such a transaction is not promised (the checkpoint fails and is taken
+     * again; it takes longer than a millisecond to end a transaction and begin the next). */
+    if (now.start_ms <= last)
+        return tpc_error_new(TPC_ERR_STATE, TPC_ERROR_RETRIABLE,
+                             "transaction \"%s\" began at %" PRId64 " ms, not after the previous "
+                             "one of its id (%" PRId64 " ms): it could not be told apart from it",
+                             t->id, now.start_ms, last);
+    t->pid = now.producer_id;
+    t->epoch = (int16_t)now.producer_epoch;
+    t->start_ms = now.start_ms;
+    c->slots[t->slot].last_start_ms = now.start_ms;
+    return NULL;
+}
+
 tpc_error_t *tpc__kafka_pre_commit(void *conn, void *txn, uint64_t checkpoint_id)
 {
     tpc__kafka_sub_t *c = conn;
     tpc__kafka_txn_t *t = txn;
     pthread_mutex_lock(&c->lock);
     tpc_error_t *err = flush(c, t);
-    tpc__kafka_producer_t *p = c->transactional ? producer_of(c, t) : NULL;
-    /* The pid and epoch stored must be those of this transaction: with transaction version 2
-     * an earlier end gave the producer a new epoch, and a recovery commit with the old one would
-     * be taken for a repeat of that earlier commit and leave this transaction to be aborted. */
-    if (!err && p)
-        err = tpc__kafka_producer_current_epoch(p, (int)c->conf->open_timeout_ms);
-    if (!err && p) {
-        t->pid = p->pid;
-        t->epoch = p->epoch;
+    if (!err && c->transactional && t->slot >= 0)
+        err = name_txn(c, t, producer_of(c, t));
+    if (!err)
         t->ckpt = checkpoint_id;
-    }
     pthread_mutex_unlock(&c->lock);
+    return err;
+}
+
+/* librdkafka's success is not the evidence: it also reports one when it sent no EndTxn (no
+ * partitions registered, or a resume after COMMIT_NOT_ACKED). The coordinator's description of
+ * this very transaction is (kafka_proof.c), before the id is held and later reused. */
+static tpc_error_t *prove(tpc__kafka_sub_t *c, tpc__kafka_txn_t *t)
+{
+    char what[48];
+    snprintf(what, sizeof what, "checkpoint %" PRIu64, t->ckpt);
+    tpc__kafka_wire_conf_t wire = tpc__kafka_sink_wire(c);
+    bool ended_here = false;
+    tpc_error_t *err = tpc__kafka_prove_commit(&wire, t->id, t->pid, t->epoch, &t->start_ms,
+                                               c->conf->recovery_timeout_ms, what, &ended_here);
+    if (!err && ended_here)
+        tpc_txn_log(c->st, TPC_LOG_WARN,
+                    "librdkafka reported the commit of transaction \"%s\" of checkpoint %" PRIu64
+                    ", but it was still open at its coordinator: committed it with EndTxn",
+                    t->id, t->ckpt);
     return err;
 }
 
@@ -224,9 +280,11 @@ static tpc_error_t *commit(tpc__kafka_sub_t *c, tpc__kafka_txn_t *t)
 {
     tpc__kafka_producer_t *p = producer_of(c, t);
     rd_kafka_error_t *e = rd_kafka_commit_transaction(p->rk, (int)c->conf->txn_timeout_ms);
-    tpc__kafka_producer_ended(p);
     if (e)
         return tpc__kafka_txn_error(e, "commit_transaction", p->id, true);
+    tpc_error_t *err = prove(c, t);
+    if (err)
+        return err;
     tpc__kafka_pool_complete(c, t->ckpt);
     tpc__kafka_pool_hold(c, t->slot, c->latest_begin);
     t->slot = -1;
@@ -249,7 +307,6 @@ static tpc_error_t *abort_txn(tpc__kafka_sub_t *c, tpc__kafka_txn_t *t)
 {
     tpc__kafka_producer_t *p = producer_of(c, t);
     rd_kafka_error_t *e = rd_kafka_abort_transaction(p->rk, (int)c->conf->txn_timeout_ms);
-    tpc__kafka_producer_ended(p);
     if (e)
         return tpc__kafka_txn_error(e, "abort_transaction", p->id, false);
     c->slots[t->slot].state = TPC__KAFKA_SLOT_FREE;
@@ -286,7 +343,7 @@ void tpc__kafka_describe(void *conn, const void *txn, char *buf, size_t cap)
     const tpc__kafka_txn_t *t = txn;
     (void)conn;
     if (t->id[0])
-        snprintf(buf, cap, "%s (producer id %" PRId64 ", epoch %d)", t->id, t->pid, (int)t->epoch);
+        tpc__kafka_txn_name(buf, cap, t->id, t->pid, t->epoch, t->start_ms);
     else
         snprintf(buf, cap, "(no transactional id yet, begun for checkpoint %" PRIu64 ")",
                  t->begin_ckpt);
@@ -306,14 +363,16 @@ static uint64_t get_be(const unsigned char *p, int n)
     return v;
 }
 
-/* Handle bytes: version(1) pid(8) epoch(2) ckpt(8) begin_ckpt(8) id_len(2) id. */
+/* Handle bytes, version 2: version(1) pid(8) epoch(2) ckpt(8) begin_ckpt(8) id_len(2) id
+ * start_ms(8). Version 1 ended with the id: its transactions are unnamed (start_ms -1). */
 #define HANDLE_FIXED 29
+#define HANDLE_START 8
 
 tpc_error_t *tpc__kafka_serialize(void *conn, const void *txn, tpc_txn_buf_t *out)
 {
     const tpc__kafka_txn_t *t = txn;
     (void)conn;
-    unsigned char b[HANDLE_FIXED + TPC__KAFKA_ID_MAX];
+    unsigned char b[HANDLE_FIXED + TPC__KAFKA_ID_MAX + HANDLE_START];
     size_t idlen = strlen(t->id);
     b[0] = HANDLE_VERSION;
     put_be(b + 1, (uint64_t)t->pid, 8);
@@ -322,7 +381,8 @@ tpc_error_t *tpc__kafka_serialize(void *conn, const void *txn, tpc_txn_buf_t *ou
     put_be(b + 19, t->begin_ckpt, 8);
     put_be(b + 27, idlen, 2);
     memcpy(b + HANDLE_FIXED, t->id, idlen);
-    return tpc_txn_buf_append(out, b, HANDLE_FIXED + idlen);
+    put_be(b + HANDLE_FIXED + idlen, (uint64_t)t->start_ms, 8);
+    return tpc_txn_buf_append(out, b, HANDLE_FIXED + idlen + HANDLE_START);
 }
 
 tpc_error_t *tpc__kafka_deserialize(void *conn, const void *bytes, size_t len, void **txn)
@@ -330,14 +390,21 @@ tpc_error_t *tpc__kafka_deserialize(void *conn, const void *bytes, size_t len, v
     const unsigned char *b = bytes;
     (void)conn;
     size_t idlen = len >= HANDLE_FIXED ? (size_t)get_be(b + 27, 2) : 0;
+    int version = len ? b[0] : 0;
+    size_t want = HANDLE_FIXED + idlen + (version >= 2 ? HANDLE_START : 0);
     /* An id with a NUL in it would be cut short: a recovery would end the transaction of another
      * id, or none (an id that starts with NUL reads as an empty transaction). */
-    if (len < HANDLE_FIXED || b[0] != HANDLE_VERSION || idlen >= TPC__KAFKA_ID_MAX ||
-        len != HANDLE_FIXED + idlen || memchr(b + HANDLE_FIXED, '\0', idlen))
+    if (len < HANDLE_FIXED || version < 1 || version > HANDLE_VERSION ||
+        idlen >= TPC__KAFKA_ID_MAX || len != want || memchr(b + HANDLE_FIXED, '\0', idlen))
         return tpc_error_new(TPC_ERR_CORRUPT, TPC_ERROR_FATAL,
                              "kafka transaction handle of %zu bytes is not one this version "
                              "reads",
                              len);
+    int64_t start_ms = version >= 2 ? (int64_t)get_be(b + HANDLE_FIXED + idlen, 8) : -1;
+    if (start_ms < -1)
+        return tpc_error_new(TPC_ERR_CORRUPT, TPC_ERROR_FATAL,
+                             "kafka transaction handle names a start time of %" PRId64 " ms",
+                             start_ms);
     tpc__kafka_txn_t *t = calloc(1, sizeof *t);
     if (!t)
         return tpc_error_nomem();
@@ -347,6 +414,7 @@ tpc_error_t *tpc__kafka_deserialize(void *conn, const void *bytes, size_t len, v
     t->ckpt = get_be(b + 11, 8);
     t->begin_ckpt = get_be(b + 19, 8);
     memcpy(t->id, b + HANDLE_FIXED, idlen);
+    t->start_ms = start_ms;
     t->records = t->id[0] ? 1 : 0;
     *txn = t;
     return NULL;

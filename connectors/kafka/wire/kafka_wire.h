@@ -5,7 +5,8 @@
  * kafka_wire.c holds the byte encoding and one blocking connection to one broker; kafka_tls.c
  * wraps that connection in TLS (OpenSSL); kafka_sasl.c authenticates it with SASL PLAIN or SCRAM
  * (whose messages kafka_scram.c makes and checks); kafka_end_txn.c finds the transaction
- * coordinator and sends EndTxn with retries; kafka_admin.c lists and describes transactions.
+ * coordinator and sends EndTxn with retries; kafka_admin.c lists and describes transactions;
+ * kafka_proof.c decides, from DescribeTransactions, whether one named transaction committed.
  * kafka_props.c keeps librdkafka's properties as users give them, for the sink and the source.
  *
  * The security settings are librdkafka's property names, read from the same properties the sink
@@ -51,6 +52,7 @@ enum {
     TPC__KAFKA_E_TRANSACTIONAL_ID_AUTHORIZATION_FAILED = 53,
     TPC__KAFKA_E_SASL_AUTHENTICATION_FAILED = 58,
     TPC__KAFKA_E_PRODUCER_FENCED = 90,
+    TPC__KAFKA_E_TRANSACTIONAL_ID_NOT_FOUND = 105,
 };
 
 /* Growable request body. A failed allocation sets oom and drops later writes. */
@@ -251,6 +253,35 @@ tpc_error_t *tpc__kafka_list_transactions(const tpc__kafka_wire_conf_t *conf, co
 /* DescribeTransactions for one id at its coordinator. */
 tpc_error_t *tpc__kafka_describe_transaction(const tpc__kafka_wire_conf_t *conf, const char *id,
                                              int timeout_ms, tpc__kafka_txn_info_t *out);
+
+/* kafka_proof.c: what became of one transaction, named by its id, producer id, epoch and the
+ * coordinator's start time (-1: unnamed, as in handles of earlier versions), judged from what
+ * DescribeTransactions says of the id now. */
+typedef enum {
+    TPC__KAFKA_FATE_OPEN,      /* that transaction, Ongoing */
+    TPC__KAFKA_FATE_COMMITTED, /* that transaction, PrepareCommit or CompleteCommit */
+    TPC__KAFKA_FATE_ABORTED,   /* that transaction, PrepareAbort, CompleteAbort or being fenced */
+    TPC__KAFKA_FATE_GONE,      /* the id carries another transaction now, or none the coordinator
+                                  knows: what became of this one cannot be told */
+} tpc__kafka_fate_t;
+tpc__kafka_fate_t tpc__kafka_txn_fate(const tpc__kafka_txn_info_t *now, int64_t pid, int16_t epoch,
+                                      int64_t start_ms);
+/* "ID (producer id P, epoch E, begun 2026-12-04T10:00:00.123Z)" into @buf. */
+void tpc__kafka_txn_name(char *buf, size_t cap, const char *id, int64_t pid, int epoch,
+                         int64_t start_ms);
+/* The TPC_ERR_DATA_LOSS error for a transaction whose commit cannot be shown, with what the
+ * coordinator holds (@now) and, when not NULL, @what the transaction was for. */
+tpc_error_t *tpc__kafka_txn_lost(const tpc__kafka_txn_info_t *now, int64_t pid, int16_t epoch,
+                                 int64_t start_ms, const char *what);
+/* Commit the named transaction and prove it: NULL only when DescribeTransactions shows this very
+ * transaction PrepareCommit or CompleteCommit. An Ongoing one is sent EndTxn(commit) (at most a
+ * few times) and described again; @ended_here says whether that happened. An unnamed transaction
+ * (*@start_ms < 0) is named by the start time of the open transaction of @pid / @epoch, and
+ * *@start_ms set; an unnamed one that is no longer open cannot be proven. Anything else is
+ * TPC_ERR_DATA_LOSS (tpc__kafka_txn_lost()); no answer within @timeout_ms an error of its own. */
+tpc_error_t *tpc__kafka_prove_commit(const tpc__kafka_wire_conf_t *conf, const char *id,
+                                     int64_t pid, int16_t epoch, int64_t *start_ms, int timeout_ms,
+                                     const char *what, bool *ended_here);
 
 /* kafka_props.c: librdkafka properties as users give them, shared by the sink and the source.
  * The longest transactional id the sink and the tools handle. */
