@@ -3,6 +3,8 @@
 #   make                      libtwopc.a, libtwopc.so, the twopc command, examples  (build/<variant>/)
 #   make test                 unit tests, then integration tests against real servers
 #   make test-unit            unit tests only (no server needed)
+#   make test-kafka           the Kafka integration tests only; TWOPC_LIBRDKAFKA=current for a current
+#                             librdkafka, TWOPC_TEST_KAFKA_TRANSACTION_VERSION=1 for a protocol-v1 broker
 #   make test-install         make install into a temporary prefix, build examples/minimal.c with pkg-config, run it
 #   make SANITIZE=address,undefined test      make SANITIZE=thread test-unit
 #   make WERROR=1             warnings are errors (default when CI=true)
@@ -15,6 +17,7 @@
 #                             with both)
 #   make demo                 exactly_once_pipeline into PostgreSQL and Kafka, kill -9 once, verify
 #   make torture RUNS=n       n runs of random kill -9 and server restarts, each verified
+#                             (TWOPC_LIBRDKAFKA=current: with a current librdkafka)
 #   make model                Spin model of the commit protocol: checks and mutants (model/)
 #   make soak MINUTES=n       the example pipeline unbounded for n minutes, busy and idle, one kill -9:
 #                             fails when memory, fds, threads, clients, connections or checkpoints grow
@@ -98,7 +101,7 @@ SHARED := $(BUILD)/libtwopc.so.$(VERSION)
 # The operator's command (tools/): linked statically with the library, whose private headers it reads.
 TWOPC_CMD := $(BUILD)/bin/twopc
 
-.PHONY: all lib tools test-install deps deps-build test test-unit test-integration tests-build examples \
+.PHONY: all lib tools test-install deps deps-build test test-unit test-integration test-kafka tests-build examples \
         install format format-check services-up services-down clean docs \
         bench-runtime bench-file bench-kafka bench-pg bench-compare demo torture soak fuzz fuzz-run model
 .DEFAULT_GOAL := all
@@ -212,6 +215,13 @@ test: deps lib tools $(UNIT_BINS) $(INTEG_BINS) examples
 	fi; \
 	tests/services/with-services.sh tests/run-tests.sh all $(UNIT_BINS) -- $(INTEG_BINS) "$${current[@]}"
 
+# The Kafka integration tests alone, with the librdkafka TWOPC_LIBRDKAFKA names (system, current) and
+# a broker formatted with TWOPC_TEST_KAFKA_TRANSACTION_VERSION (0, 1 or 2; unset: the release's, 2):
+#   make test-kafka TWOPC_TEST_KAFKA_TRANSACTION_VERSION=1 TWOPC_LIBRDKAFKA=current
+test-kafka: deps lib tools $(KAFKA_INTEG_BINS) examples
+	@tests/services/with-rdkafka.sh tests/services/with-services.sh \
+	    tests/run-tests.sh integration $(KAFKA_INTEG_BINS)
+
 services-up: deps
 	@tests/services/services.sh up
 services-down:
@@ -250,7 +260,7 @@ RUNS ?= 5
 demo: deps lib tools examples
 	@TWOPC_EXAMPLES_DIR=$(CURDIR)/$(BUILD)/examples TWOPC_COMMAND=$(CURDIR)/$(TWOPC_CMD) tests/e2e/demo.sh
 torture: deps lib examples
-	@TWOPC_EXAMPLES_DIR=$(CURDIR)/$(BUILD)/examples \
+	@TWOPC_EXAMPLES_DIR=$(CURDIR)/$(BUILD)/examples tests/services/with-rdkafka.sh \
 	    tests/services/with-services.sh tests/e2e/torture.sh $(RUNS)
 # gnuplot only draws the series: installed when possible, never required.
 MINUTES ?= 3

@@ -311,6 +311,15 @@ START_TEST(test_unbounded_from_latest_reports_offsets_to_a_group)
     tpc_test_unique_name(group, sizeof group, "twopc-src-group", '-');
     kt_create_topic(bootstrap, topic, 2);
     kf_end_open_txn(kf_begin_open_txn(bootstrap, topic, 30), true); /* before the start */
+    /* "latest" is the last stable offset: until the commit's markers are written it is still
+     * before those 30 records, which would then be read. Start once they are visible. */
+    long visible = 0;
+    for (int tries = 0;
+         (visible = kt_read_topic(bootstrap, topic, "read_committed", NULL, NULL)) < 30 &&
+         tries < 100;
+         tries++)
+        usleep(100 * 1000);
+    ck_assert_int_eq(visible, 30);
     got_reset();
     job_t j;
     const char *keys[] = {"bounded", "false", "start", "latest", "kafka.group.id", group, NULL};

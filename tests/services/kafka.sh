@@ -10,6 +10,9 @@
 # The version is pinned in kafka/pom.xml. The jars live in a cache outside the checkout, shared by all
 # checkouts and runs: $TWOPC_CACHE_DIR (default ${XDG_CACHE_HOME:-~/.cache}/twopc)/kafka-<version>/lib,
 # with Maven's own repository in .../m2. Broker and controller listen on 127.0.0.1 only.
+# TWOPC_TEST_KAFKA_TRANSACTION_VERSION=0|1|2 formats the cluster with that transaction protocol
+# version (the feature transaction.version; unset: the release's default, 2 for Kafka 4.x), so the
+# tests can run against a broker of either protocol.
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
@@ -134,6 +137,7 @@ kafka_start_once() {
     if ! "$java" -Xmx256m -XX:TieredStopAtLevel=1 -Dlog4j2.configurationFile="$TPC_SERVICES_DIR/kafka/log4j2.properties" \
         -Dkafka.logs.dir="$dir/logs" -cp "$KAFKA_LIB/*" kafka.tools.StorageTool format \
         --config "$dir/server.properties" --cluster-id "$cluster_id" --standalone \
+        ${TWOPC_TEST_KAFKA_TRANSACTION_VERSION:+--feature transaction.version=$TWOPC_TEST_KAFKA_TRANSACTION_VERSION} \
         >"$dir/logs/format.log" 2>&1; then
         cat "$dir/logs/format.log" >&2
         return 1

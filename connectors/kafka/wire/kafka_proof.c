@@ -72,8 +72,9 @@ void tpc__kafka_txn_name(char *buf, size_t cap, const char *id, int64_t pid, int
 static void found_text(char *buf, size_t cap, const tpc__kafka_txn_info_t *now)
 {
     if (now->error == TPC__KAFKA_E_TRANSACTIONAL_ID_NOT_FOUND) {
-        snprintf(buf, cap, "the coordinator no longer knows the id (it expires "
-                           "transactional.id.expiration.ms after its last transaction)");
+        snprintf(buf, cap,
+                 "the coordinator no longer knows the id (it expires "
+                 "transactional.id.expiration.ms after its last transaction)");
         return;
     }
     if (now->error) {
