@@ -15,8 +15,11 @@
 static const char kafka_help[] =
     "usage: twopc kafka transactions --bootstrap B [--prefix P] [--checkpoint-dir DIR] [--all]\n"
     "                                [--kafka NAME=VALUE]... [--json] [--check]\n"
-    "       twopc kafka abort  --bootstrap B --transactional-id ID [--producer-id N --epoch N]\n"
-    "       twopc kafka commit --bootstrap B --transactional-id ID\n"
+    "       twopc kafka abort  --bootstrap B --transactional-id ID (--checkpoint-dir DIR | "
+    "--force)\n"
+    "                          [--producer-id N --epoch N]\n"
+    "       twopc kafka commit --bootstrap B --transactional-id ID (--checkpoint-dir DIR | "
+    "--force)\n"
     "                          [--producer-id N --epoch N [--start-ms N]]\n"
     "\n"
     "transactions lists the open transactions of the cluster, or of the transactional ids that\n"
@@ -36,6 +39,10 @@ static const char kafka_help[] =
     "the open transaction). A transaction that is no longer open, named by producer id and epoch\n"
     "alone, cannot be told from a later one of the same producer and is refused. A commit of a\n"
     "transaction the coordinator aborted, or replaced by another, fails with data loss.\n"
+    "Each is judged first against --checkpoint-dir as a restart would judge it: a commit of a\n"
+    "lingering transaction (it would duplicate its records) and an abort of a pending one (it\n"
+    "would lose them) are refused. --force ends it anyway, unjudged or against the verdict, and\n"
+    "says what that may cost.\n"
     "\n"
     "--kafka NAME=VALUE sets a librdkafka property of the connection: security.protocol,\n"
     "ssl.ca.location, ssl.certificate.location, ssl.key.location, sasl.mechanism (PLAIN,\n"
@@ -65,6 +72,26 @@ static const twopc_txn_t *promised(const twopc_checkpoint_t *c, const tpc__kafka
     return NULL;
 }
 
+/* The checkpoint of @dir that a restart restores into *@ckpt (NULL: none, a fresh start). */
+static tpc_error_t *restored(const char *dir, twopc_folder_t *folder,
+                             const twopc_checkpoint_t **ckpt)
+{
+    *ckpt = NULL;
+    tpc_error_t *err = twopc_folder_read(dir, false, folder);
+    if (err)
+        return err;
+    if (folder->restore_index >= 0)
+        *ckpt = &folder->files[folder->restore_index];
+    if (*ckpt && !(*ckpt)->valid) {
+        err = tpc_error_new(TPC_ERR_CORRUPT, 0,
+                            "checkpoint %" PRIu64 ", the newest completed one, is damaged: %s",
+                            (*ckpt)->id, (*ckpt)->error);
+        twopc_folder_free(folder);
+        *ckpt = NULL;
+    }
+    return err;
+}
+
 static int list(const twopc_args_t *a, const twopc_kafka_conf_t *k, int timeout_ms)
 {
     const char *cmd = "kafka transactions";
@@ -72,21 +99,9 @@ static int list(const twopc_args_t *a, const twopc_kafka_conf_t *k, int timeout_
     bool json = twopc_flag(a, "json");
     twopc_folder_t folder = {0};
     const twopc_checkpoint_t *ckpt = NULL;
-    tpc_error_t *err = NULL;
-    if (dir) {
-        err = twopc_folder_read(dir, false, &folder);
-        if (err)
-            return twopc_fail(cmd, err);
-        if (folder.restore_index >= 0)
-            ckpt = &folder.files[folder.restore_index];
-        if (ckpt && !ckpt->valid) {
-            err = tpc_error_new(TPC_ERR_CORRUPT, 0,
-                                "checkpoint %" PRIu64 ", the newest completed one, is damaged: %s",
-                                ckpt->id, ckpt->error);
-            twopc_folder_free(&folder);
-            return twopc_fail(cmd, err);
-        }
-    }
+    tpc_error_t *err = dir ? restored(dir, &folder, &ckpt) : NULL;
+    if (err)
+        return twopc_fail(cmd, err);
     tpc__kafka_wire_conf_t wire = wire_of(k);
     tpc__kafka_txn_info_t *txns = NULL;
     size_t n = 0;
@@ -159,6 +174,56 @@ static int list(const twopc_args_t *a, const twopc_kafka_conf_t *k, int timeout_
     return twopc_flag(a, "check") && open ? TWOPC_EXIT_PENDING : TWOPC_EXIT_OK;
 }
 
+/* The restart's verdict on transaction @t, from --checkpoint-dir: pending (a completed checkpoint
+ * promised it: commit) or lingering (abort). An end against it is refused unless --force, which
+ * says in one line what it costs. */
+static int judge(const twopc_args_t *a, const char *cmd, const tpc__kafka_txn_info_t *t,
+                 bool commit)
+{
+    const char *dir = twopc_arg(a, "checkpoint-dir");
+    bool force = twopc_flag(a, "force");
+    char name[300];
+    tpc__kafka_txn_name(name, sizeof name, t->id, t->producer_id, t->producer_epoch, t->start_ms);
+    if (!dir && !force)
+        return twopc_usage_error(cmd,
+                                 "give --checkpoint-dir DIR (the job's checkpoint.dir), so that "
+                                 "the transaction is judged as a restart would judge it, or "
+                                 "--force to end it unjudged");
+    twopc_folder_t folder = {0};
+    const twopc_checkpoint_t *ckpt = NULL;
+    tpc_error_t *err = dir ? restored(dir, &folder, &ckpt) : NULL;
+    if (err)
+        return twopc_fail(cmd, err);
+    char verdict[640] = "";
+    if (dir && commit && !promised(ckpt, t))
+        snprintf(verdict, sizeof verdict,
+                 "no completed checkpoint promised transaction %s (%s%" PRIu64 " is the one a "
+                 "restart restores): a restart aborts it and the job writes its records again, so "
+                 "committing it duplicates them",
+                 name, ckpt ? "checkpoint " : "none; ", ckpt ? ckpt->id : 0);
+    else if (dir && !commit && promised(ckpt, t))
+        snprintf(verdict, sizeof verdict,
+                 "checkpoint %" PRIu64 " promised transaction %s: a restart commits it, so "
+                 "aborting it loses its records",
+                 ckpt->id, name);
+    twopc_folder_free(&folder);
+    if (verdict[0] && !force)
+        return twopc_fail(cmd,
+                          tpc_error_hint(tpc_error_new(TPC_ERR_STATE, 0, "refused: %s", verdict),
+                                         "%s; --force does it anyway",
+                                         commit ? "abort it (twopc kafka abort), or let a restart "
+                                                  "or twopc resolve do that"
+                                                : "let a restart or twopc resolve commit it"));
+    if (force && (verdict[0] || !dir))
+        fprintf(stderr, "twopc %s: --force: %s\n", cmd,
+                verdict[0] ? verdict
+                : commit   ? "committing unjudged: if no completed checkpoint promised it, the "
+                             "restart writes its records again (duplicates)"
+                           : "aborting unjudged: if a completed checkpoint promised it, its "
+                             "records are lost");
+    return TWOPC_EXIT_OK;
+}
+
 static int end_one(const twopc_args_t *a, const twopc_kafka_conf_t *k, bool commit, int timeout_ms)
 {
     const char *cmd = commit ? "kafka commit" : "kafka abort";
@@ -200,6 +265,12 @@ static int end_one(const twopc_args_t *a, const twopc_kafka_conf_t *k, bool comm
         epoch = t.producer_epoch;
         start_ms = t.start_ms;
     }
+    tpc__kafka_txn_info_t named = {
+        .producer_id = pid, .producer_epoch = (int)epoch, .start_ms = start_ms};
+    snprintf(named.id, sizeof named.id, "%s", id);
+    int rc = judge(a, cmd, &named, commit);
+    if (rc != TWOPC_EXIT_OK)
+        return rc;
     /* The public calls, as the sink's recovery makes them: props NULL-terminated. */
     const char *const *props = (const char *const *)k->props;
     tpc_error_t *err = commit ? tpc_kafka_commit_transaction(k->bootstrap, props, id, pid,
@@ -227,6 +298,7 @@ int twopc_cmd_kafka(int argc, char **argv)
         {"producer-id", true, false},
         {"epoch", true, false},
         {"start-ms", true, false},
+        {"force", false, false},
         {"help", false, false},
         {NULL},
     };

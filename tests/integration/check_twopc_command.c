@@ -416,12 +416,28 @@ START_TEST(test_ending_by_hand_agrees_with_a_restart)
                      0);
     item_t kx[32];
     size_t nkx = parse_kafka(out, sc.kc.prefix, kx, 32), committed = 0;
+    /* Against the verdict, or unjudged, an end is refused. */
+    char mine[65536];
+    for (size_t i = 0; i < nkx; i++) {
+        bool commit = strcmp(kx[i].cls, "pending") == 0;
+        ck_assert_int_eq(twopc(mine, sizeof mine,
+                               "kafka %s --bootstrap %s --transactional-id %s --checkpoint-dir %s "
+                               "2>&1",
+                               commit ? "abort" : "commit", sc.kc.bootstrap, kx[i].id, sc.kc.ckpt),
+                         1);
+        ck_assert_ptr_nonnull(strstr(mine, commit ? "loses its records" : "duplicates them"));
+        ck_assert_ptr_nonnull(strstr(mine, "--force"));
+        ck_assert_int_eq(twopc(mine, sizeof mine,
+                               "kafka %s --bootstrap %s --transactional-id %s 2>&1",
+                               commit ? "commit" : "abort", sc.kc.bootstrap, kx[i].id),
+                         2);
+    }
     for (size_t i = 0; i < nkx; i++) {
         bool commit = strcmp(kx[i].cls, "pending") == 0;
         committed += commit;
-        char mine[65536];
-        ck_assert_int_eq(twopc(mine, sizeof mine, "kafka %s --bootstrap %s --transactional-id %s",
-                               commit ? "commit" : "abort", sc.kc.bootstrap, kx[i].id),
+        ck_assert_int_eq(twopc(mine, sizeof mine,
+                               "kafka %s --bootstrap %s --transactional-id %s --checkpoint-dir %s",
+                               commit ? "commit" : "abort", sc.kc.bootstrap, kx[i].id, sc.kc.ckpt),
                          0);
     }
     ck_assert_uint_ge(committed, 1);
@@ -437,6 +453,53 @@ START_TEST(test_ending_by_hand_agrees_with_a_restart)
     /* A restart finds the promised transactions committed, and nothing else left. */
     run_child(&sc, "0");
     expect_outputs(&sc, RECORDS, "ended by hand, then restarted");
+    scenario_clean(&sc);
+}
+END_TEST
+
+/* A transaction no checkpoint knows: its commit is refused, and done with --force, which says what
+ * it may cost. */
+START_TEST(test_forced_commit_says_what_it_costs)
+{
+    scenario_t sc;
+    scenario_init(&sc, "cmd-force");
+    run_child(&sc, KILL_AT);
+    char topic[128], id[128], errstr[512];
+    tpc_test_unique_name(topic, sizeof topic, "twopc-stray", '-');
+    tpc_test_unique_name(id, sizeof id, "twopc-stray-id", '-');
+    kt_create_topic(sc.kc.bootstrap, topic, 1);
+    rd_kafka_conf_t *conf = rd_kafka_conf_new();
+    kt_set(conf, "bootstrap.servers", sc.kc.bootstrap);
+    kt_set(conf, "transactional.id", id);
+    rd_kafka_t *rk = rd_kafka_new(RD_KAFKA_PRODUCER, conf, errstr, sizeof errstr);
+    ck_assert_msg(rk != NULL, "%s", errstr);
+    ck_assert_ptr_null(rd_kafka_init_transactions(rk, KT_TIMEOUT_MS));
+    ck_assert_ptr_null(rd_kafka_begin_transaction(rk));
+    for (int i = 0; i < 5; i++)
+        ck_assert_int_eq(rd_kafka_producev(rk, RD_KAFKA_V_TOPIC(topic), RD_KAFKA_V_VALUE("x", 1),
+                                           RD_KAFKA_V_END),
+                         0);
+    ck_assert_int_eq(rd_kafka_flush(rk, KT_TIMEOUT_MS), 0);
+
+    ck_assert_int_eq(twopc(out, sizeof out,
+                           "kafka commit --bootstrap %s --transactional-id %s --checkpoint-dir %s "
+                           "2>&1",
+                           sc.kc.bootstrap, id, sc.kc.ckpt),
+                     1);
+    ck_assert_ptr_nonnull(strstr(out, "refused"));
+    ck_assert_int_eq(kt_read_topic(sc.kc.bootstrap, topic, "read_committed", NULL, NULL), 0);
+    ck_assert_int_eq(twopc(out, sizeof out,
+                           "kafka commit --bootstrap %s --transactional-id %s --checkpoint-dir %s "
+                           "--force 2>&1",
+                           sc.kc.bootstrap, id, sc.kc.ckpt),
+                     0);
+    ck_assert_ptr_nonnull(strstr(out, "--force: no completed checkpoint promised"));
+    ck_assert_int_eq(kt_read_topic(sc.kc.bootstrap, topic, "read_committed", NULL, NULL), 5);
+    rd_kafka_destroy(rk);
+    kt_delete_topic(sc.kc.bootstrap, topic);
+    /* The job's own transactions are left to its restart, which is exactly once. */
+    run_child(&sc, "0");
+    expect_outputs(&sc, RECORDS, "restarted after a forced commit of another transaction");
     scenario_clean(&sc);
 }
 END_TEST
@@ -468,6 +531,7 @@ int main(int argc, char **argv)
     tcase_set_timeout(tc, 300);
     tcase_add_test(tc, test_listings_and_resolve_match_a_restart);
     tcase_add_test(tc, test_ending_by_hand_agrees_with_a_restart);
+    tcase_add_test(tc, test_forced_commit_says_what_it_costs);
     tcase_add_test(tc, test_errors_say_what_to_do);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
