@@ -364,7 +364,8 @@ int twopc_cmd_pg(int argc, char **argv)
          !err && do_resolve && !twopc_arg(&a, "prefix") && v.ckpt && i < v.ckpt->ntxns; i++) {
         char p[TPC_PG_GID_MAX + 1];
         if (strcmp(v.ckpt->txns[i].connector, "postgres") != 0 ||
-            !gid_prefix(v.ckpt->txns[i].id, p, sizeof p) || matches(&v, v.ckpt->txns[i].id))
+            !gid_prefix(v.ckpt->txns[i].id, p, sizeof p) ||
+            (v.nprefixes && matches(&v, v.ckpt->txns[i].id)))
             continue;
         v.prefixes = realloc(v.prefixes, (v.nprefixes + 1) * sizeof *v.prefixes);
         v.prefixes[v.nprefixes++] = strdup(p);

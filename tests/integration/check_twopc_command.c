@@ -458,7 +458,7 @@ START_TEST(test_ending_by_hand_agrees_with_a_restart)
 END_TEST
 
 /* A transaction no checkpoint knows: its commit is refused, and done with --force, which says what
- * it may cost. */
+ * it may cost. Then pg resolve without --prefix (it takes the checkpoint's gid prefixes). */
 START_TEST(test_forced_commit_says_what_it_costs)
 {
     scenario_t sc;
@@ -497,6 +497,12 @@ START_TEST(test_forced_commit_says_what_it_costs)
     ck_assert_int_eq(kt_read_topic(sc.kc.bootstrap, topic, "read_committed", NULL, NULL), 5);
     rd_kafka_destroy(rk);
     kt_delete_topic(sc.kc.bootstrap, topic);
+    /* pg resolve without --prefix takes the prefixes of the checkpoint's own gids. */
+    ck_assert_int_eq(twopc(out, sizeof out,
+                           "pg resolve --conninfo '%s' --marker-table %s --checkpoint-dir %s 2>&1",
+                           sc.conninfo, sc.marker, sc.kc.ckpt),
+                     0);
+    ck_assert_int_eq(tpc_test_pg_prepared(sc.pg, sc.gprefix), 0);
     /* The job's own transactions are left to its restart, which is exactly once. */
     run_child(&sc, "0");
     expect_outputs(&sc, RECORDS, "restarted after a forced commit of another transaction");
