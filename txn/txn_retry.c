@@ -53,6 +53,11 @@ bool tpc_txn_is_canceled(const tpc_txn_subtask_t *st)
     return env->is_canceled && env->is_canceled(env->opaque);
 }
 
+bool tpc_txn_subtask_canceled(void *arg)
+{
+    return arg && tpc_txn_is_canceled(arg);
+}
+
 bool tpc__txn_canceled(const tpc__txn_task_t *t)
 {
     return t->env.is_canceled && t->env.is_canceled(t->env.opaque);

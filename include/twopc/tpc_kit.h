@@ -1,18 +1,28 @@
 /*
- * The connector author's kit: what every connector needs besides its own protocol, written once.
- * Configuration is in tpc_props.h (one table of keys per connector); this header adds clocks, a
- * sleep that a cancel cuts short, and a retry loop with exponential backoff and a deadline. The
- * file, PostgreSQL and Kafka connectors use these in place of their own copies, and so should a
- * new one (docs/writing-a-connector.md). Every function here is safe on any thread.
+ * The kit: the one home of the library's plumbing, written once and used by every layer (the
+ * runtime, the two-phase-commit framework, the connectors and the tools) and by a new connector
+ * (docs/writing-a-connector.md). Configuration is in tpc_props.h; this header holds clocks and
+ * condition-variable deadlines, a sleep that a cancel cuts short, a retry loop with exponential
+ * backoff, byte codecs with growable buffers, growable arrays and a hash table. The kit depends on
+ * libc and pthreads only (its code is in kit/, below the runtime). Every function here is safe on
+ * any thread; the data structures have one owner each and no lock of their own.
+ *
+ * Out of memory: the kit never aborts. A growing call that cannot allocate returns false (or a
+ * negative code) and leaves what was there intact; buffers also keep a sticky flag, so that a codec
+ * can write a whole message and check once. The runtime treats out of memory as fatal (it aborts
+ * with a message), the framework and the connectors return TPC_ERR_NOMEM (docs/architecture.md).
  */
 #ifndef TPC_KIT_H
 #define TPC_KIT_H
 
 #include "tpc_props.h"
-#include "tpc_txn.h"
+#include "tpc_runtime.h"
 
+#include <pthread.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
+#include <time.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -22,13 +32,21 @@ extern "C" {
 TPC_API int64_t tpc_clock_ms(void);
 /** @returns milliseconds since the epoch (wall clock): for timestamps and names. */
 TPC_API int64_t tpc_wall_ms(void);
+/** @returns microseconds of the same monotonic clock as tpc_clock_ms(). */
+TPC_API int64_t tpc_clock_us(void);
+
+/** @brief Initialise @p cond to measure timed waits on the monotonic clock (tpc_deadline()).
+ * @returns 0 or the pthread error. */
+TPC_API int tpc_cond_init(pthread_cond_t *cond);
+/** @brief The absolute time @p us microseconds from now on the monotonic clock, for
+ * pthread_cond_timedwait() on a condition made by tpc_cond_init(). Negative @p us counts as 0. */
+TPC_API struct timespec tpc_deadline_us(int64_t us);
+/** @brief pthread_cond_timedwait() until @p us microseconds from now on a condition made by
+ * tpc_cond_init(). @returns 0 when signalled (or woken spuriously), ETIMEDOUT after the time. */
+TPC_API int tpc_cond_wait_us(pthread_cond_t *cond, pthread_mutex_t *mu, int64_t us);
 
 /** A cancel test: true when the caller should stop waiting. */
 typedef bool (*tpc_canceled_fn)(void *arg);
-
-/** @brief tpc_canceled_fn over a sink subtask (@p arg is a const tpc_txn_subtask_t *): true once
- * its job is being canceled (tpc_txn_is_canceled()). */
-TPC_API bool tpc_txn_subtask_canceled(void *arg);
 
 /**
  * @brief Sleep @p ms milliseconds, waking every 20 ms at most to ask @p canceled (NULL: never
@@ -71,6 +89,12 @@ TPC_API bool tpc_backoff_wait(tpc_backoff_t *b, tpc_canceled_fn canceled, void *
 TPC_API int64_t tpc_backoff_next_ms(const tpc_backoff_t *b);
 /** @returns milliseconds since tpc_backoff_init(). */
 TPC_API int64_t tpc_backoff_elapsed_ms(const tpc_backoff_t *b);
+
+/* ---- bytes: codecs and growable buffers ---------------------------------------------------- */
+
+/* ---- growable arrays ------------------------------------------------------------------------ */
+
+/* ---- hash table ----------------------------------------------------------------------------- */
 
 #ifdef __cplusplus
 }

@@ -33,6 +33,7 @@
 #ifndef TPC_TXN_H
 #define TPC_TXN_H
 
+#include "tpc_kit.h"
 #include "tpc_props.h"
 #include "tpc_runtime.h"
 
@@ -101,6 +102,10 @@ TPC_API void tpc_txn_log(const tpc_txn_subtask_t *st, tpc_log_level_t level, con
     TPC_PRINTF(3, 4);
 /** @returns true once the job is being canceled; a long retry loop should give up then. */
 TPC_API bool tpc_txn_is_canceled(const tpc_txn_subtask_t *st);
+/** @brief A tpc_canceled_fn (tpc_kit.h) over a sink subtask (@p arg is a const
+ * tpc_txn_subtask_t *): true once its job is being canceled. For tpc_sleep_ms() and
+ * tpc_backoff_wait(). Any thread. */
+TPC_API bool tpc_txn_subtask_canceled(void *arg);
 
 /** What abort_lingering may clean up. Valid during the call only. */
 typedef struct {

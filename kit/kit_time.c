@@ -1,31 +1,66 @@
 /*
- * The connector kit (tpc_kit.h): clocks, a cancel-aware sleep and exponential backoff with a
- * deadline, shared by the framework's commit retries and by every connector.
+ * Time in the kit (tpc_kit.h): the monotonic and wall clocks, deadlines for condition variables on
+ * the monotonic clock, a cancel-aware sleep and exponential backoff with a deadline. Every layer
+ * measures durations and waits with these, so a wait never jumps with the wall clock.
  */
 #include "tpc_kit.h"
 
 #include <time.h>
 
-static int64_t clock_ms(clockid_t id)
+static int64_t clock_us(clockid_t id)
 {
     struct timespec ts;
     clock_gettime(id, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+    return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
 }
 
 int64_t tpc_clock_ms(void)
 {
-    return clock_ms(CLOCK_MONOTONIC);
+    return clock_us(CLOCK_MONOTONIC) / 1000;
+}
+
+int64_t tpc_clock_us(void)
+{
+    return clock_us(CLOCK_MONOTONIC);
 }
 
 int64_t tpc_wall_ms(void)
 {
-    return clock_ms(CLOCK_REALTIME);
+    return clock_us(CLOCK_REALTIME) / 1000;
 }
 
-bool tpc_txn_subtask_canceled(void *arg)
+int tpc_cond_init(pthread_cond_t *cond)
 {
-    return arg && tpc_txn_is_canceled(arg);
+    pthread_condattr_t attr;
+    int rc = pthread_condattr_init(&attr);
+    if (rc)
+        return rc;
+    rc = pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
+    if (!rc)
+        rc = pthread_cond_init(cond, &attr);
+    pthread_condattr_destroy(&attr);
+    return rc;
+}
+
+struct timespec tpc_deadline_us(int64_t us)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    if (us < 0)
+        us = 0;
+    ts.tv_sec += (time_t)(us / 1000000);
+    ts.tv_nsec += (long)(us % 1000000) * 1000;
+    if (ts.tv_nsec >= 1000000000L) {
+        ts.tv_sec++;
+        ts.tv_nsec -= 1000000000L;
+    }
+    return ts;
+}
+
+int tpc_cond_wait_us(pthread_cond_t *cond, pthread_mutex_t *mu, int64_t us)
+{
+    struct timespec until = tpc_deadline_us(us);
+    return pthread_cond_timedwait(cond, mu, &until);
 }
 
 #define SLICE_MS 20
