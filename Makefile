@@ -23,6 +23,8 @@
 #                             fails when memory, fds, threads, clients, connections or checkpoints grow
 #   make fuzz FUZZ_SECONDS=n  each libFuzzer harness (tests/fuzz/) n seconds from its seed corpus
 #   make docs                 docs/configuration.md from the property tables (twopc config)
+#   make lint                 the map of rooms (docs/architecture.md): no circle, no private include,
+#                             no plumbing outside the kit (tests/lint.sh)
 #   make format / format-check / deps
 
 SHELL      := /bin/bash
@@ -47,7 +49,7 @@ endif
 
 # The compiler flags below come from pkg-config, so the build packages must be there before this file is
 # read on: on a fresh machine, `make` installs them first (see tests/services/deps.sh).
-NO_DEPS_GOALS := clean services-down format-check format fuzz-run model
+NO_DEPS_GOALS := clean services-down format-check format fuzz-run model lint
 ifneq ($(filter-out $(NO_DEPS_GOALS),$(or $(MAKECMDGOALS),all)),)
   ifneq ($(shell tests/services/deps.sh build >&2; echo $$?),0)
     $(error missing build dependencies, see above)
@@ -102,7 +104,7 @@ SHARED := $(BUILD)/libtwopc.so.$(VERSION)
 TWOPC_CMD := $(BUILD)/bin/twopc
 
 .PHONY: all lib tools test-install deps deps-build test test-unit test-integration test-kafka tests-build examples \
-        install format format-check services-up services-down clean docs \
+        install format format-check lint services-up services-down clean docs \
         bench-runtime bench-file bench-kafka bench-pg bench-compare demo torture soak fuzz fuzz-run model
 .DEFAULT_GOAL := all
 
@@ -303,6 +305,9 @@ install: lib tools
 FORMAT_FILES = $(shell git ls-files '*.c' '*.h' 2>/dev/null)
 format:
 	clang-format -i $(FORMAT_FILES)
+lint:
+	@tests/lint.sh
+
 format-check:
 	@clang-format --dry-run --Werror $(FORMAT_FILES) && echo "format-check: ok"
 

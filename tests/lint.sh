@@ -1,0 +1,101 @@
+#!/usr/bin/env bash
+# The structure of the tree, checked (make lint; CI runs it): the rules of docs/architecture.md's map
+# of rooms that the compiler's include paths do not already enforce.
+#
+# - Rooms: kit/, runtime/, txn/, each folder of connectors/ (kafka/ counts as its three rooms
+#   sink/, source/ and wire/), tools/. A room X depends on room Y when a file of X includes a header
+#   that lives in Y. The arrows between rooms must not close a circle, and must point down the
+#   layers (connectors -> txn -> runtime -> kit; tools on top). A connector's rooms never include
+#   each other, except the Kafka sink and source, which may include the wire client's header.
+# - The tools include public headers (include/twopc/), their own, and the Kafka wire client's
+#   header only: never a connector's or a layer's internal header.
+# - Plumbing has one home, the kit (include/twopc/tpc_kit.h, kit/): no monotonic clock, no
+#   condition-variable clock setting, no hand-written byte loads or stores outside it.
+#
+# Prints every violation with its file and line; exits 1 if there is one.
+set -uo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+
+ROOMS=(kit runtime txn connectors/file connectors/postgres connectors/kafka/sink
+    connectors/kafka/source connectors/kafka/wire tools)
+# The rooms each room may include headers of (besides include/twopc/ and itself).
+declare -A MAY=(
+    [kit]=""
+    [runtime]=""
+    [txn]=""
+    [connectors/file]=""
+    [connectors/postgres]=""
+    [connectors/kafka/sink]="connectors/kafka/wire"
+    [connectors/kafka/source]="connectors/kafka/wire"
+    [connectors/kafka/wire]=""
+    [tools]="connectors/kafka/wire"
+)
+bad=0
+say() {
+    echo "lint: $*" >&2
+    bad=1
+}
+
+# The room that holds a header, by its name (headers' names are unique across the tree).
+declare -A HOME_OF=()
+for room in "${ROOMS[@]}"; do
+    for h in "$room"/*.h; do
+        [ -e "$h" ] && HOME_OF[$(basename "$h")]=$room
+    done
+done
+
+declare -A EDGE=()
+for room in "${ROOMS[@]}"; do
+    for f in "$room"/*.c "$room"/*.h; do
+        [ -e "$f" ] || continue
+        while IFS=: read -r line inc; do
+            name=$(sed -E 's/.*#include *"([^"]+)".*/\1/' <<<"$inc")
+            target=${HOME_OF[$(basename "$name")]:-}
+            [ -n "$target" ] && [ "$target" != "$room" ] || continue
+            EDGE["$room $target"]=1
+            case " ${MAY[$room]} " in
+            *" $target "*) ;;
+            *) say "$f:$line: includes \"$name\", a private header of $target/ ($room/ may include" \
+                "public headers${MAY[$room]:+ and those of ${MAY[$room]}/} only)" ;;
+            esac
+        done < <(grep -n '^ *# *include *"' "$f")
+    done
+done
+
+# No circle: take away rooms that depend on no remaining room until none is left.
+left=("${ROOMS[@]}")
+while :; do
+    keep=()
+    for r in "${left[@]}"; do
+        for s in "${left[@]}"; do
+            if [ "$r" != "$s" ] && [ -n "${EDGE["$r $s"]:-}" ]; then
+                keep+=("$r")
+                break
+            fi
+        done
+    done
+    [ "${#keep[@]}" -lt "${#left[@]}" ] || break
+    left=("${keep[@]}")
+    [ "${#left[@]}" -gt 0 ] || break
+done
+[ "${#left[@]}" -eq 0 ] || say "rooms that include each other in a circle: ${left[*]}"
+
+# One home for plumbing.
+PLUMBING_DIRS=(runtime txn connectors tools include)
+while IFS= read -r hit; do
+    say "$hit: a clock or a condition variable's clock outside the kit (use tpc_clock_ms/us," \
+        "tpc_cond_init, tpc_cond_wait_us from tpc_kit.h)"
+done < <(grep -rnE 'CLOCK_MONOTONIC|pthread_condattr_setclock' "${PLUMBING_DIRS[@]}" --include='*.[ch]' |
+    grep -v '^include/twopc/tpc_kit.h:')
+while IFS= read -r hit; do
+    say "$hit: a hand-written byte codec outside the kit (use the loads, stores, tpc_buf_t and" \
+        "tpc_reader_t of tpc_kit.h)"
+done < <(grep -rnE '<< *8\)? *\| *[a-z_]+\[|>> *\(8 \*|>>= *8\b|\] *<< *(8|16|24|32|40|48|56)\b|\(uint8_t\) *\([^)]*>> *(8|16|24|32|40|48|56)\)|\b(htonl|ntohl|htobe(16|32|64)|be(16|32|64)toh)\(' \
+    "${PLUMBING_DIRS[@]}" --include='*.[ch]' | grep -v '^include/twopc/tpc_kit.h:' |
+    grep -vE '^[^:]+:[0-9]+: *(/?\*|//)')
+
+if [ "$bad" -eq 0 ]; then
+    echo "lint: ok (${#ROOMS[@]} rooms, ${#EDGE[@]} arrows between them, no circle, no private" \
+        "include, no plumbing outside the kit)"
+fi
+exit "$bad"
