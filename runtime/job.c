@@ -582,8 +582,14 @@ tpc_error_t *tpc_job_run(tpc_job_t *job, tpc_job_result_t *result)
     job->dir_listed = false;
     job->run_newest = job->run_first = 0;
     pthread_mutex_unlock(&job->ctl_mu);
-    tpc_error_t *err = tpc__metrics_start(job);
+    /* The lease says "a job runs here" to the twopc command, until this run returns. */
+    tpc_dir_lease_t *lease = NULL;
+    tpc_error_t *err =
+        job->conf.dir ? tpc_checkpoint_dir_lease(job->conf.dir, false, &lease) : NULL;
+    if (!err)
+        err = tpc__metrics_start(job);
     if (err) {
+        tpc_checkpoint_dir_release(lease);
         pthread_mutex_lock(&job->ctl_mu);
         job->running = false;
         pthread_mutex_unlock(&job->ctl_mu);
@@ -622,6 +628,7 @@ tpc_error_t *tpc_job_run(tpc_job_t *job, tpc_job_result_t *result)
         pthread_mutex_unlock(&job->ctl_mu);
     }
     tpc__metrics_stop(job);
+    tpc_checkpoint_dir_release(lease);
 
     pthread_mutex_lock(&job->ctl_mu);
     job->running = false;

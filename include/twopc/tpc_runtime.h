@@ -551,6 +551,32 @@ TPC_API int tpc_job_metrics_port(tpc_job_t *job);
 
 /** @} */
 
+/** @name The lease of a checkpoint folder
+ * A running job holds a lease on its `checkpoint.dir` (tpc_job_run() takes it, shared with other
+ * instances of the job, and gives it back when it returns); a manual command that commits or
+ * aborts what the checkpoints promise takes it alone, and so refuses while a job runs. The lease is
+ * an flock(2) on the folder's file `LOCK`: it dies with its process, kill -9 included.
+ * @{ */
+
+/** A held lease. */
+typedef struct tpc_dir_lease_s tpc_dir_lease_t;
+
+/**
+ * @brief Take the lease of checkpoint folder @p dir (which must exist), without waiting.
+ * @param exclusive true for a manual command (refused while a job runs), false for a job
+ *        (refused while a manual command holds it).
+ * @param out receives the lease; the caller owns it and gives it back with
+ *        tpc_checkpoint_dir_release().
+ * @returns NULL, TPC_ERR_STATE naming the holder (pid, host, since) when it is held the other way,
+ *          TPC_ERR_NOT_FOUND / TPC_ERR_IO when the folder cannot hold the lease file. Any thread.
+ */
+TPC_API tpc_error_t *tpc_checkpoint_dir_lease(const char *dir, bool exclusive,
+                                              tpc_dir_lease_t **out);
+/** @brief Give back a lease (NULL is fine). Any thread. */
+TPC_API void tpc_checkpoint_dir_release(tpc_dir_lease_t *lease);
+
+/** @} */
+
 /** Checkpoint event callback, on the job thread: @p completed true = completed, else aborted. */
 typedef void (*tpc_checkpoint_cb)(void *opaque, uint64_t checkpoint_id, bool completed,
                                   uint64_t duration_us, const char *reason);
