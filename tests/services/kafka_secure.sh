@@ -89,6 +89,7 @@ share.coordinator.state.topic.replication.factor=1
 share.coordinator.state.topic.min.isr=1
 group.initial.rebalance.delay.ms=0
 transaction.max.timeout.ms=900000
+log.retention.ms=-1
 ssl.keystore.type=PEM
 ssl.keystore.location=$dir/tls/server.pem
 ssl.truststore.type=PEM
