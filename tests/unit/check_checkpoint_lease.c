@@ -128,16 +128,17 @@ START_TEST(test_running_job_holds_the_lease)
     pthread_t t;
     ck_assert_int_eq(pthread_create(&t, NULL, run_job, &r), 0);
 
-    tpc_dir_lease_t *cmd = NULL;
-    tpc_error_t *err = NULL;
-    for (int i = 0; i < 500; i++) { /* until the job has taken it */
-        err = tpc_checkpoint_dir_lease(dir, true, &cmd);
-        if (err)
-            break;
-        tpc_checkpoint_dir_release(cmd);
-        cmd = NULL;
+    /* A completed checkpoint says the run is past its start, so it holds the lease by now (taking
+     * the lease in a loop instead could hold it just when the job asks, and fail the job). */
+    tpc_job_stats_t st = {0};
+    for (int i = 0; i < 2500 && st.checkpoints_completed == 0; i++) {
         usleep(2000);
+        ck_assert_int_eq(tpc_job_get_stats(job, &st), TPC_OK);
     }
+    ck_assert_msg(st.checkpoints_completed > 0, "the job completed no checkpoint in 5 s");
+    tpc_dir_lease_t *cmd = NULL;
+    tpc_error_t *err = tpc_checkpoint_dir_lease(dir, true, &cmd);
+    ck_assert_ptr_null(cmd);
     ck_assert_msg(says(err, "in use by a running job"), "a running job's folder was not held");
     tpc_error_destroy(err);
 

@@ -3,6 +3,7 @@
  * deadline, a cancel cuts a long sleep short within a slice, and the clocks move as they should.
  */
 #include "tpc_kit.h"
+#include "tpc_txn.h"
 
 #include <check.h>
 #include <stdatomic.h>
