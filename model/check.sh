@@ -1,5 +1,7 @@
 #!/usr/bin/env bash
-# Check the Promela model of twopc's commit protocol (model/twopc.pml) with Spin.
+# Check the Promela models of twopc's commit protocol with Spin: the job (model/twopc.pml) and one
+# Kafka transactional id against the transaction coordinator of protocol v1 and v2
+# (model/kafka_txn.pml).
 #
 #   model/check.sh [BUILD_DIR]
 #   MODEL_LARGE=1 model/check.sh     also rescale 2 -> 3 (PMAX 3): a bitstate (supertrace) search of
@@ -28,22 +30,28 @@ declare -A CONF=(
 CONF[rescale3]="-DPA=2 -DPB=3 -DPMAX=3 -DLEN=1 -DMAXCRASH=1 -DMAXABORT=0 -DMAXDAMAGE=0 -DPERMAX=2"
 # the same with the PostgreSQL sink in place of the Kafka one
 for c in crash rescale twocrash; do CONF[pg-$c]="-DSINK_PG ${CONF[$c]}"; done
-MAIN=(crash rescale reuse twocrash pg-crash pg-rescale pg-twocrash)
+# one transactional id, the world touching it (3 faults), the sink beginning 3 transactions on it
+CONF[kafka-v1]="-DNT=3 -DMAXFAULT=3"
+CONF[kafka-v2]="-DTV2 -DNT=3 -DMAXFAULT=3"
+declare -A MODEL=([kafka-v1]=kafka_txn [kafka-v2]=kafka_txn) # the others: twopc
+MAIN=(crash rescale reuse twocrash pg-crash pg-rescale pg-twocrash kafka-v1 kafka-v2)
 LIVE=(crash pg-crash)
 # mutant:configuration; a mutant's search stops at its first counterexample.
 MUTANTS=(INIT_EARLY:rescale OLDER:crash SNAPSHOT_COMMIT:crash BEGIN_AFTER_FINISH:crash
-    NO_RECORD_ON_RESTORE:twocrash OLDER:pg-crash PG_CLEAN_ALL:pg-rescale STRICT_NEWER:crash)
+    NO_RECORD_ON_RESTORE:twocrash OLDER:pg-crash PG_CLEAN_ALL:pg-rescale STRICT_NEWER:crash
+    INFER_COMMITTED:kafka-v1 EPOCH_BEFORE_BUMP:kafka-v2 TRUST_SUCCESS:kafka-v1)
 
 MEMLIM=${MODEL_MEMLIM:-4000} # MB
 fail=0
 
-# build NAME FLAGS PANFLAGS [OPT]: compile a verifier for the model with FLAGS into $out/NAME
+# build NAME FLAGS PANFLAGS [OPT] [MODEL]: compile a verifier for MODEL.pml (twopc) with FLAGS
+# into $out/NAME
 build() {
-    local dir="$out/$1"
+    local dir="$out/$1" pml=${5:-twopc}.pml
     rm -rf "$dir"
     mkdir -p "$dir"
-    cp model/twopc.pml "$dir/"
-    (cd "$dir" && spin -a $2 twopc.pml >spin.log 2>&1 &&
+    cp "model/$pml" "$dir/"
+    (cd "$dir" && spin -a $2 "$pml" >spin.log 2>&1 &&
         cc ${4:--O2} -w $3 -DVECTORSZ=2048 -DMEMLIM=$MEMLIM -o pan pan.c) || {
         echo "model: could not build $1" >&2
         cat "$dir/spin.log" >&2
@@ -71,7 +79,7 @@ fi
 for c in "${MAIN[@]}"; do
     search="-DSAFETY -DCOLLAPSE" width=24
     [ "$c" = rescale3 ] && search="-DSAFETY -DBITSTATE" width=31
-    build "$c" "${CONF[$c]}" "$search" || {
+    build "$c" "${CONF[$c]}" "$search" -O2 "${MODEL[$c]:-}" || {
         fail=1
         continue
     }
@@ -81,7 +89,7 @@ for c in "${MAIN[@]}"; do
     else
         report "$c" FAIL
         grep -E "^pan:|error" "$out/$c/pan.out" >&2 || true
-        echo "model: see the counterexample with: (cd $out/$c && spin -t ${CONF[$c]} twopc.pml | grep MSC)" >&2
+        echo "model: see the counterexample with: (cd $out/$c && spin -t ${CONF[$c]} ${MODEL[$c]:-twopc}.pml | grep MSC)" >&2
         fail=1
     fi
 done
@@ -107,7 +115,7 @@ for m in "${MUTANTS[@]}"; do
     mutant=${m%%:*} c=${m#*:}
     name="mutant $mutant ($c)"
     dir="mutant-$mutant-$c"
-    build "$dir" "${CONF[$c]} -DMUTANT_$mutant" "-DSAFETY -DCOLLAPSE" -O1 || {
+    build "$dir" "${CONF[$c]} -DMUTANT_$mutant" "-DSAFETY -DCOLLAPSE" -O1 "${MODEL[$c]:-}" || {
         fail=1
         continue
     }
@@ -116,7 +124,7 @@ for m in "${MUTANTS[@]}"; do
     if [ -n "$what" ]; then
         report "$dir" caught
         echo "    counterexample: $what; its last steps:"
-        (cd "$out/$dir" && spin -t ${CONF[$c]} -DMUTANT_$mutant twopc.pml 2>/dev/null |
+        (cd "$out/$dir" && spin -t ${CONF[$c]} -DMUTANT_$mutant "${MODEL[$c]:-twopc}.pml" 2>/dev/null |
             sed -n 's/^ *MSC: /      /p' | tail -6)
     else
         report "$dir" MISSED
