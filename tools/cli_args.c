@@ -113,6 +113,15 @@ int twopc_fail(const char *cmd, tpc_error_t *err)
     return TWOPC_EXIT_FAILED;
 }
 
+tpc_dir_lease_t *twopc_lease(const char *cmd, const char *dir, int *rc)
+{
+    tpc_dir_lease_t *l = NULL;
+    tpc_error_t *err = tpc_checkpoint_dir_lease(dir, true, &l);
+    if (err)
+        *rc = twopc_fail(cmd, err);
+    return l;
+}
+
 int twopc_usage_error(const char *cmd, const char *fmt, ...)
 {
     va_list ap;

@@ -268,15 +268,23 @@ static int end_one(const twopc_args_t *a, const twopc_kafka_conf_t *k, bool comm
     tpc__kafka_txn_info_t named = {
         .producer_id = pid, .producer_epoch = (int)epoch, .start_ms = start_ms};
     snprintf(named.id, sizeof named.id, "%s", id);
-    int rc = judge(a, cmd, &named, commit);
-    if (rc != TWOPC_EXIT_OK)
+    /* Judged against the folder, and ended, while no job runs on it. */
+    int rc = TWOPC_EXIT_OK;
+    const char *dir = twopc_arg(a, "checkpoint-dir");
+    tpc_dir_lease_t *lease = dir ? twopc_lease(cmd, dir, &rc) : NULL;
+    if (rc == TWOPC_EXIT_OK)
+        rc = judge(a, cmd, &named, commit);
+    if (rc != TWOPC_EXIT_OK) {
+        tpc_checkpoint_dir_release(lease);
         return rc;
+    }
     /* The public calls, as the sink's recovery makes them: props NULL-terminated. */
     const char *const *props = (const char *const *)k->props;
     tpc_error_t *err = commit ? tpc_kafka_commit_transaction(k->bootstrap, props, id, pid,
                                                              (int16_t)epoch, start_ms, timeout_ms)
                               : tpc_kafka_end_transaction(k->bootstrap, props, id, pid,
                                                           (int16_t)epoch, false, timeout_ms);
+    tpc_checkpoint_dir_release(lease);
     if (err)
         return twopc_fail(cmd, err);
     char name[300];

@@ -340,6 +340,11 @@ int twopc_cmd_pg(int argc, char **argv)
     tpc_error_t *err = NULL;
     twopc_folder_t folder = {0};
     pg_view_t v = {0};
+    tpc_dir_lease_t *lease = NULL; /* resolve changes what a restart finds: no job may run */
+    if (dir && do_resolve && !dry && !(lease = twopc_lease(cmd, dir, &rc))) {
+        twopc_args_free(&a);
+        return rc;
+    }
     if (dir) {
         err = twopc_folder_read(dir, false, &folder);
         if (!err && folder.restore_index >= 0) {
@@ -405,5 +410,6 @@ int twopc_cmd_pg(int argc, char **argv)
     free(v.prefixes);
     twopc_folder_free(&folder);
     twopc_args_free(&a);
+    tpc_checkpoint_dir_release(lease);
     return rc;
 }

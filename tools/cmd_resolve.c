@@ -275,6 +275,10 @@ int twopc_cmd_resolve(int argc, char **argv)
     twopc_folder_t f = {0};
     tpc_error_t *err = NULL;
     const twopc_checkpoint_t *c = NULL;
+    /* While the command commits and aborts, no job may start on the folder, and none may run. */
+    tpc_dir_lease_t *lease = NULL;
+    if (rc == TWOPC_EXIT_OK && !dry)
+        lease = twopc_lease(cmd, dir, &rc);
     if (rc == TWOPC_EXIT_OK)
         err = twopc_folder_read(dir, false, &f);
     if (rc == TWOPC_EXIT_OK && !err) {
@@ -393,6 +397,7 @@ int twopc_cmd_resolve(int argc, char **argv)
     free(names);
     twopc_folder_free(&f);
     twopc_args_free(&a);
+    tpc_checkpoint_dir_release(lease);
     if (err)
         return twopc_fail(cmd, err);
     return rc;

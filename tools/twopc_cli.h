@@ -62,6 +62,10 @@ const char *twopc_arg_required(const twopc_args_t *a, const char *cmd, const cha
 
 /* Print @err to stderr as "twopc @cmd: message" and "hint: ..." and free it. */
 int twopc_fail(const char *cmd, tpc_error_t *err);
+/* Take the checkpoint folder's lease alone for a command that changes what a restart finds (a
+ * commit, an abort, a resolve): NULL, or prints why not (a job runs on it) and returns NULL with
+ * *rc set. */
+tpc_dir_lease_t *twopc_lease(const char *cmd, const char *dir, int *rc);
 int twopc_usage_error(const char *cmd, const char *fmt, ...) TPC_PRINTF(2, 3);
 /* A JSON string literal of @s (escaped) on @f. */
 void twopc_json_str(FILE *f, const char *s);

@@ -12,6 +12,8 @@
  *   did: every "pending" one committed, every "lingering" one aborted. A read_committed consumer
  *   and SQL then see exactly the records checkpoint 3 covers, once each; nothing of the prefixes is
  *   left prepared or open.
+ * - While a job holds the folder's lease, `kafka commit` / `abort`, `resolve` and `pg resolve` are
+ *   refused and end nothing.
  * - Ended by hand instead (`kafka commit` / `kafka abort` one by one, `pg resolve`), a restart of
  *   the job afterwards agrees (it would report data loss for a promised transaction that was
  *   aborted) and the outputs hold every record exactly once.
@@ -416,8 +418,40 @@ START_TEST(test_ending_by_hand_agrees_with_a_restart)
                      0);
     item_t kx[32];
     size_t nkx = parse_kafka(out, sc.kc.prefix, kx, 32), committed = 0;
-    /* Against the verdict, or unjudged, an end is refused. */
     char mine[65536];
+    /* While a job runs on the folder (it holds the folder's lease shared, as tpc_job_run does),
+     * every command that would commit or abort is refused and changes nothing; listings and dry
+     * runs still work. */
+    tpc_dir_lease_t *job_lease = NULL;
+    tpc_error_t *lerr = tpc_checkpoint_dir_lease(sc.kc.ckpt, false, &job_lease);
+    ck_assert_msg(!lerr, "%s", tpc_error_message(lerr));
+    ck_assert_uint_ge(nkx, 1);
+    ck_assert_int_eq(twopc(mine, sizeof mine,
+                           "kafka %s --bootstrap %s --transactional-id %s --checkpoint-dir %s 2>&1",
+                           strcmp(kx[0].cls, "pending") == 0 ? "commit" : "abort", sc.kc.bootstrap,
+                           kx[0].id, sc.kc.ckpt),
+                     1);
+    ck_assert_ptr_nonnull(strstr(mine, "in use by a running job"));
+    ck_assert_int_eq(twopc(mine, sizeof mine, "resolve --checkpoint-dir %s 2>&1", sc.kc.ckpt), 1);
+    ck_assert_ptr_nonnull(strstr(mine, "in use by a running job"));
+    ck_assert_int_eq(twopc(mine, sizeof mine,
+                           "pg resolve --conninfo '%s' --prefix %s --marker-table %s "
+                           "--checkpoint-dir %s 2>&1",
+                           sc.conninfo, sc.gprefix, sc.marker, sc.kc.ckpt),
+                     1);
+    ck_assert_ptr_nonnull(strstr(mine, "in use by a running job"));
+    ck_assert_int_eq(twopc(mine, sizeof mine,
+                           "pg resolve --conninfo '%s' --prefix %s --marker-table %s "
+                           "--checkpoint-dir %s --dry-run 2>&1",
+                           sc.conninfo, sc.gprefix, sc.marker, sc.kc.ckpt),
+                     0);
+    tpc_checkpoint_dir_release(job_lease);
+    ck_assert_int_eq(twopc(mine, sizeof mine,
+                           "kafka transactions --bootstrap %s --prefix %s --checkpoint-dir %s",
+                           sc.kc.bootstrap, sc.kc.prefix, sc.kc.ckpt),
+                     0);
+    ck_assert_uint_eq(parse_kafka(mine, sc.kc.prefix, kx, 32), nkx); /* nothing was ended */
+    /* Against the verdict, or unjudged, an end is refused. */
     for (size_t i = 0; i < nkx; i++) {
         bool commit = strcmp(kx[i].cls, "pending") == 0;
         ck_assert_int_eq(twopc(mine, sizeof mine,
