@@ -26,7 +26,7 @@ tpc__channel_t *tpc__channel_new(size_t cap, uint64_t limit_us, const atomic_boo
 {
     tpc__channel_t *ch = tpc__xcalloc(1, sizeof(*ch));
     pthread_mutex_init(&ch->mu, NULL);
-    tpc__cond_init_monotonic(&ch->not_full);
+    tpc_cond_init(&ch->not_full);
     ch->cap = cap;
     ch->limit_us = limit_us;
     ch->ring = tpc__xcalloc(cap, sizeof(*ch->ring));
@@ -81,7 +81,7 @@ tpc_err_t tpc__channel_push(tpc__channel_t *ch, tpc__item_t item, uint64_t *bloc
         uint64_t t0 = tpc__now_us();
         while (is_full(ch, &item) && !push_refused(ch)) {
             struct timespec ts;
-            tpc__deadline(&ts, 100000);
+            ts = tpc_deadline_us(100000);
             pthread_cond_timedwait(&ch->not_full, &ch->mu, &ts);
         }
         if (blocked_us)

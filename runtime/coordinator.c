@@ -414,7 +414,7 @@ static void wait_events(coord_t *c, uint64_t until_us)
     uint64_t now = tpc__now_us();
     if (!a->head && until_us > now) {
         struct timespec ts;
-        tpc__deadline(&ts, until_us - now);
+        ts = tpc_deadline_us((int64_t)(until_us - now));
         pthread_cond_timedwait(&a->cv, &a->mu, &ts);
     }
     tpc__event_t *ev = a->head;

@@ -33,12 +33,7 @@ tpc_job_t *tpc_job_new(const char *name)
     job->log.max_level = TPC_LOG_WARN;
     job->next_checkpoint_id = 1;
     pthread_mutex_init(&job->ctl_mu, NULL);
-    /* Monotonic: the restart pause waits on it with a deadline. */
-    pthread_condattr_t attr;
-    pthread_condattr_init(&attr);
-    pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
-    pthread_cond_init(&job->ctl_cv, &attr);
-    pthread_condattr_destroy(&attr);
+    tpc_cond_init(&job->ctl_cv); /* monotonic: the restart pause waits on it with a deadline */
     return job;
 }
 
@@ -338,7 +333,7 @@ static tpc__attempt_t *attempt_new(tpc_job_t *job, int number)
     a->number = number;
     atomic_init(&a->canceled, false);
     pthread_mutex_init(&a->mu, NULL);
-    tpc__cond_init_monotonic(&a->cv);
+    tpc_cond_init(&a->cv);
     for (int v = 0; v < job->nvertices; v++)
         a->ntasks += job->vertices[v].parallelism;
     a->tasks = tpc__xcalloc((size_t)a->ntasks, sizeof(*a->tasks));
@@ -352,7 +347,7 @@ static tpc__attempt_t *attempt_new(tpc_job_t *job, int number)
             t->ops = job->vertices[v].ops;
             t->ctx.task = t;
             pthread_mutex_init(&t->mu, NULL);
-            tpc__cond_init_monotonic(&t->cv);
+            tpc_cond_init(&t->cv);
         }
     }
     for (int e = 0; e < job->nedges; e++) {
@@ -510,11 +505,7 @@ static tpc__end_t run_attempt(tpc_job_t *job, int number, tpc_error_t **err)
 /* Wait restart.delay.ms, or less when the job is canceled meanwhile. Called with ctl_mu held. */
 static void restart_pause(tpc_job_t *job)
 {
-    struct timespec until;
-    clock_gettime(CLOCK_MONOTONIC, &until);
-    uint64_t ns = (uint64_t)until.tv_nsec + (uint64_t)job->conf.restart_delay_ms % 1000u * 1000000u;
-    until.tv_sec += (time_t)(job->conf.restart_delay_ms / 1000 + (int64_t)(ns / 1000000000u));
-    until.tv_nsec = (long)(ns % 1000000000u);
+    struct timespec until = tpc_deadline_us((int64_t)job->conf.restart_delay_ms * 1000);
     while (!atomic_load(&job->cancel_requested) &&
            pthread_cond_timedwait(&job->ctl_cv, &job->ctl_mu, &until) != ETIMEDOUT) {
     }

@@ -7,6 +7,7 @@
 #ifndef TPC_RUNTIME_INTERNAL_H
 #define TPC_RUNTIME_INTERNAL_H
 
+#include "tpc_kit.h"
 #include "tpc_runtime.h"
 
 #include <pthread.h>
@@ -14,15 +15,17 @@
 
 /* ---- small helpers ------------------------------------------------------------------------ */
 
-uint64_t tpc__now_us(void);
+/* The runtime's clock: the kit's monotonic one, unsigned as the runtime's figures are. */
+static inline uint64_t tpc__now_us(void)
+{
+    return (uint64_t)tpc_clock_us();
+}
+/* Sleeps the whole time (no cancel): tests and the runtime's own short pauses. */
 void tpc__sleep_us(uint64_t us);
 void *tpc__xmalloc(size_t n);
 void *tpc__xcalloc(size_t n, size_t size);
 void *tpc__xrealloc(void *p, size_t n);
 char *tpc__xstrdup(const char *s);
-/** Absolute CLOCK_MONOTONIC deadline @p us from now, for pthread_cond_timedwait. */
-void tpc__deadline(struct timespec *ts, uint64_t us);
-void tpc__cond_init_monotonic(pthread_cond_t *cond);
 
 /* A growable byte buffer. */
 typedef struct {

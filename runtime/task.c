@@ -68,7 +68,7 @@ static void sleep_until_woken(tpc__task_t *t, uint64_t timeout_us)
     pthread_mutex_lock(&t->mu);
     if (!t->signaled && !canceled(t)) {
         struct timespec ts;
-        tpc__deadline(&ts, timeout_us);
+        ts = tpc_deadline_us((int64_t)timeout_us);
         t->sleeping = true;
         pthread_cond_timedwait(&t->cv, &t->mu, &ts);
         t->sleeping = false;

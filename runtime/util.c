@@ -28,35 +28,11 @@ bool tpc_parse_int(const char *s, int64_t min, int64_t max, int64_t *out)
     return true;
 }
 
-uint64_t tpc__now_us(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
-}
-
 void tpc__sleep_us(uint64_t us)
 {
     struct timespec ts = {(time_t)(us / 1000000u), (long)(us % 1000000u) * 1000};
     while (nanosleep(&ts, &ts) != 0)
         ;
-}
-
-void tpc__deadline(struct timespec *ts, uint64_t us)
-{
-    clock_gettime(CLOCK_MONOTONIC, ts);
-    uint64_t ns = (uint64_t)ts->tv_nsec + (us % 1000000u) * 1000u;
-    ts->tv_sec += (time_t)(us / 1000000u + ns / 1000000000u);
-    ts->tv_nsec = (long)(ns % 1000000000u);
-}
-
-void tpc__cond_init_monotonic(pthread_cond_t *cond)
-{
-    pthread_condattr_t attr;
-    pthread_condattr_init(&attr);
-    pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
-    pthread_cond_init(cond, &attr);
-    pthread_condattr_destroy(&attr);
 }
 
 static void out_of_memory(size_t n)
@@ -124,7 +100,8 @@ void tpc__buf_put_u8(tpc__buf_t *b, uint8_t v)
 
 void tpc__buf_put_u32(tpc__buf_t *b, uint32_t v)
 {
-    uint8_t x[4] = {(uint8_t)v, (uint8_t)(v >> 8), (uint8_t)(v >> 16), (uint8_t)(v >> 24)};
+    uint8_t x[4];
+    tpc_store_le(x, v, 4);
     tpc__buf_put(b, x, 4);
 }
 
@@ -169,7 +146,7 @@ uint32_t tpc__rd_u32(tpc__rd_t *r)
     const uint8_t *p = rd_take(r, 4);
     if (!p)
         return 0;
-    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+    return (uint32_t)tpc_load_le(p, 4);
 }
 
 uint64_t tpc__rd_u64(tpc__rd_t *r)

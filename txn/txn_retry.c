@@ -15,13 +15,6 @@
 
 static const char *const op_names[] = {"commit", "recovery commit", "recovery abort"};
 
-static uint64_t mono_us(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
-}
-
 static void vlog(const tpc__txn_env_t *env, tpc_log_level_t level, const char *fmt, va_list ap)
 {
     if (!env->log)
@@ -126,10 +119,10 @@ static tpc_error_t *with_retries(tpc__txn_task_t *t, tpc__txn_op_t op, void *txn
 
 tpc_error_t *tpc__txn_call(tpc__txn_task_t *t, tpc__txn_op_t op, void *txn, const char *name)
 {
-    uint64_t t0 = mono_us();
+    uint64_t t0 = (uint64_t)tpc_clock_us();
     tpc_error_t *err = with_retries(t, op, txn, name);
     if (op != TPC__TXN_OP_RECOVER_ABORT) {
-        uint64_t took = mono_us() - t0;
+        uint64_t took = (uint64_t)tpc_clock_us() - t0;
         atomic_fetch_add(&t->stats->commit_latency_us, took);
         count_max(&t->stats->commit_latency_max_us, took);
     }

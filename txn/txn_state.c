@@ -38,31 +38,15 @@ void tpc__txn_buf_free(tpc_txn_buf_t *buf)
     buf->len = buf->cap = 0;
 }
 
-static void put_be(unsigned char *p, uint64_t v, int bytes)
-{
-    for (int i = bytes - 1; i >= 0; i--) {
-        p[i] = (unsigned char)(v & 0xff);
-        v >>= 8;
-    }
-}
-
-static uint64_t get_be(const unsigned char *p, int bytes)
-{
-    uint64_t v = 0;
-    for (int i = 0; i < bytes; i++)
-        v = (v << 8) | p[i];
-    return v;
-}
-
 void tpc_txn_put_be(unsigned char **p, uint64_t v, int bytes)
 {
-    put_be(*p, v, bytes);
+    tpc_store_be(*p, v, bytes);
     *p += bytes;
 }
 
 uint64_t tpc_txn_get_be(const unsigned char **p, int bytes)
 {
-    uint64_t v = get_be(*p, bytes);
+    uint64_t v = tpc_load_be(*p, bytes);
     *p += bytes;
     return v;
 }
@@ -73,17 +57,17 @@ tpc_error_t *tpc__txn_entry_begin(const tpc__txn_entry_t *e, tpc_txn_buf_t *out)
     memcpy(h, entry_magic, 4);
     h[4] = TPC__TXN_ENTRY_VERSION;
     h[5] = (unsigned char)e->kind;
-    put_be(h + 6, e->origin >= 0 && e->origin < 0xffff ? (uint64_t)e->origin + 1 : 0, 2);
-    put_be(h + 8, e->checkpoint_id, 8);
-    put_be(h + 16, (uint64_t)e->start_ms, 8);
-    put_be(h + 24, 0, 4); /* handle length, filled in by tpc__txn_entry_seal() */
+    tpc_store_be(h + 6, e->origin >= 0 && e->origin < 0xffff ? (uint64_t)e->origin + 1 : 0, 2);
+    tpc_store_be(h + 8, e->checkpoint_id, 8);
+    tpc_store_be(h + 16, (uint64_t)e->start_ms, 8);
+    tpc_store_be(h + 24, 0, 4); /* handle length, filled in by tpc__txn_entry_seal() */
     out->len = 0;
     return tpc_txn_buf_append(out, h, sizeof h);
 }
 
 void tpc__txn_entry_seal(tpc_txn_buf_t *out)
 {
-    put_be(out->data + 24, (uint64_t)(out->len - TPC__TXN_ENTRY_HEADER), 4);
+    tpc_store_be(out->data + 24, (uint64_t)(out->len - TPC__TXN_ENTRY_HEADER), 4);
 }
 
 tpc_error_t *tpc__txn_entry_decode(const void *bytes, size_t len, tpc__txn_entry_t *out)
@@ -102,15 +86,15 @@ tpc_error_t *tpc__txn_entry_decode(const void *bytes, size_t len, tpc__txn_entry
     if (p[5] != TPC__TXN_PENDING && p[5] != TPC__TXN_CURRENT)
         return tpc_error_new(TPC_ERR_CORRUPT, TPC_ERROR_FATAL,
                              "transaction entry has unknown kind %u", (unsigned)p[5]);
-    uint64_t hlen = get_be(p + 24, 4);
+    uint64_t hlen = tpc_load_be(p + 24, 4);
     if (hlen != len - TPC__TXN_ENTRY_HEADER)
         return tpc_error_new(TPC_ERR_CORRUPT, TPC_ERROR_FATAL,
                              "transaction entry says %llu handle bytes but holds %zu",
                              (unsigned long long)hlen, len - TPC__TXN_ENTRY_HEADER);
     out->kind = (tpc__txn_kind_t)p[5];
-    out->origin = (int)get_be(p + 6, 2) - 1;
-    out->checkpoint_id = get_be(p + 8, 8);
-    out->start_ms = (int64_t)get_be(p + 16, 8);
+    out->origin = (int)tpc_load_be(p + 6, 2) - 1;
+    out->checkpoint_id = tpc_load_be(p + 8, 8);
+    out->start_ms = (int64_t)tpc_load_be(p + 16, 8);
     out->handle = p + TPC__TXN_ENTRY_HEADER;
     out->handle_len = (size_t)hlen;
     return NULL;

@@ -94,8 +94,7 @@ static const unsigned char *bind_tuple(tpc__pg_conn_t *c, const unsigned char *p
 {
     p += 2;
     for (int i = 0; i < c->ncols; i++) {
-        int32_t len = (int32_t)((uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 |
-                                (uint32_t)p[3]);
+        int32_t len = (int32_t)(uint32_t)tpc_load_be(p, 4);
         p += 4;
         size_t k = (size_t)r * (size_t)c->ncols + (size_t)i;
         c->values[k] = len < 0 ? NULL : (const char *)p;

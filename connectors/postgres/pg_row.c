@@ -34,12 +34,6 @@ enum {
 /* Microseconds from 1970-01-01 to 2000-01-01, PostgreSQL's epoch. */
 #define PG_EPOCH_US 946684800000000LL
 
-static void put_be(unsigned char *p, uint64_t v, int bytes)
-{
-    for (int i = bytes - 1; i >= 0; i--, v >>= 8)
-        p[i] = (unsigned char)v;
-}
-
 bool tpc__pg_row_reserve(tpc_pg_row_t *row, size_t more)
 {
     if (row->len + more <= row->cap)
@@ -75,7 +69,7 @@ tpc_error_t *tpc__pg_row_end(tpc_pg_row_t *row)
         row->len = row->start;
         return tpc_error_new(TPC_ERR_INVALID_ARG, TPC_ERROR_FATAL, "invalid row: %s", row->why);
     }
-    put_be(row->buf + row->start, (uint64_t)row->nfields, 2);
+    tpc_store_be(row->buf + row->start, (uint64_t)row->nfields, 2);
     return NULL;
 }
 
@@ -107,7 +101,7 @@ static unsigned char *field(tpc_pg_row_t *row, long len, const char *what, const
         snprintf(row->why, sizeof row->why, "out of memory");
         return NULL;
     }
-    put_be(row->buf + row->len, (uint64_t)(int64_t)(int32_t)len, 4);
+    tpc_store_be(row->buf + row->len, (uint64_t)(int64_t)(int32_t)len, 4);
     unsigned char *p = row->buf + row->len + 4;
     row->len += 4 + (len > 0 ? (size_t)len : 0);
     row->nfields++;
@@ -125,21 +119,21 @@ void tpc_pg_row_int2(tpc_pg_row_t *row, int16_t v)
 {
     unsigned char *p = field(row, 2, "smallint", ONE(OID_INT2));
     if (p)
-        put_be(p, (uint16_t)v, 2);
+        tpc_store_be(p, (uint16_t)v, 2);
 }
 
 void tpc_pg_row_int4(tpc_pg_row_t *row, int32_t v)
 {
     unsigned char *p = field(row, 4, "integer", ONE(OID_INT4));
     if (p)
-        put_be(p, (uint32_t)v, 4);
+        tpc_store_be(p, (uint32_t)v, 4);
 }
 
 void tpc_pg_row_int8(tpc_pg_row_t *row, int64_t v)
 {
     unsigned char *p = field(row, 8, "bigint", ONE(OID_INT8));
     if (p)
-        put_be(p, (uint64_t)v, 8);
+        tpc_store_be(p, (uint64_t)v, 8);
 }
 
 void tpc_pg_row_float4(tpc_pg_row_t *row, float v)
@@ -148,7 +142,7 @@ void tpc_pg_row_float4(tpc_pg_row_t *row, float v)
     memcpy(&bits, &v, 4);
     unsigned char *p = field(row, 4, "real", ONE(OID_FLOAT4));
     if (p)
-        put_be(p, bits, 4);
+        tpc_store_be(p, bits, 4);
 }
 
 void tpc_pg_row_float8(tpc_pg_row_t *row, double v)
@@ -157,7 +151,7 @@ void tpc_pg_row_float8(tpc_pg_row_t *row, double v)
     memcpy(&bits, &v, 8);
     unsigned char *p = field(row, 8, "double precision", ONE(OID_FLOAT8));
     if (p)
-        put_be(p, bits, 8);
+        tpc_store_be(p, bits, 8);
 }
 
 void tpc_pg_row_bool(tpc_pg_row_t *row, bool v)
@@ -171,7 +165,7 @@ void tpc_pg_row_timestamptz(tpc_pg_row_t *row, int64_t unix_us)
 {
     unsigned char *p = field(row, 8, "timestamptz", ONE(OID_TIMESTAMPTZ));
     if (p)
-        put_be(p, (uint64_t)(unix_us - PG_EPOCH_US), 8);
+        tpc_store_be(p, (uint64_t)(unix_us - PG_EPOCH_US), 8);
 }
 
 void tpc_pg_row_bytea(tpc_pg_row_t *row, const void *bytes, size_t len)
@@ -213,10 +207,10 @@ long tpc__pg_numeric_binary(const char *s, unsigned char *out)
 {
     int sign = 0;
     if (strcmp(s, "NaN") == 0 || strcmp(s, "nan") == 0) {
-        put_be(out, 0, 2);
-        put_be(out + 2, 0, 2);
-        put_be(out + 4, 0xC000, 2);
-        put_be(out + 6, 0, 2);
+        tpc_store_be(out, 0, 2);
+        tpc_store_be(out + 2, 0, 2);
+        tpc_store_be(out + 4, 0xC000, 2);
+        tpc_store_be(out + 6, 0, 2);
         return 8;
     }
     if (*s == '-' || *s == '+')
@@ -273,7 +267,7 @@ long tpc__pg_numeric_binary(const char *s, unsigned char *out)
             long i = (long)(at + k) - padl;
             v = v * 10 + (i >= 0 && (size_t)i < digits ? d[first + (size_t)i] - '0' : 0);
         }
-        put_be(g + 2 * ngroups++, (uint64_t)v, 2);
+        tpc_store_be(g + 2 * ngroups++, (uint64_t)v, 2);
     }
     free(d);
     /* Leading zero groups cannot occur (leading zeros were dropped); trailing ones are noise. */
@@ -283,10 +277,10 @@ long tpc__pg_numeric_binary(const char *s, unsigned char *out)
         weight = 0, sign = 0;
     if (weight > 0x7FFF || weight < -0x7FFF)
         return -1;
-    put_be(out, (uint64_t)ngroups, 2);
-    put_be(out + 2, (uint64_t)(uint16_t)(int16_t)weight, 2);
-    put_be(out + 4, (uint64_t)sign, 2);
-    put_be(out + 6, (uint64_t)dscale, 2);
+    tpc_store_be(out, (uint64_t)ngroups, 2);
+    tpc_store_be(out + 2, (uint64_t)(uint16_t)(int16_t)weight, 2);
+    tpc_store_be(out + 4, (uint64_t)sign, 2);
+    tpc_store_be(out + 6, (uint64_t)dscale, 2);
     return 8 + 2L * ngroups;
 }
 

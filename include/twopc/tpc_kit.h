@@ -92,6 +92,35 @@ TPC_API int64_t tpc_backoff_elapsed_ms(const tpc_backoff_t *b);
 
 /* ---- bytes: codecs and growable buffers ---------------------------------------------------- */
 
+/* Fixed-width integers in and out of byte arrays, the one place that spells out byte order:
+ * big-endian (network order: the Kafka protocol, PostgreSQL's binary COPY, the connectors'
+ * handles) in @p n bytes (1 to 8, the low bytes of @p v), and little-endian (the checkpoint
+ * files). No alignment is assumed. */
+static inline void tpc_store_be(unsigned char *p, uint64_t v, int n)
+{
+    for (int i = n - 1; i >= 0; i--, v >>= 8)
+        p[i] = (unsigned char)v;
+}
+static inline uint64_t tpc_load_be(const unsigned char *p, int n)
+{
+    uint64_t v = 0;
+    for (int i = 0; i < n; i++)
+        v = v << 8 | p[i];
+    return v;
+}
+static inline void tpc_store_le(unsigned char *p, uint64_t v, int n)
+{
+    for (int i = 0; i < n; i++, v >>= 8)
+        p[i] = (unsigned char)v;
+}
+static inline uint64_t tpc_load_le(const unsigned char *p, int n)
+{
+    uint64_t v = 0;
+    for (int i = n - 1; i >= 0; i--)
+        v = v << 8 | p[i];
+    return v;
+}
+
 /* ---- growable arrays ------------------------------------------------------------------------ */
 
 /* ---- hash table ----------------------------------------------------------------------------- */

@@ -8,6 +8,7 @@
 #include <check.h>
 #include <stdatomic.h>
 #include <stdlib.h>
+#include <string.h>
 
 START_TEST(test_backoff_doubles_to_cap_and_stops_at_deadline)
 {
@@ -72,6 +73,34 @@ START_TEST(test_clocks)
 }
 END_TEST
 
+START_TEST(test_byte_order)
+{
+    /* Known layouts: network order puts the high byte first, the checkpoint files the low one. */
+    unsigned char p[8];
+    tpc_store_be(p, 0x0102030405060708u, 8);
+    static const unsigned char be[8] = {1, 2, 3, 4, 5, 6, 7, 8};
+    ck_assert_mem_eq(p, be, 8);
+    ck_assert_uint_eq(tpc_load_be(p, 8), 0x0102030405060708u);
+    ck_assert_uint_eq(tpc_load_be(p, 2), 0x0102u);
+    tpc_store_le(p, 0x0102030405060708u, 8);
+    static const unsigned char le[8] = {8, 7, 6, 5, 4, 3, 2, 1};
+    ck_assert_mem_eq(p, le, 8);
+    ck_assert_uint_eq(tpc_load_le(p, 4), 0x05060708u);
+    /* Every width keeps exactly its low bytes, and writes no byte past them. */
+    for (int n = 1; n <= 8; n++) {
+        unsigned char q[9];
+        memset(q, 0xee, sizeof q);
+        uint64_t v = 0xf1e2d3c4b5a69788u, mask = n == 8 ? UINT64_MAX : (1ull << (8 * n)) - 1;
+        tpc_store_be(q, v, n);
+        ck_assert_uint_eq(tpc_load_be(q, n), v & mask);
+        ck_assert_uint_eq(q[n], 0xee);
+        tpc_store_le(q, v, n);
+        ck_assert_uint_eq(tpc_load_le(q, n), v & mask);
+        ck_assert_uint_eq(q[n], 0xee);
+    }
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("kit");
@@ -79,6 +108,7 @@ int main(void)
     tcase_add_test(tc, test_backoff_doubles_to_cap_and_stops_at_deadline);
     tcase_add_test(tc, test_cancel_cuts_sleep_short);
     tcase_add_test(tc, test_clocks);
+    tcase_add_test(tc, test_byte_order);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);

@@ -10,6 +10,7 @@
  * so that thread and the subtask's calls into the connector take turns under the subtask's lock.
  */
 #include "kafka_sink_internal.h"
+#include "tpc_kit.h"
 
 #include <signal.h>
 #include <stdio.h>
@@ -33,10 +34,7 @@ static void *serve(void *arg)
     pthread_mutex_lock(&c->lock);
     while (!c->serve_stop) {
         serve_all(c);
-        struct timespec until;
-        clock_gettime(CLOCK_MONOTONIC, &until);
-        until.tv_sec += SERVE_INTERVAL_MS / 1000;
-        pthread_cond_timedwait(&c->serve_wake, &c->lock, &until);
+        tpc_cond_wait_us(&c->serve_wake, &c->lock, (int64_t)SERVE_INTERVAL_MS * 1000);
     }
     pthread_mutex_unlock(&c->lock);
     return NULL;
@@ -44,15 +42,9 @@ static void *serve(void *arg)
 
 tpc_error_t *tpc__kafka_serve_start(tpc__kafka_sub_t *c)
 {
-    pthread_condattr_t attr;
     int rc = pthread_mutex_init(&c->lock, NULL);
-    if (rc == 0 && (rc = pthread_condattr_init(&attr)) == 0) {
-        pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
-        rc = pthread_cond_init(&c->serve_wake, &attr);
-        pthread_condattr_destroy(&attr);
-        if (rc)
-            pthread_mutex_destroy(&c->lock);
-    }
+    if (rc == 0 && (rc = tpc_cond_init(&c->serve_wake)) != 0)
+        pthread_mutex_destroy(&c->lock);
     if (rc == 0) {
         /* Signals are the application's business: its handlers run on its own threads. */
         sigset_t all, old;

@@ -349,20 +349,6 @@ void tpc__kafka_describe(void *conn, const void *txn, char *buf, size_t cap)
                  t->begin_ckpt);
 }
 
-static void put_be(unsigned char *p, uint64_t v, int n)
-{
-    for (int i = 0; i < n; i++)
-        p[i] = (unsigned char)(v >> (8 * (n - 1 - i)));
-}
-
-static uint64_t get_be(const unsigned char *p, int n)
-{
-    uint64_t v = 0;
-    for (int i = 0; i < n; i++)
-        v = v << 8 | p[i];
-    return v;
-}
-
 /* Handle bytes, version 2: version(1) pid(8) epoch(2) ckpt(8) begin_ckpt(8) id_len(2) id
  * start_ms(8). Version 1 ended with the id: its transactions are unnamed (start_ms -1). */
 #define HANDLE_FIXED 29
@@ -375,13 +361,13 @@ tpc_error_t *tpc__kafka_serialize(void *conn, const void *txn, tpc_txn_buf_t *ou
     unsigned char b[HANDLE_FIXED + TPC__KAFKA_ID_MAX + HANDLE_START];
     size_t idlen = strlen(t->id);
     b[0] = HANDLE_VERSION;
-    put_be(b + 1, (uint64_t)t->pid, 8);
-    put_be(b + 9, (uint16_t)t->epoch, 2);
-    put_be(b + 11, t->ckpt, 8);
-    put_be(b + 19, t->begin_ckpt, 8);
-    put_be(b + 27, idlen, 2);
+    tpc_store_be(b + 1, (uint64_t)t->pid, 8);
+    tpc_store_be(b + 9, (uint16_t)t->epoch, 2);
+    tpc_store_be(b + 11, t->ckpt, 8);
+    tpc_store_be(b + 19, t->begin_ckpt, 8);
+    tpc_store_be(b + 27, idlen, 2);
     memcpy(b + HANDLE_FIXED, t->id, idlen);
-    put_be(b + HANDLE_FIXED + idlen, (uint64_t)t->start_ms, 8);
+    tpc_store_be(b + HANDLE_FIXED + idlen, (uint64_t)t->start_ms, 8);
     return tpc_txn_buf_append(out, b, HANDLE_FIXED + idlen + HANDLE_START);
 }
 
@@ -389,7 +375,7 @@ tpc_error_t *tpc__kafka_deserialize(void *conn, const void *bytes, size_t len, v
 {
     const unsigned char *b = bytes;
     (void)conn;
-    size_t idlen = len >= HANDLE_FIXED ? (size_t)get_be(b + 27, 2) : 0;
+    size_t idlen = len >= HANDLE_FIXED ? (size_t)tpc_load_be(b + 27, 2) : 0;
     int version = len ? b[0] : 0;
     size_t want = HANDLE_FIXED + idlen + (version >= 2 ? HANDLE_START : 0);
     /* An id with a NUL in it would be cut short: a recovery would end the transaction of another
@@ -400,7 +386,7 @@ tpc_error_t *tpc__kafka_deserialize(void *conn, const void *bytes, size_t len, v
                              "kafka transaction handle of %zu bytes is not one this version "
                              "reads",
                              len);
-    int64_t start_ms = version >= 2 ? (int64_t)get_be(b + HANDLE_FIXED + idlen, 8) : -1;
+    int64_t start_ms = version >= 2 ? (int64_t)tpc_load_be(b + HANDLE_FIXED + idlen, 8) : -1;
     if (start_ms < -1)
         return tpc_error_new(TPC_ERR_CORRUPT, TPC_ERROR_FATAL,
                              "kafka transaction handle names a start time of %" PRId64 " ms",
@@ -409,10 +395,10 @@ tpc_error_t *tpc__kafka_deserialize(void *conn, const void *bytes, size_t len, v
     if (!t)
         return tpc_error_nomem();
     t->slot = -1;
-    t->pid = (int64_t)get_be(b + 1, 8);
-    t->epoch = (int16_t)get_be(b + 9, 2);
-    t->ckpt = get_be(b + 11, 8);
-    t->begin_ckpt = get_be(b + 19, 8);
+    t->pid = (int64_t)tpc_load_be(b + 1, 8);
+    t->epoch = (int16_t)tpc_load_be(b + 9, 2);
+    t->ckpt = tpc_load_be(b + 11, 8);
+    t->begin_ckpt = tpc_load_be(b + 19, 8);
     memcpy(t->id, b + HANDLE_FIXED, idlen);
     t->start_ms = start_ms;
     t->records = t->id[0] ? 1 : 0;

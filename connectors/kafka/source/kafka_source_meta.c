@@ -6,6 +6,7 @@
  * (kafka_source_task.c).
  */
 #include "kafka_source_internal.h"
+#include "tpc_kit.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -104,19 +105,6 @@ struct tpc__kafka_discovery_s {
     tpc__kafka_meta_t latest;
 };
 
-static struct timespec after_ms(int ms)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    ts.tv_sec += ms / 1000;
-    ts.tv_nsec += (long)(ms % 1000) * 1000000L;
-    if (ts.tv_nsec >= 1000000000L) {
-        ts.tv_sec++;
-        ts.tv_nsec -= 1000000000L;
-    }
-    return ts;
-}
-
 static void *discover_main(void *arg)
 {
     tpc__kafka_discovery_t *d = arg;
@@ -124,7 +112,7 @@ static void *discover_main(void *arg)
                                                                   : DISCOVERY_TIMEOUT_MS;
     pthread_mutex_lock(&d->lock);
     while (!d->stop) {
-        struct timespec until = after_ms(d->conf->discovery_interval_ms);
+        struct timespec until = tpc_deadline_us((int64_t)d->conf->discovery_interval_ms * 1000);
         while (!d->stop && !d->soon && pthread_cond_timedwait(&d->wake, &d->lock, &until) == 0)
             ;
         if (d->stop)
@@ -150,11 +138,7 @@ tpc_error_t *tpc__kafka_discovery_start(rd_kafka_t *rk, const tpc_kafka_source_t
         return tpc_error_nomem();
     d->rk = rk;
     d->conf = conf;
-    pthread_condattr_t attr;
-    pthread_condattr_init(&attr);
-    pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
-    pthread_cond_init(&d->wake, &attr);
-    pthread_condattr_destroy(&attr);
+    tpc_cond_init(&d->wake);
     pthread_mutex_init(&d->lock, NULL);
     if (pthread_create(&d->thread, NULL, discover_main, d) != 0) {
         pthread_cond_destroy(&d->wake);

@@ -80,8 +80,7 @@ static void put(tpc__kafka_wbuf_t *w, const void *bytes, size_t n)
 static void put_be(tpc__kafka_wbuf_t *w, uint64_t v, int bytes)
 {
     unsigned char b[8];
-    for (int i = 0; i < bytes; i++)
-        b[i] = (unsigned char)(v >> (8 * (bytes - 1 - i)));
+    tpc_store_be(b, v, bytes);
     put(w, b, (size_t)bytes);
 }
 
@@ -170,10 +169,7 @@ static const unsigned char *take(tpc__kafka_rbuf_t *r, size_t n)
 static uint64_t get_be(tpc__kafka_rbuf_t *r, int bytes)
 {
     const unsigned char *p = take(r, (size_t)bytes);
-    uint64_t v = 0;
-    for (int i = 0; p && i < bytes; i++)
-        v = v << 8 | p[i];
-    return v;
+    return p ? tpc_load_be(p, bytes) : 0;
 }
 
 int8_t tpc__kafka_r_i8(tpc__kafka_rbuf_t *r)
@@ -366,8 +362,7 @@ tpc_error_t *tpc__kafka_conn_call(tpc__kafka_conn_t *c, int api, int version, bo
         return tpc_error_nomem();
     }
     uint32_t size = (uint32_t)(w.len - 4);
-    for (int i = 0; i < 4; i++)
-        w.data[i] = (unsigned char)(size >> (8 * (3 - i)));
+    tpc_store_be(w.data, size, 4);
     tpc_error_t *err = send_all(c, w.data, w.len, deadline_ms);
     tpc__kafka_wbuf_free(&w);
 
@@ -376,8 +371,7 @@ tpc_error_t *tpc__kafka_conn_call(tpc__kafka_conn_t *c, int api, int version, bo
         err = recv_all(c, head, 4, deadline_ms);
     if (err)
         return err;
-    uint32_t len =
-        (uint32_t)head[0] << 24 | (uint32_t)head[1] << 16 | (uint32_t)head[2] << 8 | head[3];
+    uint32_t len = (uint32_t)tpc_load_be(head, 4);
     if (len < 4 || len > MAX_RESPONSE)
         return tpc_error_new(TPC_ERR_CORRUPT, TPC_ERROR_RETRIABLE,
                              "broker \"%s\" sent a response of %u bytes", c->name, len);
