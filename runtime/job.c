@@ -185,8 +185,9 @@ static const tpc_prop_t job_props[] = {
      .field = JOB_FIELD(metrics_listen),
      .accepts = "a port, or an IPv4 address and a port (\"9464\", \"127.0.0.1:9464\"); port 0 "
                 "takes a free one",
-     .doc = "Serve Prometheus metrics at http://ADDRESS:PORT/metrics while the job runs; a bare "
-            "port listens on 127.0.0.1 only (docs/metrics.md). Unset: no endpoint."},
+     .doc = "Serve Prometheus metrics at http://ADDRESS:PORT/metrics, and the probes /healthz "
+            "and /readyz, while the job runs; a bare port listens on 127.0.0.1 only "
+            "(docs/metrics.md). Unset: no endpoint."},
     {.name = "max-parallelism",
      .type = TPC_PROP_INT,
      .field = JOB_FIELD(max_parallelism),

@@ -1,6 +1,7 @@
 /*
  * The job's Prometheus endpoint: with metrics.listen set, tpc_job_run() serves GET /metrics in
- * Prometheus' text exposition format (version 0.0.4) from a libmicrohttpd thread while it runs.
+ * Prometheus' text exposition format (version 0.0.4) from a libmicrohttpd thread while it runs,
+ * and beside it /healthz and /readyz for an orchestrator's probes (health() below).
  * What the runtime knows is written here (records and backpressure per vertex and subtask,
  * checkpoints and their durations, restarts); the layers above add theirs through
  * tpc_job_add_metrics() callbacks, so the runtime stays ignorant of sinks and Kafka. Samples are
@@ -212,6 +213,61 @@ static void runtime_metrics(tpc_job_t *job, tpc_metrics_writer_t *w)
     pthread_mutex_unlock(&job->ctl_mu);
 }
 
+/* Readiness wants a checkpoint completed within this many checkpoint intervals (at least
+ * READY_MIN_MS): a job that cannot commit is running but not doing its work. */
+#define READY_INTERVALS 3
+#define READY_MIN_MS    10000
+
+/* /healthz: 200 while the job runs (the body says whether an attempt runs or it waits to restart);
+ * the endpoint lives as long as tpc_job_run(), so no answer is the unhealthy one. /readyz: 200 once
+ * an attempt runs and, with checkpoints on, a checkpoint completed in this run within the bound;
+ * 503 with the reason otherwise. The body is one line of text. */
+static unsigned health(tpc_job_t *job, bool ready, char *msg, size_t cap)
+{
+    struct tpc__metrics *m = job->metrics;
+    pthread_mutex_lock(&job->ctl_mu);
+    bool attempt = job->attempt != NULL;
+    uint64_t restarts = job->stats.restarts, id = job->stats.last_checkpoint_id;
+    uint64_t last = m->last_completed_us, started = m->started_us;
+    pthread_mutex_unlock(&job->ctl_mu);
+    bool checkpointing = job->conf.dir && job->conf.interval_ms > 0;
+    int64_t bound_ms = (int64_t)job->conf.interval_ms * READY_INTERVALS;
+    if (bound_ms < READY_MIN_MS)
+        bound_ms = READY_MIN_MS;
+    uint64_t now = tpc__now_us();
+    const char *state = attempt ? "running" : "restarting";
+    if (!ready) {
+        snprintf(msg, cap, "ok: job \"%s\" %s, %" PRIu64 " restarts\n", job->name, state, restarts);
+        return MHD_HTTP_OK;
+    }
+    if (!attempt) {
+        snprintf(msg, cap, "not ready: job \"%s\" waits to restart after a failure\n", job->name);
+        return MHD_HTTP_SERVICE_UNAVAILABLE;
+    }
+    if (!checkpointing) {
+        snprintf(msg, cap, "ready: job \"%s\" running, checkpoints off\n", job->name);
+        return MHD_HTTP_OK;
+    }
+    if (!last) {
+        snprintf(msg, cap,
+                 "not ready: job \"%s\" has completed no checkpoint since it started %.1f s "
+                 "ago\n",
+                 job->name, (double)(now - started) / 1e6);
+        return MHD_HTTP_SERVICE_UNAVAILABLE;
+    }
+    double age_s = (double)(now - last) / 1e6;
+    if (age_s * 1000 > (double)bound_ms) {
+        snprintf(msg, cap,
+                 "not ready: job \"%s\" completed its last checkpoint (%" PRIu64
+                 ") %.1f s ago, more than %.1f s\n",
+                 job->name, id, age_s, (double)bound_ms / 1000);
+        return MHD_HTTP_SERVICE_UNAVAILABLE;
+    }
+    snprintf(msg, cap, "ready: job \"%s\" running, checkpoint %" PRIu64 " completed %.1f s ago\n",
+             job->name, id, age_s);
+    return MHD_HTTP_OK;
+}
+
 static enum MHD_Result serve(void *cls, struct MHD_Connection *conn, const char *url,
                              const char *method, const char *version, const char *upload,
                              size_t *upload_len, void **state)
@@ -224,8 +280,13 @@ static enum MHD_Result serve(void *cls, struct MHD_Connection *conn, const char 
         static const char msg[] = "only GET\n";
         code = MHD_HTTP_METHOD_NOT_ALLOWED;
         resp = MHD_create_response_from_buffer(sizeof msg - 1, (void *)msg, MHD_RESPMEM_PERSISTENT);
+    } else if (strcmp(url, "/healthz") == 0 || strcmp(url, "/readyz") == 0) {
+        char msg[512];
+        code = health(job, url[1] == 'r', msg, sizeof msg);
+        resp = MHD_create_response_from_buffer(strlen(msg), msg, MHD_RESPMEM_MUST_COPY);
+        MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, "text/plain; charset=utf-8");
     } else if (strcmp(url, "/metrics") != 0) {
-        static const char msg[] = "twopc serves /metrics\n";
+        static const char msg[] = "twopc serves /metrics, /healthz and /readyz\n";
         code = MHD_HTTP_NOT_FOUND;
         resp = MHD_create_response_from_buffer(sizeof msg - 1, (void *)msg, MHD_RESPMEM_PERSISTENT);
     } else {

@@ -512,13 +512,13 @@ TPC_API tpc_err_t tpc_job_get_stats(tpc_job_t *job, tpc_job_stats_t *out);
 
 /** @name Metrics
  * With the job key `metrics.listen` set ("PORT" or "ADDRESS:PORT", IPv4; a bare port listens on
- * 127.0.0.1 only), tpc_job_run() serves `GET /metrics` in Prometheus' text exposition format for as
- * long as it runs (libmicrohttpd, its own thread): records in and out and backpressure per vertex
- * and subtask, checkpoints completed, failed and declined, their duration (a histogram), the time
- * since the last completed checkpoint, restarts, and what the job's components add with
- * tpc_job_add_metrics() (the sinks: pending transactions, commits, commit latency; Kafka clients:
- * librdkafka's statistics; the Kafka source: lag, read-ahead, partitions). docs/metrics.md lists
- * every metric.
+ * 127.0.0.1 only), tpc_job_run() serves `GET /metrics` in Prometheus' text exposition format, and
+ * the probes `/healthz` and `/readyz` (docs/metrics.md), for as long as it runs (libmicrohttpd, its
+ * own thread): records in and out and backpressure per vertex and subtask, checkpoints completed,
+ * failed and declined, their duration (a histogram), the time since the last completed checkpoint,
+ * restarts, and what the job's components add with tpc_job_add_metrics() (the sinks: pending
+ * transactions, commits, commit latency; Kafka clients: librdkafka's statistics; the Kafka source:
+ * lag, read-ahead, partitions). docs/metrics.md lists every metric.
  * @{ */
 
 /** What a metrics callback writes into. Only valid during the callback. */

@@ -190,6 +190,69 @@ START_TEST(test_bad_listen_values_are_refused)
 }
 END_TEST
 
+/* Starts @job on a thread and waits for its endpoint: the port. */
+static int start_serving(tpc_job_t *job, run_t *r, pthread_t *th)
+{
+    *r = (run_t){job, NULL};
+    ck_assert_int_eq(pthread_create(th, NULL, run, r), 0);
+    int port = 0;
+    for (int i = 0; i < 500 && !(port = tpc_job_metrics_port(job)); i++)
+        usleep(10 * 1000);
+    ck_assert_int_gt(port, 0);
+    return port;
+}
+
+/* /healthz answers while the job runs; /readyz only once a checkpoint of this run completed
+ * (503 with the reason before), or at once when checkpoints are off. */
+START_TEST(test_health_and_readiness)
+{
+    char *dir = tpc_test_tmpdir("health");
+    tpc_test_seq_conf_t src = {.count_default = 1u << 30, .per_poll = 8, .sleep_us = 1000};
+    char page[4096];
+    for (int round = 0; round < 3; round++) {
+        /* 0: checkpoints every 50 ms; 1: the first one an hour away; 2: no checkpoint.dir */
+        tpc_job_t *job = tpc_job_new("health");
+        int s;
+        TPC_TEST_OK(tpc_job_set(job, "metrics.listen", "127.0.0.1:0"));
+        if (round < 2) {
+            TPC_TEST_OK(tpc_job_set(job, "checkpoint.dir", dir));
+            TPC_TEST_OK(tpc_job_set(job, "checkpoint.interval.ms", round == 0 ? "50" : "3600000"));
+        }
+        TPC_TEST_OK(tpc_job_add_vertex(job, "source", 1, &tpc_test_seq_source_ops, &src, &s));
+        run_t r;
+        pthread_t th;
+        int port = start_serving(job, &r, &th);
+        ck_assert_int_eq(tpc_test_http_get(port, "/healthz", page, sizeof page), 200);
+        ck_assert_msg(strstr(page, "ok: job \"health\""), "%s", page);
+        int code = 0;
+        for (int i = 0; i < 300; i++) { /* the first checkpoint, or an attempt, comes soon */
+            code = tpc_test_http_get(port, "/readyz", page, sizeof page);
+            if (code == 200)
+                break;
+            usleep(10 * 1000);
+        }
+        if (round == 0) {
+            ck_assert_int_eq(code, 200);
+            ck_assert_msg(strstr(page, "ready: job \"health\" running, checkpoint "), "%s", page);
+        } else if (round == 1) {
+            ck_assert_int_eq(code, 503);
+            ck_assert_msg(strstr(page, "not ready") && strstr(page, "completed no checkpoint"),
+                          "%s", page);
+        } else {
+            ck_assert_int_eq(code, 200);
+            ck_assert_msg(strstr(page, "checkpoints off"), "%s", page);
+        }
+        tpc_job_cancel(job);
+        pthread_join(th, NULL);
+        tpc_error_destroy(r.err);
+        tpc_job_destroy(job);
+        ck_assert_int_eq(tpc_test_http_get(port, "/healthz", page, sizeof page), -1);
+    }
+    tpc_test_rmdir(dir);
+    free(dir);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("metrics");
@@ -197,6 +260,7 @@ int main(void)
     tcase_set_timeout(tc, 30);
     tcase_add_test(tc, test_endpoint_serves_the_job_and_its_sinks);
     tcase_add_test(tc, test_bad_listen_values_are_refused);
+    tcase_add_test(tc, test_health_and_readiness);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);
