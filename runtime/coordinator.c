@@ -200,7 +200,12 @@ static void complete_checkpoint(coord_t *c, pending_t *p)
     if (!err)
         err = tpc__restore_note_complete(job, p->id);
     if (err) {
-        /* The state is not durable: nothing may be committed on it. Fail the attempt. */
+        /* The state is not durable: nothing may be committed on it. Fail the attempt; the
+         * checkpoint counts as failed (statistics, metrics, the checkpoint callback); the
+         * restart's log line says why. */
+        tpc__metrics_note_failed(job, TPC__FAILED_WRITE);
+        record_outcome(c, p->id, false, tpc__now_us() - p->trigger_us,
+                       "its file or the completion record could not be written");
         if (!c->failure)
             c->failure = tpc_error_prefix(err, "could not write checkpoint %" PRIu64, p->id);
         else
@@ -436,8 +441,10 @@ static void maybe_trigger(coord_t *c)
     uint64_t now = tpc__now_us();
     for (pending_t *p = c->pending, *nx; p; p = nx) {
         nx = p->next;
-        if (now - p->trigger_us > (uint64_t)conf->timeout_ms * 1000u)
+        if (now - p->trigger_us > (uint64_t)conf->timeout_ms * 1000u) {
+            tpc__metrics_note_failed(job, TPC__FAILED_TIMEOUT);
             abort_checkpoint(c, p, "it timed out (\"checkpoint.timeout.ms\")", true);
+        }
     }
     pthread_mutex_lock(&job->ctl_mu);
     bool draining = job->stop.active && job->stop.started && job->stop.drain;

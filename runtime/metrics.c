@@ -38,7 +38,7 @@ struct tpc__metrics {
     struct MHD_Daemon *daemon;
     int port;
     /* Under the job's ctl_mu. */
-    uint64_t declined;
+    uint64_t declined, timed_out, write_failed;
     uint64_t buckets[NBOUNDS + 1]; /* the last: above every bound */
     double duration_sum;
     uint64_t durations;
@@ -174,13 +174,22 @@ static void runtime_metrics(tpc_job_t *job, tpc_metrics_writer_t *w)
         }
     }
     const tpc_job_stats_t *st = &job->stats;
-    uint64_t failed = st->checkpoints_aborted - m->declined;
+    uint64_t other = st->checkpoints_aborted - m->declined - m->timed_out - m->write_failed;
     tpc_metrics_add(w, "twopc_checkpoints_completed_total", "counter",
                     "Checkpoints completed (durable, sinks told).", "", NULL,
                     (double)st->checkpoints_completed);
-    tpc_metrics_add(w, "twopc_checkpoints_failed_total", "counter",
-                    "Checkpoints aborted for another reason than a decline (timeout, failure).", "",
-                    NULL, (double)failed);
+    const struct {
+        const char *cause;
+        uint64_t n;
+    } failed[] = {{"timeout", m->timed_out}, {"write", m->write_failed}, {"other", other}};
+    for (size_t i = 0; i < sizeof failed / sizeof failed[0]; i++) {
+        const char *labels[] = {"cause", failed[i].cause, NULL};
+        tpc_metrics_add(w, "twopc_checkpoints_failed_total", "counter",
+                        "Checkpoints aborted for another reason than a decline, by cause: "
+                        "checkpoint.timeout.ms passed, the file or the completion record could "
+                        "not be written, or a subtask failed.",
+                        "", labels, (double)failed[i].n);
+    }
     tpc_metrics_add(w, "twopc_checkpoints_declined_total", "counter",
                     "Checkpoints a subtask declined (it finished while the trigger was in flight).",
                     "", NULL, (double)m->declined);
@@ -374,7 +383,7 @@ tpc_error_t *tpc__metrics_start(tpc_job_t *job)
     }
     m->totals = tpc__xcalloc((size_t)n + 1, sizeof *m->totals);
     memset(m->buckets, 0, sizeof m->buckets);
-    m->declined = m->durations = m->last_completed_us = 0;
+    m->declined = m->timed_out = m->write_failed = m->durations = m->last_completed_us = 0;
     m->duration_sum = 0;
     m->started_us = tpc__now_us();
     pthread_mutex_unlock(&job->ctl_mu);
@@ -460,6 +469,18 @@ void tpc__metrics_note_declined(tpc_job_t *job)
         return;
     pthread_mutex_lock(&job->ctl_mu);
     job->metrics->declined++;
+    pthread_mutex_unlock(&job->ctl_mu);
+}
+
+void tpc__metrics_note_failed(tpc_job_t *job, tpc__failure_cause_t cause)
+{
+    if (!job->metrics)
+        return;
+    pthread_mutex_lock(&job->ctl_mu);
+    if (cause == TPC__FAILED_TIMEOUT)
+        job->metrics->timed_out++;
+    else
+        job->metrics->write_failed++;
     pthread_mutex_unlock(&job->ctl_mu);
 }
 

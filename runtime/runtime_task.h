@@ -235,6 +235,9 @@ void tpc__metrics_stop(tpc_job_t *job);
 void tpc__metrics_free(tpc_job_t *job);
 void tpc__metrics_note_checkpoint(tpc_job_t *job, bool completed, uint64_t duration_us);
 void tpc__metrics_note_declined(tpc_job_t *job);
+/* A checkpoint aborted because it timed out, or because its file could not be written. */
+typedef enum { TPC__FAILED_TIMEOUT, TPC__FAILED_WRITE } tpc__failure_cause_t;
+void tpc__metrics_note_failed(tpc_job_t *job, tpc__failure_cause_t cause);
 void tpc__metrics_note_attempt(tpc_job_t *job, const tpc__attempt_t *a);
 
 /* task.c */

@@ -115,7 +115,9 @@ START_TEST(test_endpoint_serves_the_job_and_its_sinks)
     double age = sample(text, "twopc_last_checkpoint_age_seconds");
     ck_assert_msg(age >= 0 && age < 5, "age %g", age);
     ck_assert(sample(text, "twopc_restarts_total") == 0);
-    ck_assert(sample(text, "twopc_checkpoints_failed_total") >= 0);
+    ck_assert(sample(text, "twopc_checkpoints_failed_total{cause=\"timeout\"}") >= 0);
+    ck_assert(sample(text, "twopc_checkpoints_failed_total{cause=\"write\"}") == 0);
+    ck_assert(sample(text, "twopc_checkpoints_failed_total{cause=\"other\"}") >= 0);
     ck_assert(sample(text, "twopc_checkpoints_declined_total") >= 0);
     ck_assert(sample(text, "twopc_sink_transactions_committed_total{sink=\"files\"}") > 0);
     ck_assert(sample(text, "twopc_sink_pending_transactions{sink=\"files\"}") >= 0);
@@ -253,6 +255,59 @@ START_TEST(test_health_and_readiness)
 }
 END_TEST
 
+/* A checkpoint whose file cannot be written fails the attempt, and is counted as failed: in the
+ * statistics, the checkpoint callback and the metrics (cause "write"), while the job waits to
+ * restart. The folder is taken away under the running job, as a lost disk would. */
+static void count_outcome(void *opaque, uint64_t id, bool completed, uint64_t us, const char *why)
+{
+    (void)id, (void)us, (void)why;
+    if (!completed)
+        (*(int *)opaque)++;
+}
+
+START_TEST(test_failed_checkpoint_writes_are_counted)
+{
+    char *dir = tpc_test_tmpdir("metrics-write");
+    tpc_test_seq_conf_t src = {.count_default = 1u << 30, .per_poll = 8, .sleep_us = 1000};
+    tpc_job_t *job = tpc_job_new("write-fails");
+    int s, failed = 0;
+    TPC_TEST_OK(tpc_job_set(job, "metrics.listen", "127.0.0.1:0"));
+    TPC_TEST_OK(tpc_job_set(job, "checkpoint.dir", dir));
+    TPC_TEST_OK(tpc_job_set(job, "checkpoint.interval.ms", "30"));
+    TPC_TEST_OK(tpc_job_set(job, "restart.attempts", "1"));
+    TPC_TEST_OK(tpc_job_set(job, "restart.delay.ms", "3000"));
+    ck_assert_int_eq(tpc_job_set_checkpoint_callback(job, count_outcome, &failed), TPC_OK);
+    TPC_TEST_OK(tpc_job_add_vertex(job, "source", 1, &tpc_test_seq_source_ops, &src, &s));
+    run_t r;
+    pthread_t th;
+    int port = start_serving(job, &r, &th);
+    tpc_job_stats_t st = {0};
+    for (int i = 0; i < 500 && st.checkpoints_completed == 0; i++) {
+        usleep(10 * 1000);
+        tpc_job_get_stats(job, &st);
+    }
+    ck_assert_uint_gt(st.checkpoints_completed, 0);
+    tpc_test_rmdir(dir);
+    char page[65536];
+    double writes = 0;
+    for (int i = 0; i < 300 && writes < 1; i++) {
+        usleep(10 * 1000);
+        ck_assert_int_eq(tpc_test_http_get(port, "/metrics", page, sizeof page), 200);
+        writes = sample(page, "twopc_checkpoints_failed_total{cause=\"write\"}");
+    }
+    ck_assert_msg(writes >= 1, "no failed write counted");
+    ck_assert_int_eq(tpc_test_http_get(port, "/readyz", page, sizeof page), 503);
+    tpc_job_cancel(job);
+    pthread_join(th, NULL);
+    tpc_error_destroy(r.err);
+    tpc_job_get_stats(job, &st);
+    ck_assert_uint_ge(st.checkpoints_aborted, 1);
+    ck_assert_int_ge(failed, 1);
+    tpc_job_destroy(job);
+    free(dir);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("metrics");
@@ -261,6 +316,7 @@ int main(void)
     tcase_add_test(tc, test_endpoint_serves_the_job_and_its_sinks);
     tcase_add_test(tc, test_bad_listen_values_are_refused);
     tcase_add_test(tc, test_health_and_readiness);
+    tcase_add_test(tc, test_failed_checkpoint_writes_are_counted);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);
