@@ -32,7 +32,9 @@ static inline void kt_set(rd_kafka_conf_t *conf, const char *name, const char *v
         ck_abort_msg("could not set %s=%s: %s", name, value, errstr);
 }
 
-static inline void kt_create_topic(const char *bootstrap, const char *topic, int partitions)
+/* Create @topic with @partitions and, when @key is not NULL, the topic setting @key = @value. */
+static inline void kt_create_topic_with(const char *bootstrap, const char *topic, int partitions,
+                                        const char *key, const char *value)
 {
     char errstr[512];
     rd_kafka_conf_t *conf = rd_kafka_conf_new();
@@ -41,6 +43,8 @@ static inline void kt_create_topic(const char *bootstrap, const char *topic, int
     ck_assert_msg(rk != NULL, "%s", errstr);
     rd_kafka_NewTopic_t *nt = rd_kafka_NewTopic_new(topic, partitions, 1, errstr, sizeof errstr);
     ck_assert_msg(nt != NULL, "%s", errstr);
+    if (key)
+        ck_assert_int_eq(rd_kafka_NewTopic_set_config(nt, key, value), RD_KAFKA_RESP_ERR_NO_ERROR);
     rd_kafka_queue_t *queue = rd_kafka_queue_new(rk);
     rd_kafka_CreateTopics(rk, &nt, 1, NULL, queue);
     rd_kafka_event_t *ev = rd_kafka_queue_poll(queue, KT_TIMEOUT_MS);
@@ -72,6 +76,11 @@ static inline void kt_create_topic(const char *bootstrap, const char *topic, int
     rd_kafka_topic_destroy(rkt);
     rd_kafka_destroy(rk);
     ck_assert_msg(ready, "topic \"%s\" was created but its metadata did not show it", topic);
+}
+
+static inline void kt_create_topic(const char *bootstrap, const char *topic, int partitions)
+{
+    kt_create_topic_with(bootstrap, topic, partitions, NULL, NULL);
 }
 
 /* The result of admin request @what on @queue: every topic of it must have succeeded. */

@@ -4,7 +4,8 @@
  * topic as a read_committed consumer reads it, its final checkpoint committing the last
  * transactions; at-least-once delivers every record; bad configurations fail at open with a clear
  * message: no transactional id prefix, a transaction timeout above the broker's maximum or too
- * close to the checkpoint interval, an unreachable cluster.
+ * close to the checkpoint interval, an unreachable cluster; records stamped older than the
+ * topic's retention.ms are named in a warning (the broker would delete them soon after commit).
  */
 #include "check_kafka_common.h"
 #include "tpc_kafka.h"
@@ -123,6 +124,45 @@ START_TEST(test_exactly_once_job_with_early_ending_source)
 }
 END_TEST
 
+static void count_old_warnings(void *opaque, tpc_log_level_t level, const char *msg)
+{
+    if (level == TPC_LOG_WARN && strstr(msg, "stamped older than topic"))
+        (*(int *)opaque)++;
+}
+
+/* The test source stamps record n with n ms after 1970: far older than a topic that keeps records
+ * a minute, which the sink says once per subtask; a topic that keeps them for ever (the test
+ * broker's default) gets no warning. */
+START_TEST(test_records_older_than_retention_are_named)
+{
+    for (int keeps = 0; keeps < 2; keeps++) {
+        char topic[128], prefix[128];
+        tpc_test_unique_name(topic, sizeof topic, "twopc-sink-old", '-');
+        if (keeps)
+            kt_create_topic(bootstrap, topic, 1);
+        else
+            kt_create_topic_with(bootstrap, topic, 1, "retention.ms", "60000");
+        pipeline_t p = {.src = {.count = {200, 100}, .per_poll = 50, .sleep_us = 1000}};
+        build(&p, topic, "100");
+        set_ok(tpc_txn_sink_set(p.sink, "transactional.id.prefix",
+                                tpc_test_unique_name(prefix, sizeof prefix, "twopc-old", '-')));
+        int warnings = 0;
+        ck_assert_int_eq(tpc_job_set_logger(p.job, count_old_warnings, &warnings, TPC_LOG_INFO),
+                         TPC_OK);
+        tpc_job_result_t result = TPC_JOB_CANCELED;
+        tpc_error_t *err = run(&p, &result);
+        ck_assert_msg(err == NULL, "job failed: %s", tpc_error_message(err));
+        ck_assert_int_eq(result, TPC_JOB_FINISHED);
+        teardown_pipeline(&p);
+        if (keeps)
+            ck_assert_int_eq(warnings, 0);
+        else
+            ck_assert_int_eq(warnings, 2); /* once per sink subtask */
+        kt_delete_topic(bootstrap, topic);
+    }
+}
+END_TEST
+
 START_TEST(test_at_least_once_delivers_everything)
 {
     char topic[128];
@@ -230,6 +270,7 @@ int main(void)
     tcase_add_test(tc, test_timeout_close_to_checkpoint_interval);
     tcase_add_test(tc, test_timeout_close_to_job_interval);
     tcase_add_test(tc, test_unreachable_bootstrap);
+    tcase_add_test(tc, test_records_older_than_retention_are_named);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);

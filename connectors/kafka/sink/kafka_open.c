@@ -2,11 +2,14 @@
  * Checks at open, before any transactional producer exists: the transaction timeout against the
  * checkpoint interval, the cluster reachable within open.timeout.ms, the sink's topic known to it,
  * and (exactly-once) the transaction timeout not above the broker's transaction.max.timeout.ms,
- * read with DescribeConfigs. Each failure says what to change.
+ * read with DescribeConfigs. Each failure says what to change. The topic's retention is read too
+ * (a record stamped older than it is deleted at the broker's next retention check: the sink warns,
+ * kafka_txn.c), but not being allowed to read it fails nothing.
  */
 #include "kafka_sink_internal.h"
 
 #include <inttypes.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -35,14 +38,16 @@ static tpc_error_t *check_interval(const tpc__kafka_conf_t *conf, const tpc_txn_
                           MIN_TIMEOUT_RATIO);
 }
 
-/* Read transaction.max.timeout.ms of broker @broker_id. @returns -1 in @max if not listed. */
-static tpc_error_t *broker_max_timeout(rd_kafka_t *rk, int32_t broker_id, int timeout_ms,
-                                       int64_t *max)
+/* Read the integer settings @keys (NULL-terminated) of resource @name (a broker id or a topic)
+ * with DescribeConfigs into @values: -1 for one not listed, and LLONG_MIN for "LogAppendTime"
+ * (the one word this file reads). */
+static tpc_error_t *describe(rd_kafka_t *rk, rd_kafka_ResourceType_t type, const char *name,
+                             const char *const *keys, int timeout_ms, int64_t *values)
 {
-    char id[16], errstr[256];
-    snprintf(id, sizeof id, "%d", (int)broker_id);
-    *max = -1;
-    rd_kafka_ConfigResource_t *res = rd_kafka_ConfigResource_new(RD_KAFKA_RESOURCE_BROKER, id);
+    char errstr[256];
+    for (size_t k = 0; keys[k]; k++)
+        values[k] = -1;
+    rd_kafka_ConfigResource_t *res = rd_kafka_ConfigResource_new(type, name);
     rd_kafka_AdminOptions_t *opts = rd_kafka_AdminOptions_new(rk, RD_KAFKA_ADMIN_OP_ANY);
     rd_kafka_AdminOptions_set_request_timeout(opts, timeout_ms, errstr, sizeof errstr);
     rd_kafka_queue_t *q = rd_kafka_queue_new(rk);
@@ -51,7 +56,8 @@ static tpc_error_t *broker_max_timeout(rd_kafka_t *rk, int32_t broker_id, int ti
     tpc_error_t *err = NULL;
     if (!ev || rd_kafka_event_error(ev)) {
         err = tpc_error_new(TPC_ERR_EXTERNAL, TPC_ERROR_RETRIABLE,
-                            "could not read the configuration of broker %s: %s", id,
+                            "could not read the configuration of %s %s: %s",
+                            type == RD_KAFKA_RESOURCE_BROKER ? "broker" : "topic", name,
                             ev ? rd_kafka_event_error_string(ev) : "timed out");
         err = tpc_error_hint(err, "the sink's principal needs DescribeConfigs on the cluster");
     } else {
@@ -62,8 +68,9 @@ static tpc_error_t *broker_max_timeout(rd_kafka_t *rk, int32_t broker_id, int ti
         const rd_kafka_ConfigEntry_t **cs = n ? rd_kafka_ConfigResource_configs(rs[0], &nc) : NULL;
         for (size_t i = 0; i < nc; i++) {
             const char *v = rd_kafka_ConfigEntry_value(cs[i]);
-            if (strcmp(rd_kafka_ConfigEntry_name(cs[i]), "transaction.max.timeout.ms") == 0 && v)
-                *max = strtoll(v, NULL, 10);
+            for (size_t k = 0; v && keys[k]; k++)
+                if (strcmp(rd_kafka_ConfigEntry_name(cs[i]), keys[k]) == 0)
+                    values[k] = strcmp(v, "LogAppendTime") == 0 ? LLONG_MIN : strtoll(v, NULL, 10);
         }
     }
     if (ev)
@@ -111,9 +118,26 @@ static tpc_error_t *check_metadata(rd_kafka_t *rk, const tpc__kafka_conf_t *conf
     return err;
 }
 
-tpc_error_t *tpc__kafka_check_cluster(const tpc__kafka_conf_t *conf, const tpc_txn_subtask_t *st,
-                                      bool transactional)
+/* The age past which the topic deletes a record by its timestamp: retention.ms, or -1 when it
+ * keeps records for ever, stamps them itself (LogAppendTime), or cannot be asked. */
+static int64_t topic_retention(rd_kafka_t *rk, const tpc__kafka_conf_t *conf)
 {
+    static const char *const keys[] = {"retention.ms", "message.timestamp.type", NULL};
+    int64_t v[2];
+    tpc_error_t *err =
+        describe(rk, RD_KAFKA_RESOURCE_TOPIC, conf->topic, keys, conf->open_timeout_ms, v);
+    if (err) {
+        tpc_error_destroy(err);
+        return -1;
+    }
+    return v[1] == LLONG_MIN || v[0] <= 0 ? -1 : v[0];
+}
+
+tpc_error_t *tpc__kafka_check_cluster(const tpc__kafka_conf_t *conf, const tpc_txn_subtask_t *st,
+                                      bool transactional, int64_t *retention_ms)
+{
+    if (retention_ms)
+        *retention_ms = -1;
     tpc_error_t *err = transactional ? check_interval(conf, st) : NULL;
     if (err)
         return err;
@@ -124,8 +148,14 @@ tpc_error_t *tpc__kafka_check_cluster(const tpc__kafka_conf_t *conf, const tpc_t
     int32_t broker_id = -1;
     err = check_metadata(probe.rk, conf, &broker_id);
     int64_t max = -1;
-    if (!err && transactional && broker_id >= 0)
-        err = broker_max_timeout(probe.rk, broker_id, conf->open_timeout_ms, &max);
+    if (!err && transactional && broker_id >= 0) {
+        static const char *const keys[] = {"transaction.max.timeout.ms", NULL};
+        char id[16];
+        snprintf(id, sizeof id, "%d", (int)broker_id);
+        err = describe(probe.rk, RD_KAFKA_RESOURCE_BROKER, id, keys, conf->open_timeout_ms, &max);
+    }
+    if (!err && retention_ms && conf->topic)
+        *retention_ms = topic_retention(probe.rk, conf);
     if (!err && max >= 0 && conf->txn_timeout_ms > max) {
         err = tpc_error_new(TPC_ERR_CONFIG, TPC_ERROR_FATAL,
                             "kafka.transaction.timeout.ms %" PRId64 " exceeds the broker's "

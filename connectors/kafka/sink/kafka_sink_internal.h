@@ -117,6 +117,10 @@ typedef struct {
     pthread_cond_t serve_wake;
     pthread_t server;
     bool serving, serve_stop;
+    /* The topic's retention.ms (-1: none known); a record stamped older is deleted by the broker
+     * soon after its commit, which the sink says once (warned_old, kafka_txn.c). */
+    int64_t retention_ms;
+    bool warned_old;
 } tpc__kafka_sub_t;
 
 typedef struct {
@@ -155,9 +159,10 @@ tpc_error_t *tpc__kafka_txn_error(rd_kafka_error_t *error, const char *what, con
  * and ending transactions uses the producers' TLS and SASL settings. */
 tpc__kafka_wire_conf_t tpc__kafka_sink_wire(const tpc__kafka_sub_t *c);
 
-/* kafka_open.c */
+/* kafka_open.c: the checks at open; @retention_ms (may be NULL) gets the topic's retention.ms,
+ * -1 when records are kept for ever, stamped by the broker, or the setting cannot be read. */
 tpc_error_t *tpc__kafka_check_cluster(const tpc__kafka_conf_t *conf, const tpc_txn_subtask_t *st,
-                                      bool transactional);
+                                      bool transactional, int64_t *retention_ms);
 
 /* kafka_pool.c */
 void tpc__kafka_slot_id(const tpc__kafka_sub_t *c, int n, char *buf, size_t cap);

@@ -29,12 +29,14 @@ tpc_error_t *tpc__kafka_open(void *arg, const tpc_txn_subtask_t *st, void **out)
                                             st->sink_name),
                               "set \"transactional.id.prefix\" to a name no other program "
                               "uses, or choose guarantee at-least-once");
-    tpc_error_t *err = tpc__kafka_check_cluster(conf, st, transactional);
+    int64_t retention_ms;
+    tpc_error_t *err = tpc__kafka_check_cluster(conf, st, transactional, &retention_ms);
     if (err)
         return err;
     tpc__kafka_sub_t *c = calloc(1, sizeof *c);
     if (!c)
         return tpc_error_nomem();
+    c->retention_ms = retention_ms;
     c->conf = conf;
     c->st = st;
     c->transactional = transactional;
@@ -151,6 +153,27 @@ static tpc_error_t *produce(tpc__kafka_sub_t *c, tpc__kafka_producer_t *p,
     }
 }
 
+/* A record stamped longer ago than the topic keeps records is committed and then deleted at the
+ * broker's next retention check (minutes later): to a reader it looks lost. Said once per subtask,
+ * for the sink's own topic (c->retention_ms, read at open). */
+static void warn_old(tpc__kafka_sub_t *c, const tpc_kafka_message_t *m)
+{
+    if (c->warned_old || c->retention_ms <= 0 || m->timestamp <= 0 ||
+        (m->topic && strcmp(m->topic, c->conf->topic) != 0))
+        return;
+    int64_t age = tpc_wall_ms() - m->timestamp;
+    if (age <= c->retention_ms)
+        return;
+    c->warned_old = true;
+    tpc_txn_log(c->st, TPC_LOG_WARN,
+                "records are stamped older than topic \"%s\" keeps records (a timestamp %" PRId64
+                " ms old, retention.ms %" PRId64 "): the broker deletes them at its next "
+                "retention check, soon after they are committed; raise the topic's retention.ms "
+                "above the records' age (-1 keeps them), use message.timestamp.type=LogAppendTime, "
+                "or give records timestamp 0 to stamp them at write time",
+                c->conf->topic, age, c->retention_ms);
+}
+
 tpc_error_t *tpc__kafka_write(void *conn, void *txn, const tpc_record_t *records, size_t count)
 {
     tpc__kafka_sub_t *c = conn;
@@ -174,6 +197,8 @@ tpc_error_t *tpc__kafka_write(void *conn, void *txn, const tpc_record_t *records
         };
         if (c->conf->mapper)
             err = c->conf->mapper(c->conf->mapper_opaque, &records[i], &m);
+        if (!err)
+            warn_old(c, &m);
         if (!err)
             err = produce(c, p, &m);
         if (!err)
