@@ -101,9 +101,9 @@ tpc_error_t *tpc_checkpoint_folder_read(const char *dir, bool load_all,
     *out = (tpc_checkpoint_folder_t){.restore_index = -1};
     struct stat st;
     if (!dir || stat(dir, &st) != 0 || !S_ISDIR(st.st_mode))
-        return tpc_error_hint(tpc_error_new(TPC_ERR_NOT_FOUND, 0, "\"%s\" is not a directory",
-                                            dir ? dir : "(null)"),
-                              "give the job's \"checkpoint.dir\"");
+        return tpc_error_hint(
+            tpc_error_new(TPC_ERR_NOT_FOUND, 0, "\"%s\" is not a directory", dir ? dir : "(null)"),
+            "give the job's \"checkpoint.dir\"");
     tpc__record_t rec;
     tpc_error_t *err = tpc__record_read(dir, &rec, &out->record_found);
     if (err) {

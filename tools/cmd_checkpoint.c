@@ -75,8 +75,8 @@ int twopc_cmd_checkpoints(int argc, char **argv)
             printf("%s{\"id\":%" PRIu64 ",\"kind\":\"%s\",\"path\":", i ? "," : "", c->id,
                    c->savepoint ? "savepoint" : "checkpoint");
             twopc_json_str(stdout, c->path);
-            printf(",\"size\":%" PRId64 ",\"status\":\"%s\",\"valid\":%s", c->size,
-                   c->status, c->valid ? "true" : "false");
+            printf(",\"size\":%" PRId64 ",\"status\":\"%s\",\"valid\":%s", c->size, c->status,
+                   c->valid ? "true" : "false");
             if (c->valid) {
                 printf(",\"time_ms\":%" PRId64 ",\"job\":", tpc_checkpoint_time_ms(c->checkpoint));
                 twopc_json_str(stdout, tpc_checkpoint_job(c->checkpoint));
@@ -108,8 +108,8 @@ int twopc_cmd_checkpoints(int argc, char **argv)
             for (size_t k = 0; k < c->ntxns; k++)
                 pending += c->txns[k].kind == TWOPC_TXN_PENDING;
             printf("%-8" PRIu64 " %-10s %-24s %10" PRId64 " %-14s %-8zu %s\n", c->id,
-                   c->savepoint ? "savepoint" : "checkpoint", when, c->size, c->status,
-                   pending, c->valid ? tpc_checkpoint_job(c->checkpoint) : c->error);
+                   c->savepoint ? "savepoint" : "checkpoint", when, c->size, c->status, pending,
+                   c->valid ? tpc_checkpoint_job(c->checkpoint) : c->error);
         }
     }
     twopc_folder_free(&f);

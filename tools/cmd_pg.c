@@ -97,7 +97,8 @@ static bool matches(const pg_view_t *v, const char *gid)
 static bool gid_of(const twopc_txn_t *t, char *gid, size_t cap)
 {
     tpc_txn_handle_view_t view;
-    const char *g = twopc_txn_of(t, tpc_pg_sink_ops(), &view) ? twopc_view_text(&view, "gid") : NULL;
+    const char *g =
+        twopc_txn_of(t, tpc_pg_sink_ops(), &view) ? twopc_view_text(&view, "gid") : NULL;
     if (g)
         snprintf(gid, cap, "%s", g);
     return g != NULL;

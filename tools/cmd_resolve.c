@@ -223,7 +223,8 @@ static void print_plan(const twopc_checkpoint_t *c, bool dry)
     for (size_t i = 0; i < c->ntxns; i++) {
         const twopc_txn_t *t = &c->txns[i];
         printf("  %s %-8s %s subtask %d: %s\n", dry ? "would" : "will",
-               t->kind == TWOPC_TXN_PENDING ? "commit" : "abort", t->sink, t->subtask, t->view.line);
+               t->kind == TWOPC_TXN_PENDING ? "commit" : "abort", t->sink, t->subtask,
+               t->view.line);
     }
     printf("  %s abort the lingering transactions of every sink's ids or gids\n",
            dry ? "would" : "will");
@@ -302,14 +303,13 @@ int twopc_cmd_resolve(int argc, char **argv)
         for (size_t k = 0; k < nsinks; k++)
             named |= strcmp(sinks[k].name, c->txns[i].sink) == 0;
         if (!named)
-            err = tpc_error_hint(tpc_error_new(TPC_ERR_INVALID_ARG, 0,
-                                               "checkpoint %" PRIu64 " holds transactions of "
-                                               "sink \"%s\" (%s), which is not named",
-                                               c->id, c->txns[i].sink, c->txns[i].connector),
-                                 "add --sink %s=%s and its settings (--set %s.KEY=VALUE)",
-                                 c->txns[i].sink,
-                                 c->txns[i].named ? c->txns[i].connector : "CONNECTOR",
-                                 c->txns[i].sink);
+            err = tpc_error_hint(
+                tpc_error_new(TPC_ERR_INVALID_ARG, 0,
+                              "checkpoint %" PRIu64 " holds transactions of "
+                              "sink \"%s\" (%s), which is not named",
+                              c->id, c->txns[i].sink, c->txns[i].connector),
+                "add --sink %s=%s and its settings (--set %s.KEY=VALUE)", c->txns[i].sink,
+                c->txns[i].named ? c->txns[i].connector : "CONNECTOR", c->txns[i].sink);
     }
     for (size_t k = 0; c && !err && k < nsinks; k++) {
         bool found = false;

@@ -118,8 +118,8 @@ typedef struct {
     bool savepoint;
     int64_t size;
     bool valid;
-    const char *error;                 /* when not valid */
-    const char *status;                /* restore, older, not-completed, damaged */
+    const char *error;                  /* when not valid */
+    const char *status;                 /* restore, older, not-completed, damaged */
     const tpc_checkpoint_t *checkpoint; /* when valid and loaded */
     twopc_txn_t *txns;
     size_t ntxns;

@@ -88,8 +88,8 @@ void tpc_txn_checkpoint_handles_free(tpc_txn_checkpoint_handle_t *handles, size_
     free(handles);
 }
 
-static void add_field(tpc_txn_handle_view_t *view, const char *name, bool is_number,
-                      int64_t number, const char *text)
+static void add_field(tpc_txn_handle_view_t *view, const char *name, bool is_number, int64_t number,
+                      const char *text)
 {
     if (!view || view->nfields < 0 || view->nfields >= TPC_TXN_HANDLE_FIELDS_MAX)
         return;

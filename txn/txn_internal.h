@@ -85,7 +85,7 @@ typedef struct {
      * connector_len bytes, not NUL-terminated; NULL in entries of version 1, which have none */
     const char *connector;
     size_t connector_len;
-    const void *handle;     /* decode: points into the entry */
+    const void *handle; /* decode: points into the entry */
     size_t handle_len;
 } tpc__txn_entry_t;
 

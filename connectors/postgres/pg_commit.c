@@ -34,7 +34,7 @@
 #include <time.h>
 
 bool tpc_pg_parse_gid(const char *gid, const char *prefix, int *subtask, int *parallelism,
-                       uint64_t *ckpt)
+                      uint64_t *ckpt)
 {
     size_t n = strlen(prefix);
     if (strncmp(gid, prefix, n) != 0 || gid[n] != ':')
