@@ -278,7 +278,7 @@ typedef struct {
     uint64_t checkpoint; /**< pending: pre-committed in; current: the lowest it could be in */
     int64_t start_ms;    /**< when it began, milliseconds since the epoch */
     /** The name of the connector that wrote it (its ops->name), NULL in handles of earlier
-     * versions, which do not say. */
+     * versions, which do not say (and for a name longer than 255 bytes, which is not stored). */
     const char *connector;
     const void *handle; /**< the connector's bytes (its serialize), valid as long as the list */
     size_t handle_len;
