@@ -100,7 +100,8 @@ FUZZ_BINS  := $(FUZZ_SRCS:tests/fuzz/%.c=$(BUILD)/fuzz/%)
 
 STATIC := $(BUILD)/libtwopc.a
 SHARED := $(BUILD)/libtwopc.so.$(VERSION)
-# The operator's command (tools/): linked statically with the library, whose private headers it reads.
+# The operator's command (tools/): linked statically with the library, compiled with its public
+# headers and the Kafka wire client's only, like any program built on it.
 TWOPC_CMD := $(BUILD)/bin/twopc
 
 .PHONY: all lib tools test-install deps deps-build test test-unit test-integration test-kafka tests-build examples \
@@ -166,7 +167,7 @@ $(BUILD)/fuzz/%: tests/fuzz/%.c $(STATIC)
 
 $(TWOPC_CMD): $(TOOL_SRCS) $(wildcard tools/*.h) $(STATIC)
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS_ALL) $(ALL_INC) -Itools -DTWOPC_VERSION='"$(VERSION)"' $(LDFLAGS) -o $@ $(TOOL_SRCS) \
+	$(CC) $(CFLAGS_ALL) $(PUBLIC_INC) -Iconnectors/kafka/wire -Itools -DTWOPC_VERSION='"$(VERSION)"' $(LDFLAGS) -o $@ $(TOOL_SRCS) \
 	    $(STATIC) $(LDLIBS_ALL)
 
 # docs/configuration.md is generated from the property tables; check_config_doc compares.

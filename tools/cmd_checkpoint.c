@@ -23,18 +23,6 @@ static const char checkpoint_help[] =
     "restart commits them) with their transactional ids, producer ids and epochs or gids, and\n"
     "current ones (a restart aborts them).\n";
 
-static const char *status_of(const twopc_folder_t *f, size_t i)
-{
-    const twopc_checkpoint_t *c = &f->files[i];
-    if (!c->valid)
-        return "damaged";
-    if ((long)i == f->restore_index)
-        return "restore";
-    if (f->record_found && c->id > f->record_newest)
-        return "not-completed";
-    return "older";
-}
-
 static void print_record(const twopc_folder_t *f, const char *dir)
 {
     if (f->record_error)
@@ -87,16 +75,16 @@ int twopc_cmd_checkpoints(int argc, char **argv)
             printf("%s{\"id\":%" PRIu64 ",\"kind\":\"%s\",\"path\":", i ? "," : "", c->id,
                    c->savepoint ? "savepoint" : "checkpoint");
             twopc_json_str(stdout, c->path);
-            printf(",\"size\":%" PRId64 ",\"status\":\"%s\",\"valid\":%s", c->size,
-                   status_of(&f, i), c->valid ? "true" : "false");
+            printf(",\"size\":%" PRId64 ",\"status\":\"%s\",\"valid\":%s", c->size, c->status,
+                   c->valid ? "true" : "false");
             if (c->valid) {
-                printf(",\"time_ms\":%" PRId64 ",\"job\":", twopc_checkpoint_time_ms(c));
-                twopc_json_str(stdout, twopc_checkpoint_job(c));
+                printf(",\"time_ms\":%" PRId64 ",\"job\":", tpc_checkpoint_time_ms(c->checkpoint));
+                twopc_json_str(stdout, tpc_checkpoint_job(c->checkpoint));
                 size_t pending = 0;
                 for (size_t k = 0; k < c->ntxns; k++)
                     pending += c->txns[k].kind == TWOPC_TXN_PENDING;
                 printf(",\"vertices\":%d,\"pending_transactions\":%zu",
-                       twopc_checkpoint_vertex_count(c), pending);
+                       tpc_checkpoint_vertex_count(c->checkpoint), pending);
             } else {
                 printf(",\"error\":");
                 twopc_json_str(stdout, c->error);
@@ -116,12 +104,12 @@ int twopc_cmd_checkpoints(int argc, char **argv)
             char when[40] = "-";
             size_t pending = 0;
             if (c->valid)
-                twopc_format_time(twopc_checkpoint_time_ms(c), when, sizeof when);
+                twopc_format_time(tpc_checkpoint_time_ms(c->checkpoint), when, sizeof when);
             for (size_t k = 0; k < c->ntxns; k++)
                 pending += c->txns[k].kind == TWOPC_TXN_PENDING;
             printf("%-8" PRIu64 " %-10s %-24s %10" PRId64 " %-14s %-8zu %s\n", c->id,
-                   c->savepoint ? "savepoint" : "checkpoint", when, c->size, status_of(&f, i),
-                   pending, c->valid ? twopc_checkpoint_job(c) : c->error);
+                   c->savepoint ? "savepoint" : "checkpoint", when, c->size, c->status, pending,
+                   c->valid ? tpc_checkpoint_job(c->checkpoint) : c->error);
         }
     }
     twopc_folder_free(&f);
@@ -133,19 +121,22 @@ static void print_txn_json(const twopc_txn_t *t)
     printf("{\"sink\":");
     twopc_json_str(stdout, t->sink);
     printf(",\"subtask\":%d,\"origin\":%d,\"kind\":\"%s\",\"checkpoint\":%" PRIu64
-           ",\"start_ms\":%" PRId64 ",\"connector\":\"%s\",\"name\":",
+           ",\"start_ms\":%" PRId64 ",\"connector\":",
            t->subtask, t->origin, t->kind == TWOPC_TXN_PENDING ? "pending" : "current",
-           t->checkpoint, t->start_ms, t->connector);
-    twopc_json_str(stdout, t->name);
-    if (strcmp(t->connector, "kafka") == 0) {
-        printf(",\"transactional_id\":");
-        twopc_json_str(stdout, t->id);
-        printf(",\"producer_id\":%" PRId64
-               ",\"producer_epoch\":%d,\"transaction_start_ms\":%" PRId64,
-               t->producer_id, t->producer_epoch, t->kafka_start_ms);
-    } else if (strcmp(t->connector, "postgres") == 0) {
-        printf(",\"gid\":");
-        twopc_json_str(stdout, t->id);
+           t->checkpoint, t->start_ms);
+    twopc_json_str(stdout, t->connector);
+    printf(",\"name\":");
+    twopc_json_str(stdout, t->view.line);
+    /* What the connector tells of its handle: a gid, a transactional id with its producer. */
+    for (int i = 0; i < t->view.nfields; i++) {
+        printf(",");
+        twopc_json_str(stdout, t->view.fields[i].name);
+        if (t->view.fields[i].is_number) {
+            printf(":%" PRId64, t->view.fields[i].number);
+        } else {
+            printf(":");
+            twopc_json_str(stdout, t->view.fields[i].text);
+        }
     }
     printf(",\"restart_does\":\"%s\"}", t->kind == TWOPC_TXN_PENDING ? "commit" : "abort");
 }
@@ -157,23 +148,22 @@ static void print_detail_json(const twopc_folder_t *f, size_t i)
            c->savepoint ? "savepoint" : "checkpoint");
     twopc_json_str(stdout, c->path);
     printf(",\"size\":%" PRId64 ",\"status\":\"%s\",\"time_ms\":%" PRId64 ",\"job\":", c->size,
-           status_of(f, i), twopc_checkpoint_time_ms(c));
-    twopc_json_str(stdout, twopc_checkpoint_job(c));
-    printf(",\"max_parallelism\":%d,\"vertices\":[", twopc_checkpoint_max_parallelism(c));
-    for (int v = 0; v < twopc_checkpoint_vertex_count(c); v++) {
+           c->status, tpc_checkpoint_time_ms(c->checkpoint));
+    twopc_json_str(stdout, tpc_checkpoint_job(c->checkpoint));
+    printf(",\"max_parallelism\":%d,\"vertices\":[", tpc_checkpoint_max_parallelism(c->checkpoint));
+    for (int v = 0; v < tpc_checkpoint_vertex_count(c->checkpoint); v++) {
         int par;
-        const char *name = twopc_checkpoint_vertex(c, v, &par);
+        const char *name = tpc_checkpoint_vertex(c->checkpoint, v, &par);
         printf("%s{\"name\":", v ? "," : "");
         twopc_json_str(stdout, name);
         printf(",\"parallelism\":%d,\"subtasks\":[", par);
         for (int s = 0; s < par; s++) {
-            bool closed, finished;
-            size_t entries, bytes;
-            twopc_checkpoint_subtask(c, v, s, &closed, &finished, &entries, &bytes);
+            tpc_checkpoint_subtask_t st;
+            tpc_checkpoint_subtask(c->checkpoint, v, s, &st);
             printf("%s{\"subtask\":%d,\"closed\":%s,\"finished\":%s,\"state_entries\":%zu,"
                    "\"state_bytes\":%zu}",
-                   s ? "," : "", s, closed ? "true" : "false", finished ? "true" : "false", entries,
-                   bytes);
+                   s ? "," : "", s, st.closed ? "true" : "false", st.finished ? "true" : "false",
+                   st.state_entries, st.state_bytes);
         }
         printf("]}");
     }
@@ -189,32 +179,31 @@ static void print_detail(const twopc_folder_t *f, size_t i)
 {
     const twopc_checkpoint_t *c = &f->files[i];
     char when[40];
-    twopc_format_time(twopc_checkpoint_time_ms(c), when, sizeof when);
+    twopc_format_time(tpc_checkpoint_time_ms(c->checkpoint), when, sizeof when);
     printf("checkpoint %" PRIu64 " (%s, %s)\n", c->id, c->savepoint ? "savepoint" : "checkpoint",
-           status_of(f, i));
+           c->status);
     printf("  file             %s (%" PRId64 " bytes)\n", c->path, c->size);
     printf("  time             %s\n", when);
-    printf("  job              %s\n", twopc_checkpoint_job(c));
-    printf("  max-parallelism  %d\n", twopc_checkpoint_max_parallelism(c));
+    printf("  job              %s\n", tpc_checkpoint_job(c->checkpoint));
+    printf("  max-parallelism  %d\n", tpc_checkpoint_max_parallelism(c->checkpoint));
     printf("  vertices\n");
-    for (int v = 0; v < twopc_checkpoint_vertex_count(c); v++) {
+    for (int v = 0; v < tpc_checkpoint_vertex_count(c->checkpoint); v++) {
         int par;
-        const char *name = twopc_checkpoint_vertex(c, v, &par);
+        const char *name = tpc_checkpoint_vertex(c->checkpoint, v, &par);
         int nclosed = 0, nfinished = 0;
         size_t entries = 0, bytes = 0;
         char finished_list[512] = "";
         for (int s = 0; s < par; s++) {
-            bool closed, finished;
-            size_t e, b;
-            twopc_checkpoint_subtask(c, v, s, &closed, &finished, &e, &b);
-            nclosed += closed;
-            nfinished += finished || closed;
-            entries += e;
-            bytes += b;
-            if ((finished || closed) && strlen(finished_list) < sizeof finished_list - 16)
+            tpc_checkpoint_subtask_t st;
+            tpc_checkpoint_subtask(c->checkpoint, v, s, &st);
+            nclosed += st.closed;
+            nfinished += st.finished || st.closed;
+            entries += st.state_entries;
+            bytes += st.state_bytes;
+            if ((st.finished || st.closed) && strlen(finished_list) < sizeof finished_list - 16)
                 snprintf(finished_list + strlen(finished_list),
                          sizeof finished_list - strlen(finished_list), "%s%d%s",
-                         *finished_list ? "," : "", s, closed ? "(closed)" : "");
+                         *finished_list ? "," : "", s, st.closed ? "(closed)" : "");
         }
         printf("    %-24s parallelism %-3d finished %d/%d%s%s%s  state %zu entries, %zu bytes\n",
                name, par, nfinished, par, *finished_list ? " [" : "", finished_list,
@@ -231,7 +220,7 @@ static void print_detail(const twopc_folder_t *f, size_t i)
         const twopc_txn_t *t = &c->txns[k];
         printf("    %-20s %-4d %-8s %-6" PRIu64 " %-9s %s\n", t->sink, t->subtask,
                t->kind == TWOPC_TXN_PENDING ? "pending" : "current", t->checkpoint, t->connector,
-               t->name);
+               t->view.line);
     }
 }
 

@@ -4,7 +4,8 @@
  * recovery client's connection, TLS and SASL included), judged by the checkpoint a restart
  * restores, and the ending of one of them with EndTxn, as the sink's recovery does it.
  */
-#include "kafka_sink_internal.h"
+#include "kafka_wire.h"
+#include "tpc_kafka.h"
 #include "twopc_cli.h"
 
 #include <inttypes.h>
@@ -59,14 +60,21 @@ static tpc__kafka_wire_conf_t wire_of(const twopc_kafka_conf_t *k)
     };
 }
 
+/* The pending Kafka transaction of @c that is @t: same id, producer id, epoch and (when the handle
+ * names it) start time. */
 static const twopc_txn_t *promised(const twopc_checkpoint_t *c, const tpc__kafka_txn_info_t *t)
 {
     for (size_t i = 0; c && i < c->ntxns; i++) {
         const twopc_txn_t *x = &c->txns[i];
-        if (x->kind == TWOPC_TXN_PENDING && strcmp(x->connector, "kafka") == 0 &&
-            strcmp(x->id, t->id) == 0 && x->producer_id == t->producer_id &&
-            x->producer_epoch == t->producer_epoch &&
-            (x->kafka_start_ms < 0 || x->kafka_start_ms == t->start_ms))
+        tpc_txn_handle_view_t v;
+        if (x->kind != TWOPC_TXN_PENDING || !twopc_txn_of(x, tpc_kafka_sink_ops(), &v))
+            continue;
+        const char *id = twopc_view_text(&v, "transactional_id");
+        int64_t start_ms = twopc_view_number(&v, "transaction_start_ms", -1);
+        if (id && strcmp(id, t->id) == 0 &&
+            twopc_view_number(&v, "producer_id", -1) == t->producer_id &&
+            twopc_view_number(&v, "producer_epoch", -1) == t->producer_epoch &&
+            (start_ms < 0 || start_ms == t->start_ms))
             return x;
     }
     return NULL;

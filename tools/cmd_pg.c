@@ -7,7 +7,7 @@
  * committed transaction that was not yet cleaned up. Gids are matched with the sink's own parser,
  * so a prefix never takes in the gids of a sink whose prefix merely starts the same way.
  */
-#include "pg_internal.h"
+#include "tpc_pg.h"
 #include "twopc_cli.h"
 
 #include <inttypes.h>
@@ -61,7 +61,7 @@ static tpc_error_t *pg_error(PGconn *c, const char *what, const char *conninfo)
     char msg[1024];
     snprintf(msg, sizeof msg, "%s", PQerrorMessage(c));
     msg[strcspn(msg, "\n")] = 0;
-    tpc__pg_hide_secrets(conninfo, msg);
+    tpc_pg_hide_secrets(conninfo, msg);
     return tpc_error_new(TPC_ERR_EXTERNAL, 0, "could not %s: %s", what, msg);
 }
 
@@ -77,7 +77,7 @@ static bool gid_prefix(const char *gid, char *out, size_t cap)
     snprintf(out, cap, "%.*s", (int)(p - gid - 1), gid);
     int s, par;
     uint64_t c;
-    return tpc__pg_parse_gid(gid, out, &s, &par, &c);
+    return tpc_pg_parse_gid(gid, out, &s, &par, &c);
 }
 
 static bool matches(const pg_view_t *v, const char *gid)
@@ -87,17 +87,28 @@ static bool matches(const pg_view_t *v, const char *gid)
     for (size_t i = 0; i < v->nprefixes; i++) {
         int s, p;
         uint64_t c;
-        if (tpc__pg_parse_gid(gid, v->prefixes[i], &s, &p, &c))
+        if (tpc_pg_parse_gid(gid, v->prefixes[i], &s, &p, &c))
             return true;
     }
     return false;
 }
 
+/* The gid of transaction @t of the checkpoint into @gid, when it is a PostgreSQL one. */
+static bool gid_of(const twopc_txn_t *t, char *gid, size_t cap)
+{
+    tpc_txn_handle_view_t view;
+    const char *g =
+        twopc_txn_of(t, tpc_pg_sink_ops(), &view) ? twopc_view_text(&view, "gid") : NULL;
+    if (g)
+        snprintf(gid, cap, "%s", g);
+    return g != NULL;
+}
+
 static const twopc_txn_t *in_checkpoint(const pg_view_t *v, const char *gid)
 {
+    char g[TPC_PG_GID_MAX + 1];
     for (size_t i = 0; v->ckpt && i < v->ckpt->ntxns; i++)
-        if (strcmp(v->ckpt->txns[i].connector, "postgres") == 0 &&
-            strcmp(v->ckpt->txns[i].id, gid) == 0)
+        if (gid_of(&v->ckpt->txns[i], g, sizeof g) && strcmp(g, gid) == 0)
             return &v->ckpt->txns[i];
     return NULL;
 }
@@ -367,10 +378,9 @@ int twopc_cmd_pg(int argc, char **argv)
      * touch the prepared transactions of other programs. */
     for (size_t i = 0;
          !err && do_resolve && !twopc_arg(&a, "prefix") && v.ckpt && i < v.ckpt->ntxns; i++) {
-        char p[TPC_PG_GID_MAX + 1];
-        if (strcmp(v.ckpt->txns[i].connector, "postgres") != 0 ||
-            !gid_prefix(v.ckpt->txns[i].id, p, sizeof p) ||
-            (v.nprefixes && matches(&v, v.ckpt->txns[i].id)))
+        char p[TPC_PG_GID_MAX + 1], gid[TPC_PG_GID_MAX + 1];
+        if (!gid_of(&v.ckpt->txns[i], gid, sizeof gid) || !gid_prefix(gid, p, sizeof p) ||
+            (v.nprefixes && matches(&v, gid)))
             continue;
         v.prefixes = realloc(v.prefixes, (v.nprefixes + 1) * sizeof *v.prefixes);
         v.prefixes[v.nprefixes++] = strdup(p);

@@ -219,11 +219,12 @@ static void log_line(void *opaque, tpc_log_level_t level, const char *message)
 static void print_plan(const twopc_checkpoint_t *c, bool dry)
 {
     printf("checkpoint %" PRIu64 " of job \"%s\" is the one a restart restores\n", c->id,
-           twopc_checkpoint_job(c));
+           tpc_checkpoint_job(c->checkpoint));
     for (size_t i = 0; i < c->ntxns; i++) {
         const twopc_txn_t *t = &c->txns[i];
         printf("  %s %-8s %s subtask %d: %s\n", dry ? "would" : "will",
-               t->kind == TWOPC_TXN_PENDING ? "commit" : "abort", t->sink, t->subtask, t->name);
+               t->kind == TWOPC_TXN_PENDING ? "commit" : "abort", t->sink, t->subtask,
+               t->view.line);
     }
     printf("  %s abort the lingering transactions of every sink's ids or gids\n",
            dry ? "would" : "will");
@@ -302,18 +303,19 @@ int twopc_cmd_resolve(int argc, char **argv)
         for (size_t k = 0; k < nsinks; k++)
             named |= strcmp(sinks[k].name, c->txns[i].sink) == 0;
         if (!named)
-            err = tpc_error_hint(tpc_error_new(TPC_ERR_INVALID_ARG, 0,
-                                               "checkpoint %" PRIu64 " holds transactions of "
-                                               "sink \"%s\" (%s), which is not named",
-                                               c->id, c->txns[i].sink, c->txns[i].connector),
-                                 "add --sink %s=%s and its settings (--set %s.KEY=VALUE)",
-                                 c->txns[i].sink, c->txns[i].connector, c->txns[i].sink);
+            err = tpc_error_hint(
+                tpc_error_new(TPC_ERR_INVALID_ARG, 0,
+                              "checkpoint %" PRIu64 " holds transactions of "
+                              "sink \"%s\" (%s), which is not named",
+                              c->id, c->txns[i].sink, c->txns[i].connector),
+                "add --sink %s=%s and its settings (--set %s.KEY=VALUE)", c->txns[i].sink,
+                c->txns[i].named ? c->txns[i].connector : "CONNECTOR", c->txns[i].sink);
     }
     for (size_t k = 0; c && !err && k < nsinks; k++) {
         bool found = false;
-        for (int v = 0; v < twopc_checkpoint_vertex_count(c); v++) {
+        for (int v = 0; v < tpc_checkpoint_vertex_count(c->checkpoint); v++) {
             int par;
-            found |= strcmp(twopc_checkpoint_vertex(c, v, &par), sinks[k].name) == 0;
+            found |= strcmp(tpc_checkpoint_vertex(c->checkpoint, v, &par), sinks[k].name) == 0;
         }
         if (!found)
             err = tpc_error_hint(tpc_error_new(TPC_ERR_INVALID_ARG, 0,
@@ -332,34 +334,33 @@ int twopc_cmd_resolve(int argc, char **argv)
     tpc_job_t *job = NULL;
     if (!dry && rc == TWOPC_EXIT_OK && !err) {
         err = copy_folder(dir, tmp, sizeof tmp);
-        job = tpc_job_new(twopc_checkpoint_job(c));
+        job = tpc_job_new(tpc_checkpoint_job(c->checkpoint));
         tpc_job_set_logger(job, log_line, &verbose, TPC_LOG_INFO);
         char maxp[16];
-        snprintf(maxp, sizeof maxp, "%d", twopc_checkpoint_max_parallelism(c));
+        snprintf(maxp, sizeof maxp, "%d", tpc_checkpoint_max_parallelism(c->checkpoint));
         if (!err)
             err = tpc_job_set(job, "checkpoint.dir", tmp);
         if (!err)
             err = tpc_job_set(job, "restore.mode", "required");
         if (!err)
             err = tpc_job_set(job, "restart.attempts", "0");
-        if (!err && twopc_checkpoint_max_parallelism(c) > 0)
+        if (!err && tpc_checkpoint_max_parallelism(c->checkpoint) > 0)
             err = tpc_job_set(job, "max-parallelism", maxp);
         int feed = -1;
         if (!err)
             err = tpc_job_add_vertex(job, "twopc-resolve", 1, &stand_in_ops, NULL, &feed);
-        for (int v = 0; !err && v < twopc_checkpoint_vertex_count(c); v++) {
+        for (int v = 0; !err && v < tpc_checkpoint_vertex_count(c->checkpoint); v++) {
             int par, id;
-            const char *name = twopc_checkpoint_vertex(c, v, &par);
+            const char *name = tpc_checkpoint_vertex(c->checkpoint, v, &par);
             sink_arg_t *s = NULL;
             for (size_t k = 0; k < nsinks; k++)
                 if (strcmp(sinks[k].name, name) == 0)
                     s = &sinks[k];
             bool all_closed = true;
             for (int i = 0; i < par; i++) {
-                bool closed, finished;
-                size_t e, b;
-                twopc_checkpoint_subtask(c, v, i, &closed, &finished, &e, &b);
-                all_closed &= closed;
+                tpc_checkpoint_subtask_t st;
+                tpc_checkpoint_subtask(c->checkpoint, v, i, &st);
+                all_closed &= st.closed;
             }
             /* A sink whose subtasks all closed committed everything before: it is not run. */
             if (!s || all_closed) {

@@ -1,14 +1,15 @@
 /*
  * Private to tools/: what the subcommands of the `twopc` command share. Each subcommand lives in a
  * file of its own (cmd_checkpoint.c, cmd_pg.c, cmd_kafka.c, cmd_resolve.c) and reads the library's
- * formats and speaks the servers' protocols with the library's own code; this header holds the
- * argument parser, the JSON writer, the exit codes and the reading of a checkpoint folder
- * (checkpoint_view.c) that several of them need.
+ * formats and speaks the servers' protocols with the library's own code, through its public
+ * headers and the Kafka wire client's; this header holds the argument parser, the JSON writer, the
+ * exit codes and the reading of a checkpoint folder (checkpoint_view.c) that several of them need.
  */
 #ifndef TWOPC_CLI_H
 #define TWOPC_CLI_H
 
 #include "tpc_runtime.h"
+#include "tpc_txn.h"
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -100,33 +101,39 @@ typedef struct {
     twopc_txn_kind_t kind; /* pending: a completed checkpoint promised it; current: never */
     uint64_t checkpoint;   /* pending: pre-committed in; current: lowest it could be */
     int64_t start_ms;
-    const char *connector;  /* "kafka", "postgres", "file", or "unknown" */
-    char name[256];         /* transactional id or gid, as the connector describes it */
-    char id[256];           /* kafka: transactional id; postgres: gid; else "" */
-    int64_t producer_id;    /* kafka */
-    int producer_epoch;     /* kafka */
-    int64_t kafka_start_ms; /* kafka: the coordinator's start time naming it, -1 when unknown */
+    /* The connector its envelope names ("kafka", "postgres", "file", a third party's), or
+     * "unknown" for a handle of an earlier version, which named none (then named is false). */
+    const char *connector;
+    bool named;
+    const void *handle; /* the connector's bytes */
+    size_t handle_len;
+    /* As its connector describes it: line is the transactional id, gid, ...; the named values
+     * follow the name in --json. */
+    tpc_txn_handle_view_t view;
 } twopc_txn_t;
 
 typedef struct {
-    char *path;
+    const char *path;
     uint64_t id;
     bool savepoint;
     int64_t size;
     bool valid;
-    char *error;      /* when not valid */
-    void *checkpoint; /* tpc__checkpoint_t *, when valid and loaded */
+    const char *error;                  /* when not valid */
+    const char *status;                 /* restore, older, not-completed, damaged */
+    const tpc_checkpoint_t *checkpoint; /* when valid and loaded */
     twopc_txn_t *txns;
     size_t ntxns;
+    tpc_txn_checkpoint_handle_t *handles; /* what txns point into */
 } twopc_checkpoint_t;
 
 typedef struct {
-    twopc_checkpoint_t *files; /* newest first */
+    tpc_checkpoint_folder_t dir; /* the library's reading of the folder */
+    twopc_checkpoint_t *files;   /* newest first, one per dir.files */
     size_t nfiles;
     bool record_found;
     uint64_t record_newest; /* the completion record's newest completed checkpoint */
-    char *record_job;
-    char *record_error; /* a damaged record */
+    const char *record_job;
+    const char *record_error; /* a damaged record */
     /* The checkpoint a restart restores: the newest completed one (by the record, or the newest
      * file without a record); -1 when none. */
     long restore_index;
@@ -138,15 +145,14 @@ tpc_error_t *twopc_folder_read(const char *dir, bool load_all, twopc_folder_t *o
 void twopc_folder_free(twopc_folder_t *f);
 /* Decode the file at @index (transactions included) if it is not yet. */
 void twopc_folder_load(twopc_folder_t *f, size_t index);
-/* @returns the job name, max-parallelism and vertices of a loaded checkpoint. */
-const char *twopc_checkpoint_job(const twopc_checkpoint_t *c);
-int64_t twopc_checkpoint_time_ms(const twopc_checkpoint_t *c);
-int twopc_checkpoint_max_parallelism(const twopc_checkpoint_t *c);
-int twopc_checkpoint_vertex_count(const twopc_checkpoint_t *c);
-/* Vertex @v: name, parallelism, and per subtask whether it had closed / finished. */
-const char *twopc_checkpoint_vertex(const twopc_checkpoint_t *c, int v, int *parallelism);
-void twopc_checkpoint_subtask(const twopc_checkpoint_t *c, int v, int s, bool *closed,
-                              bool *finished, size_t *state_entries, size_t *state_bytes);
+/* True when @t is a transaction of the connector of @ops, with *@view as that connector describes
+ * it: a handle that names its connector must name that one; one of an earlier version, which
+ * names none, is asked of that connector alone (the command knows which system it looks at). */
+bool twopc_txn_of(const twopc_txn_t *t, const tpc_txn_connector_ops_t *ops,
+                  tpc_txn_handle_view_t *view);
+/* The text value @name of @view, or NULL; the number @name, or @dflt. */
+const char *twopc_view_text(const tpc_txn_handle_view_t *view, const char *name);
+int64_t twopc_view_number(const tpc_txn_handle_view_t *view, const char *name, int64_t dflt);
 
 /* ---- subcommands -------------------------------------------------------------------------- */
 

@@ -65,11 +65,13 @@ void tpc__txn_metrics(void *arg, tpc_metrics_writer_t *w);
 
 /* One state entry per transaction handle, in a versioned envelope around the connector's own
  * bytes: magic "TPCX", version, kind, origin (the writing subtask + 1, u16; 0 in entries of older
- * versions), checkpoint id, start time, handle length, handle. Entries are OWNED state: after a
+ * versions), checkpoint id, start time, handle length (28 bytes so far), then since version 2 the
+ * connector's name (u8 length + bytes, ops->name), then the handle. Version 1 had no name: the
+ * handle follows the 28 bytes. Entries are OWNED state: after a
  * parallelism change the runtime hands old subtask s's entries to the subtask that owns s
  * (tpc_txn_owns()), and a sink subtask that closed takes none along (it committed everything
  * before), so a partly finished sink checkpoints normally; older versions wrote LIST state. */
-#define TPC__TXN_ENTRY_VERSION 1
+#define TPC__TXN_ENTRY_VERSION 2
 #define TPC__TXN_ENTRY_HEADER  28
 
 typedef enum { TPC__TXN_PENDING = 0, TPC__TXN_CURRENT = 1 } tpc__txn_kind_t;
@@ -79,7 +81,11 @@ typedef struct {
     uint64_t checkpoint_id; /* pending: pre-committed in; current: lowest it could be */
     int64_t start_ms;       /* wall clock at begin, milliseconds since the epoch */
     int origin;             /* the subtask that wrote it, -1 when unknown (older versions) */
-    const void *handle;     /* decode: points into the entry */
+    /* begin: the connector's name (NUL-terminated, NULL for none); decode: points into the entry,
+     * connector_len bytes, not NUL-terminated; NULL in entries of version 1, which have none */
+    const char *connector;
+    size_t connector_len;
+    const void *handle; /* decode: points into the entry */
     size_t handle_len;
 } tpc__txn_entry_t;
 

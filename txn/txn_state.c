@@ -1,9 +1,11 @@
 /*
- * How a sink stores its transactions in checkpoint state: one LIST state entry per handle, in a
+ * How a sink stores its transactions in checkpoint state: one state entry per handle, in a
  * small envelope of our own around the connector's bytes. The envelope carries what the framework
  * needs on restore without asking the connector (pending or current, the checkpoint, when the
- * transaction began) and its own version, so that the framework and each connector can change
- * their formats independently. Integers are big-endian so that checkpoints move between machines.
+ * transaction began), the connector's name, so that a reader of the checkpoint alone (the `twopc`
+ * command) knows whose bytes follow, and its own version, so that the framework and each connector
+ * can change their formats independently. Entries of version 1 have no name and restore as
+ * before. Integers are big-endian so that checkpoints move between machines.
  */
 #include "txn_internal.h"
 
@@ -62,12 +64,20 @@ tpc_error_t *tpc__txn_entry_begin(const tpc__txn_entry_t *e, tpc_txn_buf_t *out)
     tpc_store_be(h + 16, (uint64_t)e->start_ms, 8);
     tpc_store_be(h + 24, 0, 4); /* handle length, filled in by tpc__txn_entry_seal() */
     out->len = 0;
-    return tpc_txn_buf_append(out, h, sizeof h);
+    size_t nlen = e->connector ? strlen(e->connector) : 0;
+    unsigned char name_len = (unsigned char)(nlen > 255 ? 0 : nlen); /* too long: not named */
+    tpc_error_t *err = tpc_txn_buf_append(out, h, sizeof h);
+    if (!err)
+        err = tpc_txn_buf_append(out, &name_len, 1);
+    if (!err)
+        err = tpc_txn_buf_append(out, e->connector, name_len);
+    return err;
 }
 
 void tpc__txn_entry_seal(tpc_txn_buf_t *out)
 {
-    tpc_store_be(out->data + 24, (uint64_t)(out->len - TPC__TXN_ENTRY_HEADER), 4);
+    size_t name = 1 + (size_t)out->data[TPC__TXN_ENTRY_HEADER];
+    tpc_store_be(out->data + 24, (uint64_t)(out->len - TPC__TXN_ENTRY_HEADER - name), 4);
 }
 
 tpc_error_t *tpc__txn_entry_decode(const void *bytes, size_t len, tpc__txn_entry_t *out)
@@ -86,16 +96,28 @@ tpc_error_t *tpc__txn_entry_decode(const void *bytes, size_t len, tpc__txn_entry
     if (p[5] != TPC__TXN_PENDING && p[5] != TPC__TXN_CURRENT)
         return tpc_error_new(TPC_ERR_CORRUPT, TPC_ERROR_FATAL,
                              "transaction entry has unknown kind %u", (unsigned)p[5]);
+    /* Version 2 names the connector between the fixed part and the handle. */
+    size_t name = 0;
+    if (p[4] >= 2) {
+        if (len == TPC__TXN_ENTRY_HEADER || len - TPC__TXN_ENTRY_HEADER - 1 < p[28])
+            return tpc_error_new(TPC_ERR_CORRUPT, TPC_ERROR_FATAL,
+                                 "transaction entry of %zu bytes is too short for its connector's "
+                                 "name",
+                                 len);
+        name = 1 + (size_t)p[28];
+    }
     uint64_t hlen = tpc_load_be(p + 24, 4);
-    if (hlen != len - TPC__TXN_ENTRY_HEADER)
+    if (hlen != len - TPC__TXN_ENTRY_HEADER - name)
         return tpc_error_new(TPC_ERR_CORRUPT, TPC_ERROR_FATAL,
                              "transaction entry says %llu handle bytes but holds %zu",
-                             (unsigned long long)hlen, len - TPC__TXN_ENTRY_HEADER);
+                             (unsigned long long)hlen, len - TPC__TXN_ENTRY_HEADER - name);
     out->kind = (tpc__txn_kind_t)p[5];
     out->origin = (int)tpc_load_be(p + 6, 2) - 1;
     out->checkpoint_id = tpc_load_be(p + 8, 8);
     out->start_ms = (int64_t)tpc_load_be(p + 16, 8);
-    out->handle = p + TPC__TXN_ENTRY_HEADER;
+    out->connector = name > 1 ? (const char *)p + TPC__TXN_ENTRY_HEADER + 1 : NULL;
+    out->connector_len = name > 1 ? name - 1 : 0;
+    out->handle = p + TPC__TXN_ENTRY_HEADER + name;
     out->handle_len = (size_t)hlen;
     return NULL;
 }

@@ -362,6 +362,7 @@ static tpc_error_t *push_pending(tpc__txn_task_t *t, uint64_t checkpoint_id)
         .origin = t->env.subtask,
         .checkpoint_id = checkpoint_id,
         .start_ms = p.start_ms,
+        .connector = t->ops->name,
     };
     tpc_error_t *err = tpc__txn_entry_begin(&e, &p.state);
     if (!err)
@@ -424,6 +425,7 @@ static tpc_error_t *write_state(tpc__txn_task_t *t, tpc__txn_state_add_fn add, v
         .origin = t->env.subtask,
         .checkpoint_id = t->current_checkpoint,
         .start_ms = t->current_start_ms,
+        .connector = t->ops->name,
     };
     tpc_error_t *err = tpc__txn_entry_begin(&e, &t->buf);
     if (!err)

@@ -76,6 +76,7 @@ tpc_error_t *tpc__file_abort(void *conn, void *txn);
 bool tpc__file_is_empty(void *conn, const void *txn);
 void tpc__file_free_txn(void *conn, void *txn);
 void tpc__file_describe(void *conn, const void *txn, char *buf, size_t cap);
+tpc_error_t *tpc__file_describe_handle(const void *bytes, size_t len, tpc_txn_handle_view_t *out);
 tpc_error_t *tpc__file_serialize(void *conn, const void *txn, tpc_txn_buf_t *out);
 tpc_error_t *tpc__file_deserialize(void *conn, const void *bytes, size_t len, void **txn);
 

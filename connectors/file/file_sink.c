@@ -107,7 +107,13 @@ const tpc_txn_connector_ops_t tpc__file_ops = {
     .free_txn = tpc__file_free_txn,
     .describe = tpc__file_describe,
     .props = &file_table,
+    .describe_handle = tpc__file_describe_handle,
 };
+
+const tpc_txn_connector_ops_t *tpc_file_sink_ops(void)
+{
+    return &tpc__file_ops;
+}
 
 tpc_error_t *tpc_file_sink_new(const char *dir, tpc_txn_sink_t **out)
 {

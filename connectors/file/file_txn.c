@@ -384,3 +384,18 @@ tpc_error_t *tpc__file_deserialize(void *conn, const void *bytes, size_t len, vo
     *txn = t;
     return NULL;
 }
+
+/* Without an instance the final name is not known (it needs the sink's folder and prefix): the
+ * line says what the handle holds. */
+tpc_error_t *tpc__file_describe_handle(const void *bytes, size_t len, tpc_txn_handle_view_t *out)
+{
+    void *txn = NULL;
+    tpc_error_t *err = tpc__file_deserialize(NULL, bytes, len, &txn);
+    if (err)
+        return err;
+    const tpc__file_txn_t *t = txn;
+    snprintf(out->line, sizeof out->line, "subtask %d, %u part files, token %llu", t->subtask,
+             (unsigned)t->nparts, (unsigned long long)t->token);
+    tpc__file_free_txn(NULL, txn);
+    return NULL;
+}

@@ -33,8 +33,8 @@
 #include <string.h>
 #include <time.h>
 
-bool tpc__pg_parse_gid(const char *gid, const char *prefix, int *subtask, int *parallelism,
-                       uint64_t *ckpt)
+bool tpc_pg_parse_gid(const char *gid, const char *prefix, int *subtask, int *parallelism,
+                      uint64_t *ckpt)
 {
     size_t n = strlen(prefix);
     if (strncmp(gid, prefix, n) != 0 || gid[n] != ':')
@@ -290,7 +290,7 @@ tpc_error_t *tpc__pg_abort_lingering(void *conn, const tpc_txn_lingering_t *l)
         const char *gid = PQgetvalue(res, i, 0);
         int s, p;
         uint64_t b;
-        if (!tpc__pg_parse_gid(gid, c->prefix, &s, &p, &b) || !tpc_txn_owns(st, s) || known(l, gid))
+        if (!tpc_pg_parse_gid(gid, c->prefix, &s, &p, &b) || !tpc_txn_owns(st, s) || known(l, gid))
             continue;
         {
             bool done;

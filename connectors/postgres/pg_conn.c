@@ -81,7 +81,7 @@ tpc_error_t *tpc__pg_connect(const tpc__pg_conf_t *conf, const tpc_txn_subtask_t
             return NULL;
         }
         one_line(msg, sizeof msg, pg ? PQerrorMessage(pg) : "out of memory");
-        tpc__pg_hide_secrets(conf->conninfo, msg);
+        tpc_pg_hide_secrets(conf->conninfo, msg);
         PQfinish(pg);
         if ((permanent = permanent_failure(msg)) ||
             !tpc_backoff_wait(&backoff, tpc_txn_subtask_canceled, (void *)st))

@@ -138,6 +138,7 @@ tpc_error_t *tpc__pg_abort(void *conn, void *txn);
 bool tpc__pg_is_empty(void *conn, const void *txn);
 void tpc__pg_free_txn(void *conn, void *txn);
 void tpc__pg_describe(void *conn, const void *txn, char *buf, size_t cap);
+tpc_error_t *tpc__pg_describe_handle(const void *bytes, size_t len, tpc_txn_handle_view_t *out);
 tpc_error_t *tpc__pg_serialize(void *conn, const void *txn, tpc_txn_buf_t *out);
 tpc_error_t *tpc__pg_deserialize(void *conn, const void *bytes, size_t len, void **txn);
 
@@ -149,15 +150,12 @@ tpc_error_t *tpc__pg_exec_buffered(tpc__pg_conn_t *c);
 /* BEGIN on the data connection unless a transaction is open (pg_txn.c). */
 tpc_error_t *tpc__pg_ensure_txn(tpc__pg_conn_t *c);
 
-/* pg_secret.c: mask in @msg (in place) every password that @conninfo holds or seems to hold. */
-void tpc__pg_hide_secrets(const char *conninfo, char *msg);
+/* pg_secret.c: tpc_pg_hide_secrets() (tpc_pg.h). */
 
 /* pg_commit.c */
 tpc_error_t *tpc__pg_commit(void *conn, void *txn);
 tpc_error_t *tpc__pg_recover_and_abort(void *conn, void *txn);
 tpc_error_t *tpc__pg_abort_lingering(void *conn, const tpc_txn_lingering_t *lingering);
-/* Parse "<prefix>:<subtask>:<parallelism>:<checkpoint>" for @prefix. */
-bool tpc__pg_parse_gid(const char *gid, const char *prefix, int *subtask, int *parallelism,
-                       uint64_t *ckpt);
+/* pg_commit.c also holds tpc_pg_parse_gid() (tpc_pg.h). */
 
 #endif /* TPC_PG_INTERNAL_H */

@@ -3,7 +3,7 @@
  * conninfo without its passwords (pg_sink.c), but libpq's own messages may quote what it was
  * given: "invalid percent-encoded token" repeats the password of a URI, an unexpected character
  * repeats the whole URI. Every message that holds text from libpq goes through
- * tpc__pg_hide_secrets() first, which masks each password the conninfo holds, or seems to hold
+ * tpc_pg_hide_secrets() first, which masks each password the conninfo holds, or seems to hold
  * when libpq could not parse it: the value of every keyword with "password" in its name and the
  * part after the first ':' of a URI's user info.
  */
@@ -135,7 +135,7 @@ static void mask(char *msg, const char *secret)
     }
 }
 
-void tpc__pg_hide_secrets(const char *conninfo, char *msg)
+void tpc_pg_hide_secrets(const char *conninfo, char *msg)
 {
     if (!conninfo || !msg)
         return;

@@ -35,7 +35,7 @@ static tpc_error_t *set_conninfo(void *arg, const tpc_prop_t *p, const char *key
         char why[512];
         snprintf(why, sizeof why, "%s", errmsg ? errmsg : "out of memory");
         why[strcspn(why, "\n")] = '\0';
-        tpc__pg_hide_secrets(value, why);
+        tpc_pg_hide_secrets(value, why);
         tpc_error_t *err = tpc_error_new(TPC_ERR_CONFIG, TPC_ERROR_FATAL,
                                          "invalid value for \"pg.conninfo\": %s", why);
         PQfreemem(errmsg);
@@ -62,7 +62,7 @@ static tpc_error_t *set_conninfo(void *arg, const tpc_prop_t *p, const char *key
             (size_t)snprintf(safe + len, cap - len, "%s%s=%s", len ? " " : "", o->keyword, o->val);
     }
     PQconninfoFree(opts);
-    tpc__pg_hide_secrets(value, safe); /* a dbname may be a URI with a password in it */
+    tpc_pg_hide_secrets(value, safe); /* a dbname may be a URI with a password in it */
     free(conf->conninfo);
     free(conf->conninfo_safe);
     conf->conninfo = copy;
@@ -210,7 +210,13 @@ const tpc_txn_connector_ops_t tpc__pg_ops = {
     .free_txn = tpc__pg_free_txn,
     .describe = tpc__pg_describe,
     .props = &pg_table,
+    .describe_handle = tpc__pg_describe_handle,
 };
+
+const tpc_txn_connector_ops_t *tpc_pg_sink_ops(void)
+{
+    return &tpc__pg_ops;
+}
 
 tpc_error_t *tpc_pg_sink_new(tpc_txn_sink_t **out)
 {

@@ -437,3 +437,16 @@ tpc_error_t *tpc__pg_deserialize(void *conn, const void *bytes, size_t len, void
     *txn = t;
     return NULL;
 }
+
+tpc_error_t *tpc__pg_describe_handle(const void *bytes, size_t len, tpc_txn_handle_view_t *out)
+{
+    void *txn = NULL;
+    tpc_error_t *err = tpc__pg_deserialize(NULL, bytes, len, &txn);
+    if (err)
+        return err;
+    const tpc__pg_txn_t *t = txn;
+    snprintf(out->line, sizeof out->line, "%s", t->gid);
+    tpc_txn_handle_text(out, "gid", t->gid);
+    tpc__pg_free_txn(NULL, txn);
+    return NULL;
+}

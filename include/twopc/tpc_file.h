@@ -50,6 +50,11 @@ TPC_API tpc_error_t *tpc_file_sink_new(const char *dir, tpc_txn_sink_t **out);
 /** @returns the file sink's own keys. */
 TPC_API const tpc_props_t *tpc_file_sink_properties(void);
 
+/** @returns the file sink's connector table, to describe the handles of its transactions in a
+ * checkpoint (tpc_txn_describe_handle(): subtask, part files and token, no values). Make sinks
+ * with tpc_file_sink_new(), not from this table. */
+TPC_API const tpc_txn_connector_ops_t *tpc_file_sink_ops(void);
+
 /**
  * Turn a record into the bytes written for it. Write them into @p buf only if they fit in @p cap
  * bytes; always return how many bytes the record needs. When that is more than @p cap, the sink

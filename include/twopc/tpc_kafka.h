@@ -48,6 +48,13 @@ TPC_API tpc_error_t *tpc_kafka_sink_new(const char *bootstrap, const char *topic
 /** @returns the Kafka sink's own keys. */
 TPC_API const tpc_props_t *tpc_kafka_sink_properties(void);
 
+/** @returns the Kafka sink's connector table, to describe the handles of its transactions in a
+ * checkpoint (tpc_txn_describe_handle()): the line names the transaction as messages do, the
+ * values are transactional_id, producer_id, producer_epoch and transaction_start_ms (the
+ * coordinator's start time naming it, -1 in handles of earlier versions). Make sinks with
+ * tpc_kafka_sink_new(), not from this table. */
+TPC_API const tpc_txn_connector_ops_t *tpc_kafka_sink_ops(void);
+
 /** A message header: the runtime's record header (name and name_len, value and value_len, a NULL
  * value for a null one). Bytes are borrowed. */
 typedef tpc_header_t tpc_kafka_header_t;

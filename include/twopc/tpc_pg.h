@@ -83,6 +83,30 @@ typedef tpc_error_t *(*tpc_pg_encoder_t)(void *opaque, const tpc_record_t *recor
 TPC_API tpc_error_t *tpc_pg_sink_set_encoder(tpc_txn_sink_t *sink, tpc_pg_encoder_t encoder,
                                              void *opaque);
 
+/** @name Reading what a PostgreSQL sink left behind
+ * For tools that look at a sink's transactions from outside a job (the `twopc` command).
+ * @{ */
+
+/**
+ * @brief Parse the gid @p gid of a sink whose gid prefix is @p prefix:
+ * "<prefix>:<subtask>:<parallelism>:<checkpoint>". A gid of a sink whose prefix merely starts the
+ * same way is not taken. Any thread.
+ * @returns true, with the three numbers set, when @p gid is one of that sink's gids.
+ */
+TPC_API bool tpc_pg_parse_gid(const char *gid, const char *prefix, int *subtask, int *parallelism,
+                              uint64_t *checkpoint);
+
+/** @brief Mask in @p msg (in place; it never grows) every password that @p conninfo holds or
+ * seems to hold, as the sink does in each message that quotes libpq. Any thread. */
+TPC_API void tpc_pg_hide_secrets(const char *conninfo, char *msg);
+
+/** @returns the PostgreSQL sink's connector table, to describe the handles of its transactions
+ * in a checkpoint (tpc_txn_describe_handle(): the line is the gid, the value "gid" too). Make
+ * sinks with tpc_pg_sink_new(), not from this table. */
+TPC_API const tpc_txn_connector_ops_t *tpc_pg_sink_ops(void);
+
+/** @} */
+
 /** @name Row values
  * Append the next column's value. A wrong type, or more values than columns, makes the row
  * invalid: the write then fails with a message naming the column and both types.

@@ -551,6 +551,99 @@ TPC_API int tpc_job_metrics_port(tpc_job_t *job);
 
 /** @} */
 
+/** @name Reading a checkpoint folder
+ * What a job's `checkpoint.dir` holds, read with the job's own decoder and never written: for the
+ * operator's tools (the `twopc` command) and for programs that want to look before they restart.
+ * The checkpoint a restart restores is picked as the job picks it: the newest file not newer than
+ * the completion record, or the newest file when there is no record. Nothing here takes the
+ * folder's lease; a job may be writing into the folder meanwhile. Any thread; one folder is used by
+ * one thread at a time.
+ * @{ */
+
+/** Where a checkpoint file stands, as tpc_checkpoint_folder_read() finds it. */
+typedef enum {
+    TPC_CHECKPOINT_RESTORE = 0,       /**< the one a restart restores */
+    TPC_CHECKPOINT_OLDER = 1,         /**< completed, older than the one a restart restores */
+    TPC_CHECKPOINT_NOT_COMPLETED = 2, /**< newer than the completion record: no sink heard of it */
+    TPC_CHECKPOINT_DAMAGED = 3,       /**< loaded, and unreadable: see error */
+} tpc_checkpoint_status_t;
+
+/** One checkpoint as decoded from its file; owned by its folder. */
+typedef struct tpc_checkpoint_s tpc_checkpoint_t;
+
+/** One checkpoint file of a folder. */
+typedef struct {
+    char *path;
+    uint64_t id;
+    bool savepoint; /**< the kind: a savepoint-<id> file, else a chk-<id> file */
+    int64_t size;   /**< bytes, -1 when the file could not be looked at */
+    /** Its standing; TPC_CHECKPOINT_DAMAGED only once loaded (tpc_checkpoint_folder_load()). */
+    tpc_checkpoint_status_t status;
+    tpc_checkpoint_t *checkpoint; /**< once loaded and readable, else NULL */
+    char *error;                  /**< once loaded and damaged: why, else NULL */
+} tpc_checkpoint_info_t;
+
+/** A checkpoint folder as tpc_checkpoint_folder_read() found it. */
+typedef struct {
+    tpc_checkpoint_info_t *files; /**< newest first */
+    size_t nfiles;
+    bool record_found;      /**< the completion record is there (and readable) */
+    uint64_t record_newest; /**< the record's newest completed checkpoint */
+    char *record_job;       /**< the record's job name */
+    char *record_error;     /**< a damaged record: why (then record_found is false) */
+    /** Index in files of the checkpoint a restart restores, -1 when none. */
+    long restore_index;
+} tpc_checkpoint_folder_t;
+
+/**
+ * @brief List the checkpoint files of @p dir with their ids, kinds, sizes and standing, and read
+ * its completion record.
+ * @param load_all decode every file (tpc_checkpoint_folder_load()); false decodes only the one a
+ *        restart restores.
+ * @param[out] out the listing; free it with tpc_checkpoint_folder_free() (also after an error).
+ * @returns NULL, TPC_ERR_NOT_FOUND when @p dir is not a directory, TPC_ERR_IO when it cannot be
+ * listed. A damaged file or record is no error: it is reported in the listing.
+ */
+TPC_API tpc_error_t *tpc_checkpoint_folder_read(const char *dir, bool load_all,
+                                                tpc_checkpoint_folder_t *out);
+/** @brief Decode file @p index of @p f unless it is already: sets its checkpoint, or its error
+ * and the status TPC_CHECKPOINT_DAMAGED. */
+TPC_API void tpc_checkpoint_folder_load(tpc_checkpoint_folder_t *f, size_t index);
+/** @brief Free what tpc_checkpoint_folder_read() made, the loaded checkpoints included. */
+TPC_API void tpc_checkpoint_folder_free(tpc_checkpoint_folder_t *f);
+/** @returns "restore", "older", "not-completed" or "damaged". */
+TPC_API const char *tpc_checkpoint_status_name(tpc_checkpoint_status_t status);
+
+/** @returns the name of the job that wrote checkpoint @p c. */
+TPC_API const char *tpc_checkpoint_job(const tpc_checkpoint_t *c);
+/** @returns when @p c was taken, in milliseconds since the epoch (wall clock). */
+TPC_API int64_t tpc_checkpoint_time_ms(const tpc_checkpoint_t *c);
+/** @returns the job's max-parallelism (key groups) in @p c, 0 in checkpoints of format 1. */
+TPC_API int tpc_checkpoint_max_parallelism(const tpc_checkpoint_t *c);
+/** @returns the number of vertices @p c holds. */
+TPC_API int tpc_checkpoint_vertex_count(const tpc_checkpoint_t *c);
+/** @returns the name of vertex @p v (0 <= v < tpc_checkpoint_vertex_count()) and its parallelism
+ * in *@p parallelism. */
+TPC_API const char *tpc_checkpoint_vertex(const tpc_checkpoint_t *c, int v, int *parallelism);
+
+/** One subtask of a vertex in a checkpoint. */
+typedef struct {
+    bool closed;          /**< it had closed before the checkpoint: no state, not run again */
+    bool finished;        /**< its operator had finished: its state is its final state */
+    size_t state_entries; /**< list, union, owned and keyed entries */
+    size_t state_bytes;   /**< their bytes, framing included */
+} tpc_checkpoint_subtask_t;
+
+/** @brief Subtask @p s (0 <= s < parallelism) of vertex @p v of @p c into *@p out. */
+TPC_API void tpc_checkpoint_subtask(const tpc_checkpoint_t *c, int v, int s,
+                                    tpc_checkpoint_subtask_t *out);
+/** @returns the list, union and owned state entries that subtask @p s of vertex @p v wrote, for
+ * tpc_state_count() and tpc_state_get() (keyed state is not given); valid as long as @p c. The
+ * transactional sinks' handles are among them (tpc_txn_checkpoint_handles() in tpc_txn.h). */
+TPC_API const tpc_state_reader_t *tpc_checkpoint_state(const tpc_checkpoint_t *c, int v, int s);
+
+/** @} */
+
 /** @name The lease of a checkpoint folder
  * A running job holds a lease on its `checkpoint.dir` (tpc_job_run() takes it, shared with other
  * instances of the job, and gives it back when it returns); a manual command that commits or

@@ -131,7 +131,7 @@ typedef struct {
  * TPC_ERROR_RETRIABLE makes the framework retry commits (see tpc_txn_sink_set()).
  * @{ */
 
-#define TPC_TXN_CONNECTOR_OPS_VERSION 3
+#define TPC_TXN_CONNECTOR_OPS_VERSION 4
 
 /** Growable byte buffer for serialize. Append with tpc_txn_buf_append(). */
 typedef struct tpc_txn_buf tpc_txn_buf_t;
@@ -143,6 +143,32 @@ TPC_API void tpc_txn_put_be(unsigned char **p, uint64_t v, int bytes);
 /** @brief Read @p bytes bytes (1..8) big-endian at *@p p and advance *@p p. The caller has checked
  * that they are there. Any thread. */
 TPC_API uint64_t tpc_txn_get_be(const unsigned char **p, int bytes);
+
+/** The most named values a handle's description holds (tpc_txn_handle_view_t). */
+#define TPC_TXN_HANDLE_FIELDS_MAX 8
+
+/**
+ * A transaction handle described for people and for tools (describe_handle,
+ * tpc_txn_describe_handle()): one line, and a few named values that tools print as members of a
+ * JSON object, in order. Fill the values with tpc_txn_handle_text() and tpc_txn_handle_number().
+ */
+typedef struct tpc_txn_handle_view {
+    /** One line for people: the transactional id, gid, file name, ... as an operator knows it. */
+    char line[256];
+    int nfields;
+    struct {
+        const char *name; /**< a JSON member name, static: "gid", "producer_id", ... */
+        bool is_number;
+        int64_t number;
+        char text[256]; /**< when not a number; NUL-terminated, truncated if need be */
+    } fields[TPC_TXN_HANDLE_FIELDS_MAX];
+} tpc_txn_handle_view_t;
+
+/** @brief Add the text value @p name = @p value to @p view (dropped once it holds
+ * TPC_TXN_HANDLE_FIELDS_MAX). @p name must be a static string. Any thread. */
+TPC_API void tpc_txn_handle_text(tpc_txn_handle_view_t *view, const char *name, const char *value);
+/** @brief Add the number @p name = @p value to @p view, as tpc_txn_handle_text(). */
+TPC_API void tpc_txn_handle_number(tpc_txn_handle_view_t *view, const char *name, int64_t value);
 
 typedef struct tpc_txn_connector_ops {
     int version;      /**< TPC_TXN_CONNECTOR_OPS_VERSION */
@@ -210,7 +236,66 @@ typedef struct tpc_txn_connector_ops {
      * @p sink to a scrape of the job's metrics endpoint (tpc_metrics_add(), label "sink"). Called
      * on the metrics server's thread while subtasks run: read only what is safe to share. */
     void (*metrics)(void *arg, const char *sink, tpc_metrics_writer_t *w);
+
+    /* ---- version 4 ---- */
+    /** Optional. Describe the handle whose bytes serialize wrote (of this or an older connector
+     * version), for people, without an instance and without the external system: the `twopc`
+     * command calls it on the handles of a checkpoint file. Fill @p out (cleared by the caller)
+     * with one line and, if useful, named values (tpc_txn_handle_text(), tpc_txn_handle_number())
+     * such as the name the external system knows the transaction by. Any thread. @returns NULL,
+     * or TPC_ERR_CORRUPT for bytes this connector cannot read. A connector without it is shown by
+     * its name and the handle's size. */
+    tpc_error_t *(*describe_handle)(const void *bytes, size_t len, tpc_txn_handle_view_t *out);
 } tpc_txn_connector_ops_t;
+
+/**
+ * @brief Describe the handle @p bytes of @p len bytes with @p ops (the version rule applied: a
+ * table older than version 4 has no describe_handle): its describe_handle, or, without one, or
+ * with @p ops NULL (a connector this program does not know), "handle of N bytes" and no values.
+ * Bytes the connector cannot read give "unreadable handle of N bytes: why". Any thread.
+ */
+TPC_API void tpc_txn_describe_handle(const tpc_txn_connector_ops_t *ops, const void *bytes,
+                                     size_t len, tpc_txn_handle_view_t *out);
+
+/** @} */
+
+/* ------------------------------------------------------------------------------------------ */
+/** @name Transaction handles in a checkpoint
+ *
+ * A sink stores each transaction as a state entry of its own: an envelope (pending or current,
+ * the checkpoint, the start time, the subtask that wrote it, and since this version the name of
+ * the connector, ops->name) around the connector's handle bytes. Handles written by earlier
+ * versions do not name their connector; jobs restore them as before, since a sink knows its
+ * connector, but a reader of the checkpoint alone cannot tell it (connector NULL).
+ * @{ */
+
+/** One transaction handle found in a checkpoint (tpc_txn_checkpoint_handles()). */
+typedef struct {
+    const char *sink; /**< the sink vertex's name */
+    int subtask;      /**< the subtask whose state holds it */
+    int origin;       /**< the subtask that wrote it, -1 when unknown (earlier versions) */
+    bool pending;     /**< pre-committed, a restart commits it; false: current, a restart aborts */
+    uint64_t checkpoint; /**< pending: pre-committed in; current: the lowest it could be in */
+    int64_t start_ms;    /**< when it began, milliseconds since the epoch */
+    /** The name of the connector that wrote it (its ops->name), NULL in handles of earlier
+     * versions, which do not say (and for a name longer than 255 bytes, which is not stored). */
+    const char *connector;
+    const void *handle; /**< the connector's bytes (its serialize), valid as long as the list */
+    size_t handle_len;
+} tpc_txn_checkpoint_handle_t;
+
+/**
+ * @brief The transaction handles of checkpoint @p c (tpc_checkpoint_folder_read()), vertex by
+ * vertex and subtask by subtask: every list, union and owned state entry that is a sink's
+ * transaction entry; other entries are left out.
+ * @param[out] out the handles (pointing into @p c, which must outlive them); free the array
+ *        with tpc_txn_checkpoint_handles_free().
+ * @returns NULL or TPC_ERR_NOMEM. Any thread.
+ */
+TPC_API tpc_error_t *tpc_txn_checkpoint_handles(const tpc_checkpoint_t *c,
+                                                tpc_txn_checkpoint_handle_t **out, size_t *n);
+/** @brief Free what tpc_txn_checkpoint_handles() made (NULL is fine). */
+TPC_API void tpc_txn_checkpoint_handles_free(tpc_txn_checkpoint_handle_t *handles, size_t n);
 
 /** @} */
 

@@ -2,7 +2,8 @@
  * libFuzzer harness: what a restore decodes for a two-phase-commit sink. The txn layer's state
  * entry (txn/txn_state.c) and the transaction handles of the PostgreSQL, Kafka and file
  * connectors, as checkpoint files hold them. The first input byte chooses the connector (0, 1, 2
- * modulo 3) and whether the rest is a whole state entry (bit 2) or a bare handle. A handle that
+ * modulo 3) and whether the rest is a whole state entry (bit 2) or a bare handle. Any bytes are
+ * described for people as the twopc command describes them (describe_handle). A handle that
  * decodes is described (the file connector derives file names from it), serialized and decoded
  * again, which must succeed; the PostgreSQL and Kafka handles must come back byte for byte (a
  * Kafka handle of version 1 as the same one in version 2, with an unknown start time).
@@ -40,6 +41,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     tpc__file_conf_t fconf = {.prefix = "part", .suffix = ".txt"};
     tpc__file_conn_t fconn = {.conf = &fconf, .dirfd = -1};
     void *conn = which == 2 ? &fconn : NULL;
+
+    /* What the twopc command shows of any bytes: a line that fits, values within their room. */
+    tpc_txn_handle_view_t view;
+    tpc_txn_describe_handle(ops, handle, len, &view);
+    if (strnlen(view.line, sizeof view.line) >= sizeof view.line || view.nfields < 0 ||
+        view.nfields > TPC_TXN_HANDLE_FIELDS_MAX)
+        abort();
 
     void *txn = NULL;
     tpc_error_t *err = ops->deserialize(conn, handle, len, &txn);

@@ -158,7 +158,13 @@ const tpc_txn_connector_ops_t tpc__kafka_ops = {
     .describe = tpc__kafka_describe,
     .props = &kafka_sink_table,
     .metrics = tpc__kafka_sink_metrics,
+    .describe_handle = tpc__kafka_describe_handle,
 };
+
+const tpc_txn_connector_ops_t *tpc_kafka_sink_ops(void)
+{
+    return &tpc__kafka_ops;
+}
 
 tpc_error_t *tpc_kafka_sink_new(const char *bootstrap, const char *topic, tpc_txn_sink_t **out)
 {

@@ -430,3 +430,19 @@ tpc_error_t *tpc__kafka_deserialize(void *conn, const void *bytes, size_t len, v
     *txn = t;
     return NULL;
 }
+
+tpc_error_t *tpc__kafka_describe_handle(const void *bytes, size_t len, tpc_txn_handle_view_t *out)
+{
+    void *txn = NULL;
+    tpc_error_t *err = tpc__kafka_deserialize(NULL, bytes, len, &txn);
+    if (err)
+        return err;
+    const tpc__kafka_txn_t *t = txn;
+    tpc__kafka_describe(NULL, t, out->line, sizeof out->line);
+    tpc_txn_handle_text(out, "transactional_id", t->id);
+    tpc_txn_handle_number(out, "producer_id", t->pid);
+    tpc_txn_handle_number(out, "producer_epoch", t->epoch);
+    tpc_txn_handle_number(out, "transaction_start_ms", t->start_ms);
+    tpc__kafka_free_txn(NULL, txn);
+    return NULL;
+}
