@@ -104,21 +104,41 @@ tpc_error_t *tpc_checkpoint_folder_read(const char *dir, bool load_all,
         return tpc_error_hint(
             tpc_error_new(TPC_ERR_NOT_FOUND, 0, "\"%s\" is not a directory", dir ? dir : "(null)"),
             "give the job's \"checkpoint.dir\"");
-    tpc__record_t rec;
+    tpc__record_t rec = {0};
     tpc_error_t *err = tpc__record_read(dir, &rec, &out->record_found);
     if (err) {
+        /* The job refuses too: a damaged record cannot say what the sinks may have committed. */
         out->record_error = tpc__xstrdup(tpc_error_message(err));
+        out->restore_refusal = tpc__xstrdup(tpc_error_message(err));
         tpc_error_destroy(err);
     } else if (out->record_found) {
         out->record_newest = rec.newest;
         out->record_job = tpc__xstrdup(rec.job_name ? rec.job_name : "");
-        tpc__record_free(&rec);
     }
     tpc__checkpoint_file_t *files;
     size_t n;
     err = tpc__checkpoint_list(dir, &files, &n);
-    if (err)
+    if (err) {
+        tpc__record_free(&rec);
         return err;
+    }
+    /* The job's own rule picks the checkpoint a restart restores, or gives its refusal. */
+    size_t picked = n;
+    tpc_error_t *refusal =
+        out->restore_refusal
+            ? NULL
+            : tpc__restore_pick(dir, NULL, files, n, out->record_found ? &rec : NULL, &picked);
+    if (refusal) {
+        size_t cap = strlen(tpc_error_message(refusal)) + 16 +
+                     (tpc_error_hint_text(refusal) ? strlen(tpc_error_hint_text(refusal)) : 0);
+        out->restore_refusal = tpc__xmalloc(cap);
+        snprintf(out->restore_refusal, cap, "%s", tpc_error_message(refusal));
+        if (tpc_error_hint_text(refusal))
+            out->restore_hint = tpc__xstrdup(tpc_error_hint_text(refusal));
+        tpc_error_destroy(refusal);
+    }
+    uint64_t bound = out->record_found ? rec.newest : n ? files[0].id : 0;
+    tpc__record_free(&rec);
     out->files = tpc__xcalloc(n ? n : 1, sizeof *out->files);
     out->nfiles = n;
     for (size_t i = 0; i < n; i++) {
@@ -129,20 +149,14 @@ tpc_error_t *tpc_checkpoint_folder_read(const char *dir, bool load_all,
         c->size = stat(c->path, &st) == 0 ? (int64_t)st.st_size : -1;
     }
     tpc__checkpoint_files_free(files, n);
-    /* As restore.c picks: the newest completed checkpoint, by the record when there is one (files
-     * newer than it were never announced to a sink), else the newest file. */
-    for (size_t i = 0; i < n; i++) {
-        if (out->record_found && out->files[i].id > out->record_newest) {
-            out->files[i].status = TPC_CHECKPOINT_NOT_COMPLETED;
-            continue;
-        }
-        if (out->restore_index < 0) {
-            out->restore_index = (long)i;
-            out->files[i].status = TPC_CHECKPOINT_RESTORE;
-        } else {
-            out->files[i].status = TPC_CHECKPOINT_OLDER;
-        }
-    }
+    /* Newer than the record: no sink was told of it (restored only if complete and the newest
+     * such, as the pick says); anything else but the pick is older. */
+    for (size_t i = 0; i < n; i++)
+        out->files[i].status = i == picked                ? TPC_CHECKPOINT_RESTORE
+                               : out->files[i].id > bound ? TPC_CHECKPOINT_NOT_COMPLETED
+                                                          : TPC_CHECKPOINT_OLDER;
+    if (picked < n)
+        out->restore_index = (long)picked;
     for (size_t i = 0; i < n; i++)
         if (load_all || (long)i == out->restore_index)
             tpc_checkpoint_folder_load(out, i);
@@ -161,6 +175,8 @@ void tpc_checkpoint_folder_free(tpc_checkpoint_folder_t *f)
     free(f->files);
     free(f->record_job);
     free(f->record_error);
+    free(f->restore_refusal);
+    free(f->restore_hint);
     *f = (tpc_checkpoint_folder_t){.restore_index = -1};
 }
 

@@ -13,6 +13,7 @@
 #include "runtime_task.h"
 
 #include <inttypes.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,12 +24,32 @@ static const char refuse_hint[] =
     "restore the newest older valid checkpoint (the sinks then write again what the lost ones "
     "covered: duplicates); or set \"restore.mode\" to \"fresh\" to start over without state";
 
-static tpc_error_t *refuse(const tpc_job_t *job, tpc_err_t code, const char *fmt, uint64_t id,
+static tpc_error_t *refuse(const char *job, tpc_err_t code, const char *fmt, uint64_t id,
                            const char *where)
 {
     tpc_error_t *err = tpc_error_new(code, TPC_ERROR_FATAL, fmt, id, where);
-    return tpc_error_hint(tpc_error_prefix(err, "job \"%s\" refuses to restore", job->name),
-                          refuse_hint);
+    return tpc_error_hint(tpc_error_prefix(err, "job \"%s\" refuses to restore", job), refuse_hint);
+}
+
+/* The inputs of the restore rule (tpc__restore_pick()): the job, its folder, whether
+ * restore.fallback=at-least-once is set, and where its lines go (NULL: nowhere, for a look). */
+typedef struct {
+    const char *job, *dir;
+    bool fallback;
+    const tpc__logger_t *log;
+} rule_t;
+
+static void note(const rule_t *r, const char *fmt, ...) TPC_PRINTF(2, 3);
+static void note(const rule_t *r, const char *fmt, ...)
+{
+    if (!r->log || TPC_LOG_ERROR > r->log->max_level)
+        return;
+    char msg[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    tpc__logf(r->log, TPC_LOG_ERROR, "%s", msg);
 }
 
 /* The newest checkpoint the sinks may have acted on: the completion record, what this run
@@ -45,12 +66,12 @@ static uint64_t newest_completed(const tpc_job_t *job, const tpc__checkpoint_fil
     return bound;
 }
 
-static tpc_error_t *missing(const tpc_job_t *job, uint64_t bound)
+static tpc_error_t *missing(const rule_t *r, uint64_t bound)
 {
-    return refuse(job, TPC_ERR_NOT_FOUND,
+    return refuse(r->job, TPC_ERR_NOT_FOUND,
                   "checkpoint %" PRIu64 " completed, and the sinks may have committed it, but its "
                   "file is missing from \"%s\"",
-                  bound, job->conf.dir);
+                  bound, r->dir);
 }
 
 /* Pick the checkpoint to restore from @files (newest first, none below @lowest); *picked stays n
@@ -58,19 +79,18 @@ static tpc_error_t *missing(const tpc_job_t *job, uint64_t bound)
  * first): damaged, it is skipped safely. The checkpoint at @bound must be there and valid:
  * anything older misses what the sinks may have committed since, and is taken only with
  * restore.fallback=at-least-once, loudly. */
-static tpc_error_t *pick(tpc_job_t *job, tpc__checkpoint_file_t *files, size_t n, uint64_t bound,
+static tpc_error_t *pick(const rule_t *r, tpc__checkpoint_file_t *files, size_t n, uint64_t bound,
                          uint64_t lowest, tpc__checkpoint_t *out, size_t *picked)
 {
-    bool fallback = job->conf.fallback_at_least_once, damaged = false;
+    bool fallback = r->fallback, damaged = false;
     *picked = n;
     for (size_t i = 0; i < n && files[i].id >= lowest; i++) {
         if (files[i].id < bound && !damaged && !fallback)
-            return missing(job, bound);
+            return missing(r, bound);
         tpc_error_t *err = tpc__checkpoint_read(files[i].path, out);
         if (err && files[i].id > bound) {
-            tpc__logf(&job->log, TPC_LOG_ERROR,
-                      "skipping checkpoint %" PRIu64 ", which no sink was told of: %s", files[i].id,
-                      tpc_error_message(err));
+            note(r, "skipping checkpoint %" PRIu64 ", which no sink was told of: %s", files[i].id,
+                 tpc_error_message(err));
             tpc_error_destroy(err);
             continue;
         }
@@ -81,34 +101,46 @@ static tpc_error_t *pick(tpc_job_t *job, tpc__checkpoint_file_t *files, size_t n
                                                   " completed, and the sinks may have committed "
                                                   "it, but is damaged",
                                                   files[i].id),
-                                 "job \"%s\" refuses to restore", job->name),
+                                 "job \"%s\" refuses to restore", r->job),
                 refuse_hint);
         if (err) {
-            tpc__logf(&job->log, TPC_LOG_ERROR, "checkpoint %" PRIu64 " is damaged: %s",
-                      files[i].id, tpc_error_message(err));
+            note(r, "checkpoint %" PRIu64 " is damaged: %s", files[i].id, tpc_error_message(err));
             tpc_error_destroy(err);
             damaged = true;
             continue;
         }
         if (files[i].id < bound)
-            tpc__logf(&job->log, TPC_LOG_ERROR,
-                      "AT-LEAST-ONCE: checkpoint %" PRIu64 " completed but is %s; restoring the "
-                      "older checkpoint %" PRIu64 " as restore.fallback=at-least-once asks: the "
-                      "sinks write again what the checkpoints after it covered",
-                      bound, damaged ? "damaged" : "missing", files[i].id);
+            note(r,
+                 "AT-LEAST-ONCE: checkpoint %" PRIu64 " completed but is %s; restoring the older "
+                 "checkpoint %" PRIu64 " as restore.fallback=at-least-once asks: the sinks write "
+                 "again what the checkpoints after it covered",
+                 bound, damaged ? "damaged" : "missing", files[i].id);
         *picked = i;
         return NULL;
     }
     if (bound == 0 || bound < lowest)
         return NULL; /* nothing completed: a fresh start loses nothing */
     if (!fallback)
-        return missing(job, bound);
-    tpc__logf(&job->log, TPC_LOG_ERROR,
-              "AT-LEAST-ONCE: checkpoint %" PRIu64 " completed but no valid checkpoint is left in "
-              "\"%s\"; starting without state as restore.fallback=at-least-once asks: the sinks "
-              "write again everything",
-              bound, job->conf.dir);
+        return missing(r, bound);
+    note(r,
+         "AT-LEAST-ONCE: checkpoint %" PRIu64 " completed but no valid checkpoint is left in "
+         "\"%s\"; starting without state as restore.fallback=at-least-once asks: the sinks "
+         "write again everything",
+         bound, r->dir);
     return NULL;
+}
+
+tpc_error_t *tpc__restore_pick(const char *dir, const char *job, tpc__checkpoint_file_t *files,
+                               size_t n, const tpc__record_t *rec, size_t *picked)
+{
+    /* As a new process of the job with restore.mode=auto and no fallback would decide. */
+    rule_t r = {.job = job ? job : (rec && rec->job_name ? rec->job_name : "?"), .dir = dir};
+    uint64_t bound = rec ? rec->newest : n ? files[0].id : 0;
+    tpc__checkpoint_t c;
+    tpc_error_t *err = pick(&r, files, n, bound, rec ? rec->first : 0, &c, picked);
+    if (!err && *picked < n)
+        tpc__checkpoint_free(&c);
+    return err;
 }
 
 /* Note the parallelism of every vertex in the record (written before any task opens, so a later
@@ -203,7 +235,11 @@ tpc_error_t *tpc__restore_load(tpc__attempt_t *a)
     if (job->record_found && job->record.first > lowest)
         lowest = job->record.first;
     size_t i = n;
-    err = pick(job, files, n, bound, lowest, out, &i);
+    rule_t r = {.job = job->name,
+                .dir = job->conf.dir,
+                .fallback = job->conf.fallback_at_least_once,
+                .log = &job->log};
+    err = pick(&r, files, n, bound, lowest, out, &i);
     if (!err && i < n && strcmp(out->job_name, job->name) != 0) {
         err = tpc_error_hint(tpc_error_new(TPC_ERR_CONFIG, TPC_ERROR_FATAL,
                                            "checkpoint \"%s\" belongs to job \"%s\", not \"%s\"",

@@ -244,6 +244,14 @@ typedef struct {
  * TPC_ERR_CORRUPT. */
 tpc_error_t *tpc__record_read(const char *dir, tpc__record_t *out, bool *found);
 tpc_error_t *tpc__record_write(const char *dir, const tpc__record_t *rec);
+
+/* The restore rule of tpc__restore_load() without a job: which of @files (newest first, from
+ * tpc__checkpoint_list()) a new process of job @job (NULL: the record's) restores from @dir with
+ * restore.mode=auto and no fallback, given the completion record @rec (NULL: none). *picked is the
+ * index, n for none (a fresh start); or the refusal the job would give. For the twopc command and
+ * tpc_checkpoint_folder_read(): one rule, no second copy. */
+tpc_error_t *tpc__restore_pick(const char *dir, const char *job, tpc__checkpoint_file_t *files,
+                               size_t n, const tpc__record_t *rec, size_t *picked);
 /* Parse the bytes of a record file (digest included); @path only names it in errors. */
 tpc_error_t *tpc__record_decode(const char *path, const uint8_t *p, size_t len, tpc__record_t *out);
 void tpc__record_free(tpc__record_t *rec);

@@ -108,6 +108,15 @@ tpc_error_t *twopc_folder_read(const char *dir, bool load_all, twopc_folder_t *o
     return NULL;
 }
 
+tpc_error_t *twopc_folder_refusal(const twopc_folder_t *f)
+{
+    if (!f->dir.restore_refusal)
+        return NULL;
+    tpc_error_t *err =
+        tpc_error_new(TPC_ERR_STATE, 0, "a restart would refuse: %s", f->dir.restore_refusal);
+    return f->dir.restore_hint ? tpc_error_hint(err, "%s", f->dir.restore_hint) : err;
+}
+
 void twopc_folder_free(twopc_folder_t *f)
 {
     for (size_t i = 0; i < f->nfiles; i++) {

@@ -69,6 +69,10 @@ int twopc_cmd_checkpoints(int argc, char **argv)
             printf("%" PRIu64, f.files[f.restore_index].id);
         else
             printf("null");
+        if (f.dir.restore_refusal) {
+            printf(",\"refusal\":");
+            twopc_json_str(stdout, f.dir.restore_refusal);
+        }
         printf(",\"checkpoints\":[");
         for (size_t i = 0; i < f.nfiles; i++) {
             const twopc_checkpoint_t *c = &f.files[i];
@@ -111,6 +115,8 @@ int twopc_cmd_checkpoints(int argc, char **argv)
                    c->savepoint ? "savepoint" : "checkpoint", when, c->size, c->status, pending,
                    c->valid ? tpc_checkpoint_job(c->checkpoint) : c->error);
         }
+        if (f.dir.restore_refusal)
+            printf("a restart refuses: %s\n", f.dir.restore_refusal);
     }
     twopc_folder_free(&f);
     return TWOPC_EXIT_OK;
@@ -257,6 +263,10 @@ int twopc_cmd_checkpoint(int argc, char **argv)
             index = (long)i;
     if (id < 0)
         index = f.restore_index;
+    if (index < 0 && id < 0 && (err = twopc_folder_refusal(&f)) != NULL) {
+        twopc_folder_free(&f);
+        return twopc_fail("checkpoint", err);
+    }
     if (index < 0) {
         err = id >= 0
                   ? tpc_error_hint(tpc_error_new(TPC_ERR_NOT_FOUND, 0,

@@ -86,6 +86,8 @@ static tpc_error_t *restored(const char *dir, twopc_folder_t *folder,
 {
     *ckpt = NULL;
     tpc_error_t *err = twopc_folder_read(dir, false, folder);
+    if (!err && (err = twopc_folder_refusal(folder)) != NULL)
+        twopc_folder_free(folder);
     if (err)
         return err;
     if (folder->restore_index >= 0)

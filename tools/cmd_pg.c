@@ -358,6 +358,8 @@ int twopc_cmd_pg(int argc, char **argv)
     }
     if (dir) {
         err = twopc_folder_read(dir, false, &folder);
+        if (!err)
+            err = twopc_folder_refusal(&folder);
         if (!err && folder.restore_index >= 0) {
             v.ckpt = &folder.files[folder.restore_index];
             if (!v.ckpt->valid)

@@ -282,6 +282,8 @@ int twopc_cmd_resolve(int argc, char **argv)
         lease = twopc_lease(cmd, dir, &rc);
     if (rc == TWOPC_EXIT_OK)
         err = twopc_folder_read(dir, false, &f);
+    if (rc == TWOPC_EXIT_OK && !err)
+        err = twopc_folder_refusal(&f);
     if (rc == TWOPC_EXIT_OK && !err) {
         if (f.restore_index < 0)
             err = tpc_error_hint(

@@ -143,6 +143,9 @@ typedef struct {
  * (listing), otherwise only the one a restart restores. */
 tpc_error_t *twopc_folder_read(const char *dir, bool load_all, twopc_folder_t *out);
 void twopc_folder_free(twopc_folder_t *f);
+/* The refusal a restart of the job would give on this folder (the job's own rule and message),
+ * as an error for a command that must refuse where the job would; NULL when it would restore. */
+tpc_error_t *twopc_folder_refusal(const twopc_folder_t *f);
 /* Decode the file at @index (transactions included) if it is not yet. */
 void twopc_folder_load(twopc_folder_t *f, size_t index);
 /* True when @t is a transaction of the connector of @ops, with *@view as that connector describes

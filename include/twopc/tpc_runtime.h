@@ -554,8 +554,11 @@ TPC_API int tpc_job_metrics_port(tpc_job_t *job);
 /** @name Reading a checkpoint folder
  * What a job's `checkpoint.dir` holds, read with the job's own decoder and never written: for the
  * operator's tools (the `twopc` command) and for programs that want to look before they restart.
- * The checkpoint a restart restores is picked as the job picks it: the newest file not newer than
- * the completion record, or the newest file when there is no record. Nothing here takes the
+ * The checkpoint a restart restores is picked by the job's own rule (runtime/restore.c), as a new
+ * process of the job would pick it with restore.mode=auto and no restore.fallback: the newest valid
+ * file at or above the completion record (a file newer than the record is complete but was never
+ * announced; a damaged one is skipped), and a refusal, with the job's message, when the checkpoint
+ * the record names is damaged or missing. Nothing here takes the
  * folder's lease; a job may be writing into the folder meanwhile. Any thread; one folder is used by
  * one thread at a time.
  * @{ */
@@ -591,8 +594,12 @@ typedef struct {
     uint64_t record_newest; /**< the record's newest completed checkpoint */
     char *record_job;       /**< the record's job name */
     char *record_error;     /**< a damaged record: why (then record_found is false) */
-    /** Index in files of the checkpoint a restart restores, -1 when none. */
+    /** Index in files of the checkpoint a restart restores, -1 when none (a fresh start, or a
+     * refusal). */
     long restore_index;
+    /** When a restart would refuse to restore: the job's message and hint; else NULL. */
+    char *restore_refusal;
+    char *restore_hint;
 } tpc_checkpoint_folder_t;
 
 /**

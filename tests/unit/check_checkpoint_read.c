@@ -19,6 +19,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 /* The bytes of a PostgreSQL sink's handle for @gid. */
 static void pg_handle(const char *gid, tpc_txn_buf_t *out)
@@ -120,7 +121,9 @@ START_TEST(test_folder_listing_and_one_checkpoint)
     ck_assert_ptr_null(folder.record_error);
     ck_assert_uint_eq(folder.nfiles, 4);
     static const uint64_t ids[] = {5, 3, 2, 1};
-    static const char *const status[] = {"damaged", "not-completed", "restore", "older"};
+    /* As the job decides: 3 is newer than the record, but complete, so a restart restores it (the
+     * newest valid file at or above the record); 5 is damaged and skipped. */
+    static const char *const status[] = {"damaged", "restore", "older", "older"};
     for (size_t i = 0; i < 4; i++) {
         ck_assert_uint_eq(folder.files[i].id, ids[i]);
         ck_assert(!folder.files[i].savepoint);
@@ -129,7 +132,8 @@ START_TEST(test_folder_listing_and_one_checkpoint)
         ck_assert_int_eq(folder.files[i].checkpoint == NULL, i == 0);
     }
     ck_assert_ptr_nonnull(folder.files[0].error);
-    ck_assert_int_eq(folder.restore_index, 2);
+    ck_assert_int_eq(folder.restore_index, 1);
+    ck_assert_ptr_null(folder.restore_refusal);
 
     const tpc_checkpoint_t *c = folder.files[2].checkpoint;
     ck_assert_str_eq(tpc_checkpoint_job(c), "j");
@@ -182,7 +186,8 @@ START_TEST(test_folder_listing_and_one_checkpoint)
 
     /* Without load_all only the one a restart restores is decoded; a later load adds another. */
     TPC_TEST_OK(tpc_checkpoint_folder_read(dir, false, &folder));
-    ck_assert_ptr_nonnull(folder.files[2].checkpoint);
+    ck_assert_ptr_nonnull(folder.files[1].checkpoint);
+    ck_assert_ptr_null(folder.files[2].checkpoint);
     ck_assert_ptr_null(folder.files[0].checkpoint);
     ck_assert_ptr_null(folder.files[0].error);
     ck_assert_str_eq(tpc_checkpoint_status_name(folder.files[0].status), "not-completed");
@@ -194,6 +199,49 @@ START_TEST(test_folder_listing_and_one_checkpoint)
     ck_assert_int_eq(tpc_error_code(err), TPC_ERR_NOT_FOUND);
     ck_assert_ptr_nonnull(tpc_error_hint_text(err));
     tpc_error_destroy(err);
+    tpc_checkpoint_folder_free(&folder);
+    tpc_test_rmdir(dir);
+    free(dir);
+}
+END_TEST
+
+/* Where the job would refuse, the folder says so with the job's message, and names no checkpoint
+ * to restore; checkpoints from before a start over (the record's first id) are not restored. */
+START_TEST(test_folder_decides_as_the_job)
+{
+    char *dir = tpc_test_tmpdir("read-refuse");
+    for (uint64_t id = 1; id <= 2; id++)
+        write_checkpoint(dir, id);
+    tpc__record_t rec = {.job_name = "j", .newest = 2};
+    TPC_TEST_OK(tpc__record_write(dir, &rec));
+    char path[4200];
+    snprintf(path, sizeof path, "%s/chk-%020d", dir, 2);
+    ck_assert_int_eq(truncate(path, 40), 0);
+    tpc_checkpoint_folder_t folder;
+    TPC_TEST_OK(tpc_checkpoint_folder_read(dir, false, &folder));
+    ck_assert_int_eq(folder.restore_index, -1);
+    ck_assert_ptr_nonnull(folder.restore_refusal);
+    ck_assert_msg(strstr(folder.restore_refusal, "job \"j\" refuses to restore") &&
+                      strstr(folder.restore_refusal, "checkpoint 2 completed") &&
+                      strstr(folder.restore_refusal, "damaged"),
+                  "%s", folder.restore_refusal);
+    ck_assert_ptr_nonnull(folder.restore_hint);
+    tpc_checkpoint_folder_free(&folder);
+
+    /* The record's file gone: refused as missing, not the older one restored. */
+    ck_assert_int_eq(unlink(path), 0);
+    TPC_TEST_OK(tpc_checkpoint_folder_read(dir, false, &folder));
+    ck_assert_int_eq(folder.restore_index, -1);
+    ck_assert_msg(folder.restore_refusal && strstr(folder.restore_refusal, "missing"), "%s",
+                  folder.restore_refusal ? folder.restore_refusal : "no refusal");
+    tpc_checkpoint_folder_free(&folder);
+
+    /* Started over at 3: checkpoint 1 is not this job's state any more; a fresh start. */
+    rec = (tpc__record_t){.job_name = "j", .newest = 0, .first = 3};
+    TPC_TEST_OK(tpc__record_write(dir, &rec));
+    TPC_TEST_OK(tpc_checkpoint_folder_read(dir, false, &folder));
+    ck_assert_int_eq(folder.restore_index, -1);
+    ck_assert_ptr_null(folder.restore_refusal);
     tpc_checkpoint_folder_free(&folder);
     tpc_test_rmdir(dir);
     free(dir);
@@ -301,6 +349,7 @@ int main(void)
     Suite *s = suite_create("checkpoint_read");
     TCase *tc = tcase_create("read");
     tcase_add_test(tc, test_folder_listing_and_one_checkpoint);
+    tcase_add_test(tc, test_folder_decides_as_the_job);
     tcase_add_test(tc, test_describe_handle);
     tcase_add_test(tc, test_old_envelope_restores_alike);
     suite_add_tcase(s, tc);
