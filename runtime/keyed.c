@@ -653,6 +653,15 @@ tpc_error_t *tpc__keyed_load(tpc__task_t *t, const tpc__slice_t *entries, size_t
                                  "malformed keyed state entry %zu of %zu bytes", i, entries[i].len);
         uint64_t kh = tpc__key_hash(e.key, e.key_len);
         if (e.kind == TPC__KEYED_TIMER) {
+            /* It would fire into an operator that cannot take it. */
+            if (t->ops->version < 2 || !t->ops->on_timer)
+                return tpc_error_hint(
+                    tpc_error_new(TPC_ERR_CONFIG, TPC_ERROR_FATAL,
+                                  "the restored checkpoint holds timers of vertex \"%s\", whose "
+                                  "operator has no on_timer callback",
+                                  t->attempt->job->vertices[t->vertex].name),
+                    "fill on_timer in the ops table (TPC_OPERATOR_OPS_VERSION 2 or later), or "
+                    "start the job over without state (restore.mode=fresh)");
             tpc__timers_add(t, e.group, kh, e.key, e.key_len, e.at_ms);
             continue;
         }

@@ -6,7 +6,8 @@
  * subtask that owns the key's group at parallelism 3, and is canceled after a checkpoint taken
  * after the fires; run 3 (parallelism 1) finishes the input and fires nothing again: each key's
  * keyed count of fires is 1 and so is the count of on_timer calls the test saw over all runs.
- * Also: a timer in an operator without on_timer is refused.
+ * Also: a timer in an operator without on_timer is refused, and so is a restore that brings
+ * timers to a vertex whose operator has none (they would fire into nothing).
  */
 #include "runtime_internal.h"
 #include "tpc_test_check.h"
@@ -290,6 +291,35 @@ START_TEST(test_timer_without_on_timer_refused)
 }
 END_TEST
 
+static tpc_error_t *count_only(void *self, tpc_ctx_t *ctx, const tpc_batch_t *batch)
+{
+    (void)self, (void)ctx, (void)batch;
+    return NULL;
+}
+
+static const tpc_operator_ops_t timerless_ops = {
+    .version = TPC_OPERATOR_OPS_VERSION, .open = no_open, .process = count_only};
+
+START_TEST(test_restored_timers_need_on_timer)
+{
+    char *dir = tpc_test_tmpdir("timers-restored");
+    tpc_test_seq_conf_t src = {.count_default = 6000, .per_poll = 8, .sleep_us = 1000};
+    canceler_t c1 = {.want_fires = 0};
+    run_canceled(dir, &src, 2, &c1); /* every key's timer armed and checkpointed */
+    tpc_job_t *job = timers_job(dir, &src, 2, &timerless_ops);
+    ck_assert_ptr_null(tpc_job_set(job, "restart.attempts", "0"));
+    tpc_error_t *err = tpc_job_run(job, NULL);
+    ck_assert_ptr_nonnull(err);
+    ck_assert_msg(strstr(tpc_error_message(err), "holds timers of vertex \"arm\"") &&
+                      strstr(tpc_error_message(err), "no on_timer"),
+                  "%s", tpc_error_message(err));
+    tpc_error_destroy(err);
+    tpc_job_destroy(job);
+    tpc_test_rmdir(dir);
+    free(dir);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("keyed_timers");
@@ -298,6 +328,7 @@ int main(void)
     tcase_add_test(tc, test_timers_fire_once_across_restores);
     tcase_add_test(tc, test_timer_fires_while_running);
     tcase_add_test(tc, test_timer_without_on_timer_refused);
+    tcase_add_test(tc, test_restored_timers_need_on_timer);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);
