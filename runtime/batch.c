@@ -69,13 +69,8 @@ static uint32_t put(tpc_batch_t *b, const void *bytes, size_t len)
 
 static void append_headers(tpc_batch_t *b, tpc__rec_t *r, const tpc_record_t *rec)
 {
-    if (b->nhdrs + rec->header_count > b->hdrs_cap) {
-        size_t cap = b->hdrs_cap ? b->hdrs_cap * 2 : 64;
-        while (cap < b->nhdrs + rec->header_count)
-            cap *= 2;
-        b->hdrs = tpc__xrealloc(b->hdrs, cap * sizeof *b->hdrs);
-        b->hdrs_cap = cap;
-    }
+    if (b->nhdrs + rec->header_count > b->hdrs_cap)
+        tpc__xgrow(&b->hdrs, &b->hdrs_cap, b->nhdrs + rec->header_count, sizeof *b->hdrs);
     r->hdr_first = (uint32_t)b->nhdrs;
     for (size_t i = 0; i < rec->header_count; i++) {
         const tpc_header_t *from = &rec->headers[i];

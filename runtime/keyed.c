@@ -20,9 +20,11 @@
  * read is never changed in place: a put gives the key a new entry and a delete unlinks the old one,
  * and both keep it, retired, until tpc__keyed_thaw frees it. The writer reads only an entry's key,
  * value, group and state name, which the subtask never changes while the entry is frozen; the
- * subtask still relinks frozen entries' `next` in its chains (docs/keyed-state.md).
+ * subtask still relinks frozen entries' `next` in its chains (docs/keyed-state.md). The tables are
+ * the kit's hash table (tpc_kit.h), whose nodes are the entries themselves.
  */
 #include "runtime_task.h"
+#include "tpc_kit.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -55,10 +57,9 @@ int tpc_key_group_subtask(int group, int max_parallelism, int parallelism)
 
 /* ---- a table of byte keys and values -------------------------------------------------------- */
 
-typedef struct entry {
-    struct entry *next;
-    uint64_t hash;
-    int name; /* index in names; 0 in a map's own table */
+typedef struct {
+    tpc_hash_node_t node; /* first: the table's links and the entry's hash */
+    int name;             /* index in names; 0 in a map's own table */
     int group;
     uint32_t key_len, value_len, value_cap;
     uint32_t epoch; /* the table's epoch when written: older ones may be frozen */
@@ -67,10 +68,16 @@ typedef struct entry {
 
 #define VALUE(e) ((e)->key + (e)->key_len)
 
-typedef struct {
-    entry_t **buckets;
-    size_t nbuckets, count;
-} table_t;
+static entry_t *entry_of(tpc_hash_node_t *n)
+{
+    return (entry_t *)n;
+}
+
+/* The entry a link from find() points to, or NULL. */
+static entry_t *at(tpc_hash_node_t **slot)
+{
+    return slot && *slot ? entry_of(*slot) : NULL;
+}
 
 enum { KIND_VALUE = 0, KIND_MAP = 1 };
 
@@ -94,7 +101,7 @@ struct tpc__frozen {
 struct tpc__keyed {
     name_t *names;
     int nnames;
-    table_t t; /* value state: the value; map state: a table_t * in the value bytes */
+    tpc_hash_t t; /* value state: the value; map state: a tpc_hash_t * in the value bytes */
     /* Copy-on-write while a snapshot is written: entries of an older epoch are frozen. */
     uint32_t epoch;
     bool frozen;
@@ -115,48 +122,42 @@ static void release(tpc__keyed_t *k, entry_t *e)
         free(e);
         return;
     }
-    if (k->nretired == k->retired_cap) {
-        k->retired_cap = k->retired_cap ? k->retired_cap * 2 : 256;
-        k->retired = tpc__xrealloc(k->retired, k->retired_cap * sizeof *k->retired);
-    }
+    if (k->nretired == k->retired_cap)
+        tpc__xgrow(&k->retired, &k->retired_cap, k->nretired + 1, sizeof *k->retired);
     k->retired[k->nretired++] = e;
 }
 
-static entry_t **find(table_t *t, int name, uint64_t h, const void *key, size_t len)
+/* What find() looks for: a state's index and a key. */
+typedef struct {
+    int name;
+    const void *key;
+    size_t len;
+} probe_t;
+
+static bool same_key(const tpc_hash_node_t *n, const void *arg)
 {
-    if (!t->nbuckets)
-        return NULL;
-    entry_t **e = &t->buckets[h & (t->nbuckets - 1)];
-    for (; *e; e = &(*e)->next)
-        if ((*e)->hash == h && (*e)->name == name && (*e)->key_len == len &&
-            (len == 0 || memcmp((*e)->key, key, len) == 0))
-            return e;
-    return e;
+    const entry_t *e = (const entry_t *)n;
+    const probe_t *p = arg;
+    return e->name == p->name && e->key_len == p->len &&
+           (p->len == 0 || memcmp(e->key, p->key, p->len) == 0);
 }
 
-static void grow(table_t *t)
+/* The link to (name, key) in @p t, or the empty link where it would go; NULL while @p t is empty
+ * and has never been written. */
+static tpc_hash_node_t **find(tpc_hash_t *t, int name, uint64_t h, const void *key, size_t len)
 {
-    size_t n = t->nbuckets ? t->nbuckets * 2 : 16;
-    entry_t **b = tpc__xcalloc(n, sizeof *b);
-    for (size_t i = 0; i < t->nbuckets; i++)
-        for (entry_t *e = t->buckets[i], *nx; e; e = nx) {
-            nx = e->next;
-            e->next = b[e->hash & (n - 1)];
-            b[e->hash & (n - 1)] = e;
-        }
-    free(t->buckets);
-    t->buckets = b;
-    t->nbuckets = n;
+    probe_t p = {name, key, len};
+    return tpc_hash_find(t, h, same_key, &p);
 }
 
 /* Set (name, key) to @p value in @p t (of @p k: a map's table too); returns the entry. */
-static entry_t *put(tpc__keyed_t *k, table_t *t, int name, int group, uint64_t h, const void *key,
-                    size_t klen, const void *value, size_t vlen)
+static entry_t *put(tpc__keyed_t *k, tpc_hash_t *t, int name, int group, uint64_t h,
+                    const void *key, size_t klen, const void *value, size_t vlen)
 {
-    if (t->count + 1 > t->nbuckets * 3 / 4)
-        grow(t);
-    entry_t **slot = find(t, name, h, key, klen);
-    entry_t *e = *slot;
+    if (!tpc_hash_reserve(t, 1))
+        tpc__out_of_memory(2 * t->nbuckets * sizeof *t->buckets);
+    tpc_hash_node_t **slot = find(t, name, h, key, klen);
+    entry_t *e = *slot ? entry_of(*slot) : NULL;
     if (e && vlen <= e->value_cap && !is_frozen(k, e)) { /* the common case: in place */
         if (vlen)
             memmove(VALUE(e), value, vlen);
@@ -167,12 +168,10 @@ static entry_t *put(tpc__keyed_t *k, table_t *t, int name, int group, uint64_t h
     if (e && cap < e->value_cap)
         cap = e->value_cap;
     entry_t *n = tpc__xmalloc(sizeof *n + klen + cap);
-    if (e) {
+    if (e)
         *n = *e;
-    } else {
-        *n = (entry_t){.hash = h, .name = name, .group = group, .key_len = (uint32_t)klen};
-        t->count++;
-    }
+    else
+        *n = (entry_t){.node.hash = h, .name = name, .group = group, .key_len = (uint32_t)klen};
     n->epoch = k->epoch;
     if (klen)
         memcpy(n->key, key, klen);
@@ -180,42 +179,41 @@ static entry_t *put(tpc__keyed_t *k, table_t *t, int name, int group, uint64_t h
     n->value_len = (uint32_t)vlen;
     if (vlen)
         memcpy(VALUE(n), value, vlen);
-    *slot = n; /* the link that held the old entry, or the end of its chain */
-    if (e)
-        release(k, e);
+    if (!e) {
+        tpc_hash_insert(t, slot, &n->node); /* at the end of its chain */
+        return n;
+    }
+    tpc_hash_replace(slot, &n->node);
+    release(k, e);
     return n;
 }
 
-static void unlink_entry(tpc__keyed_t *k, table_t *t, entry_t **slot)
+static void unlink_entry(tpc__keyed_t *k, tpc_hash_t *t, tpc_hash_node_t **slot)
 {
-    entry_t *e = *slot;
-    *slot = e->next;
-    release(k, e);
-    t->count--;
+    release(k, entry_of(tpc_hash_remove(t, slot)));
 }
 
-static table_t *map_of(const entry_t *e)
+static tpc_hash_t *map_of(const entry_t *e)
 {
-    table_t *m;
+    tpc_hash_t *m;
     memcpy(&m, VALUE(e), sizeof m);
     return m;
 }
 
 /* Empty @p t (the outer table when @p names is given: maps go too), keeping frozen entries. */
-static void table_clear(tpc__keyed_t *k, table_t *t, const name_t *names)
+static void table_clear(tpc__keyed_t *k, tpc_hash_t *t, const name_t *names)
 {
-    for (size_t i = 0; i < t->nbuckets; i++)
-        for (entry_t *e = t->buckets[i], *nx; e; e = nx) {
-            nx = e->next;
-            if (names && names[e->name].kind == KIND_MAP) {
-                table_t *m = map_of(e);
-                table_clear(k, m, NULL);
-                free(m);
-            }
-            release(k, e);
+    tpc_hash_iter_t it;
+    for (tpc_hash_node_t *n = tpc_hash_first(t, &it); n; n = tpc_hash_next(&it)) {
+        entry_t *e = entry_of(n);
+        if (names && names[e->name].kind == KIND_MAP) {
+            tpc_hash_t *m = map_of(e);
+            table_clear(k, m, NULL);
+            free(m);
         }
-    free(t->buckets);
-    *t = (table_t){0};
+        release(k, e);
+    }
+    tpc_hash_free(t);
 }
 
 static int name_index(tpc__keyed_t *k, const char *name, int kind, bool add)
@@ -334,7 +332,7 @@ static tpc_error_t *state_index(tpc__task_t *t, const char *state, int kind, boo
 /* The slot of (@state, @key) in the subtask's table (NULL when the state has no entries) and the
  * state's index, for the key of the subtask's groups. */
 static tpc_error_t *lookup(tpc_ctx_t *ctx, const char *state, int kind, const void *key,
-                           size_t key_len, entry_t ***slot)
+                           size_t key_len, tpc_hash_node_t ***slot)
 {
     *slot = NULL;
     int group, name;
@@ -363,13 +361,14 @@ tpc_error_t *tpc_keyed_get(tpc_ctx_t *ctx, const char *state, const void *key, s
 {
     *value = NULL;
     *value_len = 0;
-    entry_t **e;
-    tpc_error_t *err = lookup(ctx, state, KIND_VALUE, key, key_len, &e);
+    tpc_hash_node_t **slot;
+    tpc_error_t *err = lookup(ctx, state, KIND_VALUE, key, key_len, &slot);
     if (err)
         return err;
-    if (e && *e) {
-        *value = VALUE(*e);
-        *value_len = (*e)->value_len;
+    const entry_t *e = at(slot);
+    if (e) {
+        *value = VALUE(e);
+        *value_len = e->value_len;
     }
     return NULL;
 }
@@ -399,11 +398,11 @@ tpc_error_t *tpc_keyed_delete(tpc_ctx_t *ctx, const char *state, const void *key
     tpc__keyed_t *k = ctx ? ctx->task->keyed : NULL;
     if (err || !k || (name = name_index(k, state, 0, false)) < 0)
         return err;
-    entry_t **slot = find(&k->t, name, entry_hash(name, kh), key, key_len);
-    if (!slot || !*slot)
+    tpc_hash_node_t **slot = find(&k->t, name, entry_hash(name, kh), key, key_len);
+    if (!at(slot))
         return NULL;
     if (k->names[name].kind == KIND_MAP) {
-        table_t *m = map_of(*slot);
+        tpc_hash_t *m = map_of(at(slot));
         table_clear(k, m, NULL);
         free(m);
     }
@@ -422,31 +421,33 @@ tpc_error_t *tpc_keyed_foreach(tpc_ctx_t *ctx, const char *state, tpc_keyed_visi
     if (name < 0)
         return NULL;
     bool map = k->names[name].kind == KIND_MAP;
-    for (size_t i = 0; i < k->t.nbuckets; i++)
-        for (entry_t *e = k->t.buckets[i]; e; e = e->next)
-            if (e->name == name) {
-                tpc_error_t *err = visit(opaque, e->key, e->key_len, map ? NULL : VALUE(e),
-                                         map ? 0 : e->value_len);
-                if (err)
-                    return err;
-            }
+    tpc_hash_iter_t it;
+    for (tpc_hash_node_t *n = tpc_hash_first(&k->t, &it); n; n = tpc_hash_next(&it)) {
+        const entry_t *e = entry_of(n);
+        if (e->name == name) {
+            tpc_error_t *err =
+                visit(opaque, e->key, e->key_len, map ? NULL : VALUE(e), map ? 0 : e->value_len);
+            if (err)
+                return err;
+        }
+    }
     return NULL;
 }
 
 /* ---- map state: per (state, key) a table of map key -> value -------------------------------- */
 
 static tpc_error_t *map_lookup(tpc_ctx_t *ctx, const char *state, const void *key, size_t key_len,
-                               const void *map_key, size_t map_key_len, table_t **map,
-                               entry_t ***item)
+                               const void *map_key, size_t map_key_len, tpc_hash_t **map,
+                               tpc_hash_node_t ***item)
 {
     *map = NULL;
     *item = NULL;
     if (map_key_len && !map_key)
         return tpc_error_new(TPC_ERR_INVALID_ARG, TPC_ERROR_FATAL, "map key without bytes");
-    entry_t **e;
-    tpc_error_t *err = lookup(ctx, state, KIND_MAP, key, key_len, &e);
-    if (!err && e && *e) {
-        *map = map_of(*e);
+    tpc_hash_node_t **slot;
+    tpc_error_t *err = lookup(ctx, state, KIND_MAP, key, key_len, &slot);
+    if (!err && at(slot)) {
+        *map = map_of(at(slot));
         *item = find(*map, 0, tpc__key_hash(map_key, map_key_len), map_key, map_key_len);
     }
     return err;
@@ -458,24 +459,25 @@ tpc_error_t *tpc_keyed_map_get(tpc_ctx_t *ctx, const char *state, const void *ke
 {
     *value = NULL;
     *value_len = 0;
-    table_t *m;
-    entry_t **it;
+    tpc_hash_t *m;
+    tpc_hash_node_t **it;
     tpc_error_t *err = map_lookup(ctx, state, key, key_len, map_key, map_key_len, &m, &it);
-    if (!err && it && *it) {
-        *value = VALUE(*it);
-        *value_len = (*it)->value_len;
+    const entry_t *e = err ? NULL : at(it);
+    if (e) {
+        *value = VALUE(e);
+        *value_len = e->value_len;
     }
     return err;
 }
 
 /* The map of (name, key), created empty when absent. */
-static table_t *map_for(tpc__keyed_t *k, int name, int group, uint64_t kh, const void *key,
-                        size_t key_len)
+static tpc_hash_t *map_for(tpc__keyed_t *k, int name, int group, uint64_t kh, const void *key,
+                           size_t key_len)
 {
-    entry_t **e = find(&k->t, name, entry_hash(name, kh), key, key_len);
-    if (e && *e)
-        return map_of(*e);
-    table_t *m = tpc__xcalloc(1, sizeof *m);
+    const entry_t *e = at(find(&k->t, name, entry_hash(name, kh), key, key_len));
+    if (e)
+        return map_of(e);
+    tpc_hash_t *m = tpc__xcalloc(1, sizeof *m);
     put(k, &k->t, name, group, entry_hash(name, kh), key, key_len, &m, sizeof m);
     return m;
 }
@@ -484,7 +486,7 @@ static void map_put(tpc__keyed_t *k, int name, int group, uint64_t kh, const voi
                     size_t key_len, const void *map_key, size_t map_key_len, const void *value,
                     size_t value_len)
 {
-    table_t *m = map_for(k, name, group, kh, key, key_len);
+    tpc_hash_t *m = map_for(k, name, group, kh, key, key_len);
     put(k, m, 0, group, tpc__key_hash(map_key, map_key_len), map_key, map_key_len, value,
         value_len);
 }
@@ -512,10 +514,10 @@ tpc_error_t *tpc_keyed_map_put(tpc_ctx_t *ctx, const char *state, const void *ke
 tpc_error_t *tpc_keyed_map_delete(tpc_ctx_t *ctx, const char *state, const void *key,
                                   size_t key_len, const void *map_key, size_t map_key_len)
 {
-    table_t *m;
-    entry_t **it;
+    tpc_hash_t *m;
+    tpc_hash_node_t **it;
     tpc_error_t *err = map_lookup(ctx, state, key, key_len, map_key, map_key_len, &m, &it);
-    if (err || !it || !*it)
+    if (err || !at(it))
         return err;
     unlink_entry(ctx->task->keyed, m, it);
     if (m->count == 0) /* an empty map is no state: the key reads as it did before its first put */
@@ -529,15 +531,16 @@ tpc_error_t *tpc_keyed_map_foreach(tpc_ctx_t *ctx, const char *state, const void
     if (!visit)
         return tpc_error_new(TPC_ERR_INVALID_ARG, TPC_ERROR_FATAL,
                              "map iteration needs a function");
-    entry_t **e;
-    tpc_error_t *err = lookup(ctx, state, KIND_MAP, key, key_len, &e);
-    if (err || !e || !*e)
+    tpc_hash_node_t **slot;
+    tpc_error_t *err = lookup(ctx, state, KIND_MAP, key, key_len, &slot);
+    if (err || !at(slot))
         return err;
-    const table_t *m = map_of(*e);
-    for (size_t i = 0; i < m->nbuckets; i++)
-        for (entry_t *it = m->buckets[i]; it; it = it->next)
-            if ((err = visit(opaque, it->key, it->key_len, VALUE(it), it->value_len)))
-                return err;
+    tpc_hash_iter_t i;
+    for (tpc_hash_node_t *n = tpc_hash_first(map_of(at(slot)), &i); n; n = tpc_hash_next(&i)) {
+        const entry_t *it = entry_of(n);
+        if ((err = visit(opaque, it->key, it->key_len, VALUE(it), it->value_len)))
+            return err;
+    }
     return NULL;
 }
 
@@ -565,24 +568,23 @@ tpc__frozen_t *tpc__keyed_freeze(tpc__keyed_t *k)
     if (!k || !k->t.count)
         return NULL;
     tpc__frozen_t *f = tpc__xcalloc(1, sizeof *f);
-    size_t cap = k->t.count;
-    f->refs = tpc__xmalloc(cap * sizeof *f->refs);
-    for (size_t i = 0; i < k->t.nbuckets; i++)
-        for (const entry_t *e = k->t.buckets[i]; e; e = e->next) {
-            if (k->names[e->name].kind == KIND_VALUE) {
-                if (f->n == cap)
-                    f->refs = tpc__xrealloc(f->refs, (cap *= 2) * sizeof *f->refs);
-                f->refs[f->n++] = (frozen_ref_t){e, NULL};
-                continue;
-            }
-            const table_t *m = map_of(e);
-            for (size_t j = 0; j < m->nbuckets; j++)
-                for (const entry_t *it = m->buckets[j]; it; it = it->next) {
-                    if (f->n == cap)
-                        f->refs = tpc__xrealloc(f->refs, (cap *= 2) * sizeof *f->refs);
-                    f->refs[f->n++] = (frozen_ref_t){e, it};
-                }
+    size_t cap = 0;
+    tpc__xgrow(&f->refs, &cap, k->t.count, sizeof *f->refs);
+    tpc_hash_iter_t outer, inner;
+    for (tpc_hash_node_t *n = tpc_hash_first(&k->t, &outer); n; n = tpc_hash_next(&outer)) {
+        const entry_t *e = entry_of(n);
+        if (k->names[e->name].kind == KIND_VALUE) {
+            if (f->n == cap)
+                tpc__xgrow(&f->refs, &cap, f->n + 1, sizeof *f->refs);
+            f->refs[f->n++] = (frozen_ref_t){e, NULL};
+            continue;
         }
+        for (tpc_hash_node_t *m = tpc_hash_first(map_of(e), &inner); m; m = tpc_hash_next(&inner)) {
+            if (f->n == cap)
+                tpc__xgrow(&f->refs, &cap, f->n + 1, sizeof *f->refs);
+            f->refs[f->n++] = (frozen_ref_t){e, entry_of(m)};
+        }
+    }
     f->nnames = k->nnames;
     f->names = tpc__xmalloc((size_t)k->nnames * sizeof *f->names);
     for (int i = 0; i < k->nnames; i++)

@@ -25,6 +25,11 @@ void tpc__sleep_us(uint64_t us);
 void *tpc__xmalloc(size_t n);
 void *tpc__xcalloc(size_t n, size_t size);
 void *tpc__xrealloc(void *p, size_t n);
+/** tpc_array_grow() (tpc_kit.h) that aborts when memory runs out: @p items holds @p need elements
+ * of @p size bytes after it. */
+void tpc__xgrow(void *items, size_t *cap, size_t need, size_t size);
+/** Abort with a message: allocating @p n bytes failed. */
+void tpc__out_of_memory(size_t n);
 char *tpc__xstrdup(const char *s);
 
 /* A growable byte buffer. */

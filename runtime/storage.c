@@ -481,10 +481,7 @@ tpc_error_t *tpc__checkpoint_list(const char *dir, tpc__checkpoint_file_t **file
             sp = true;
         else
             continue;
-        if (*n == cap) {
-            cap = cap ? cap * 2 : 8;
-            *files = tpc__xrealloc(*files, cap * sizeof(**files));
-        }
+        tpc__xgrow(files, &cap, *n + 1, sizeof **files);
         size_t len = strlen(dir) + strlen(e->d_name) + 2;
         char *path = tpc__xmalloc(len);
         snprintf(path, len, "%s/%s", dir, e->d_name);

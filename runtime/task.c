@@ -43,10 +43,7 @@ void tpc__task_wake(tpc__task_t *t)
 void tpc__task_post(tpc__task_t *t, tpc__msg_kind_t kind, uint64_t id)
 {
     pthread_mutex_lock(&t->mu);
-    if (t->mbox_n == t->mbox_cap) {
-        t->mbox_cap = t->mbox_cap ? t->mbox_cap * 2 : 8;
-        t->mbox = tpc__xrealloc(t->mbox, t->mbox_cap * sizeof(*t->mbox));
-    }
+    tpc__xgrow(&t->mbox, &t->mbox_cap, t->mbox_n + 1, sizeof *t->mbox);
     t->mbox[t->mbox_n++] = (tpc__msg_t){kind, id};
     atomic_store(&t->mbox_pending, 1);
     t->signaled = true;

@@ -11,10 +11,11 @@
  * with the rest of that checkpoint's state. Wall-clock time keeps going while a job is down: a
  * timer that came due meanwhile fires right after the restore.
  *
- * A hash table (key, time) -> timer for registering and deleting, and a binary heap by time whose
- * slots the timers know, so a delete is O(log n).
+ * A hash table (key, time) -> timer for registering and deleting (the kit's, tpc_kit.h), and a
+ * binary heap by time whose slots the timers know, so a delete is O(log n).
  */
 #include "runtime_task.h"
+#include "tpc_kit.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -23,9 +24,8 @@
 /* Timers fired per call of tpc__timers_fire(): mail and input still get their turn in between. */
 #define FIRE_MAX 256
 
-typedef struct ptimer {
-    struct ptimer *next;
-    uint64_t hash;
+typedef struct {
+    tpc_hash_node_t node; /* first: the table's links and the timer's hash */
     int64_t at;
     int group;
     size_t heap; /* index in heap */
@@ -34,9 +34,9 @@ typedef struct ptimer {
 } ptimer_t;
 
 struct tpc__timers {
-    ptimer_t **buckets;
-    size_t nbuckets, count;
-    ptimer_t **heap; /* as many slots as buckets: count stays below */
+    tpc_hash_t table;
+    ptimer_t **heap; /* count timers, heap_cap slots */
+    size_t count, heap_cap;
 };
 
 int64_t tpc_processing_time_ms(void)
@@ -51,30 +51,27 @@ static uint64_t timer_hash(uint64_t key_hash, int64_t at)
     return key_hash ^ ((uint64_t)at * 0xff51afd7ed558ccdull);
 }
 
-static ptimer_t **find(tpc__timers_t *tm, uint64_t h, int64_t at, const void *key, size_t len)
+/* What find() looks for: a key and a time. */
+typedef struct {
+    int64_t at;
+    const void *key;
+    size_t len;
+} probe_t;
+
+static bool same_timer(const tpc_hash_node_t *n, const void *arg)
 {
-    ptimer_t **p = &tm->buckets[h & (tm->nbuckets - 1)];
-    for (; *p; p = &(*p)->next)
-        if ((*p)->hash == h && (*p)->at == at && (*p)->key_len == len &&
-            (len == 0 || memcmp((*p)->key, key, len) == 0))
-            return p;
-    return p;
+    const ptimer_t *p = (const ptimer_t *)n;
+    const probe_t *q = arg;
+    return p->at == q->at && p->key_len == q->len &&
+           (q->len == 0 || memcmp(p->key, q->key, q->len) == 0);
 }
 
-static void grow(tpc__timers_t *tm)
+/* The link to timer (key, at), or the empty link where it would go; NULL before the first timer. */
+static tpc_hash_node_t **find(tpc__timers_t *tm, uint64_t h, int64_t at, const void *key,
+                              size_t len)
 {
-    size_t n = tm->nbuckets ? tm->nbuckets * 2 : 64;
-    ptimer_t **b = tpc__xcalloc(n, sizeof *b);
-    for (size_t i = 0; i < tm->nbuckets; i++)
-        for (ptimer_t *e = tm->buckets[i], *nx; e; e = nx) {
-            nx = e->next;
-            e->next = b[e->hash & (n - 1)];
-            b[e->hash & (n - 1)] = e;
-        }
-    free(tm->buckets);
-    tm->buckets = b;
-    tm->nbuckets = n;
-    tm->heap = tpc__xrealloc(tm->heap, n * sizeof *tm->heap);
+    probe_t q = {at, key, len};
+    return tpc_hash_find(&tm->table, h, same_timer, &q);
 }
 
 /* ---- the heap ------------------------------------------------------------------------------- */
@@ -112,11 +109,10 @@ static void sift_down(tpc__timers_t *tm, size_t i)
     heap_set(tm, i, p);
 }
 
-/* Take @p p out of the table and the heap (the caller frees it). */
-static void remove_timer(tpc__timers_t *tm, ptimer_t **slot)
+/* Take the timer at @p slot out of the table and the heap (the caller frees it). */
+static void remove_timer(tpc__timers_t *tm, tpc_hash_node_t **slot)
 {
-    ptimer_t *p = *slot;
-    *slot = p->next;
+    const ptimer_t *p = (const ptimer_t *)tpc_hash_remove(&tm->table, slot);
     size_t i = p->heap;
     tm->count--;
     if (i == tm->count)
@@ -136,17 +132,18 @@ void tpc__timers_add(tpc__task_t *t, int group, uint64_t key_hash, const void *k
     if (!t->timers)
         t->timers = tpc__xcalloc(1, sizeof *t->timers);
     tpc__timers_t *tm = t->timers;
-    if (tm->count + 1 > tm->nbuckets * 3 / 4)
-        grow(tm);
+    if (!tpc_hash_reserve(&tm->table, 1))
+        tpc__out_of_memory(2 * tm->table.nbuckets * sizeof *tm->table.buckets);
     uint64_t h = timer_hash(key_hash, at_ms);
-    ptimer_t **slot = find(tm, h, at_ms, key, key_len);
+    tpc_hash_node_t **slot = find(tm, h, at_ms, key, key_len);
     if (*slot)
         return; /* registered already */
+    tpc__xgrow(&tm->heap, &tm->heap_cap, tm->count + 1, sizeof *tm->heap);
     ptimer_t *p = tpc__xmalloc(sizeof *p + key_len);
-    *p = (ptimer_t){.hash = h, .at = at_ms, .group = group, .key_len = key_len};
+    *p = (ptimer_t){.node.hash = h, .at = at_ms, .group = group, .key_len = key_len};
     if (key_len)
         memcpy(p->key, key, key_len);
-    *slot = p;
+    tpc_hash_insert(&tm->table, slot, &p->node);
     heap_set(tm, tm->count++, p);
     sift_up(tm, p->heap);
 }
@@ -158,7 +155,7 @@ void tpc__timers_free(tpc__timers_t *tm)
     for (size_t i = 0; i < tm->count; i++)
         free(tm->heap[i]);
     free(tm->heap);
-    free(tm->buckets);
+    tpc_hash_free(&tm->table);
     free(tm);
 }
 
@@ -191,7 +188,7 @@ tpc_error_t *tpc__timers_fire(tpc__task_t *t)
     int64_t now = tpc_processing_time_ms();
     for (int n = 0; n < FIRE_MAX && tm->count && tm->heap[0]->at <= now; n++) {
         ptimer_t *p = tm->heap[0];
-        remove_timer(tm, find(tm, p->hash, p->at, p->key, p->key_len));
+        remove_timer(tm, find(tm, p->node.hash, p->at, p->key, p->key_len));
         tpc_error_t *err = t->ops->on_timer(t->self, &t->ctx, p->key, p->key_len, p->at);
         free(p);
         if (err)
@@ -238,9 +235,9 @@ tpc_error_t *tpc_timer_delete(tpc_ctx_t *ctx, const void *key, size_t key_len, i
     tpc__timers_t *tm = ctx ? ctx->task->timers : NULL;
     if (err || !tm || !tm->count)
         return err;
-    ptimer_t **slot = find(tm, timer_hash(kh, at_ms), at_ms, key, key_len);
+    tpc_hash_node_t **slot = find(tm, timer_hash(kh, at_ms), at_ms, key, key_len);
     if (*slot) {
-        ptimer_t *p = *slot;
+        ptimer_t *p = (ptimer_t *)*slot;
         remove_timer(tm, slot);
         free(p);
     }

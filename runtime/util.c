@@ -4,6 +4,7 @@
  * growable byte buffers with little-endian encoding, a bounds-checked reader, and logging.
  */
 #include "runtime_internal.h"
+#include "tpc_kit.h"
 
 #include <errno.h>
 #include <stdarg.h>
@@ -63,6 +64,17 @@ void *tpc__xrealloc(void *p, size_t n)
     if (!q)
         out_of_memory(n);
     return q;
+}
+
+void tpc__out_of_memory(size_t n)
+{
+    out_of_memory(n);
+}
+
+void tpc__xgrow(void *items, size_t *cap, size_t need, size_t size)
+{
+    if (!tpc_array_grow(items, cap, need, size))
+        out_of_memory(need > SIZE_MAX / (size ? size : 1) ? SIZE_MAX : need * size);
 }
 
 char *tpc__xstrdup(const char *s)

@@ -10,7 +10,8 @@
 # - The tools include public headers (include/twopc/), their own, and the Kafka wire client's
 #   header only: never a connector's or a layer's internal header.
 # - Plumbing has one home, the kit (include/twopc/tpc_kit.h, kit/): no monotonic clock, no
-#   condition-variable clock setting, no hand-written byte loads or stores outside it.
+#   condition-variable clock setting, no hand-written byte loads or stores, no hand-written doubling
+#   array and no private hash table outside it.
 #
 # Prints every violation with its file and line; exits 1 if there is one.
 set -uo pipefail
@@ -93,6 +94,47 @@ while IFS= read -r hit; do
 done < <(grep -rnE '<< *8\)? *\| *[a-z_]+\[|>> *\(8 \*|>>= *8\b|\] *<< *(8|16|24|32|40|48|56)\b|\(uint8_t\) *\([^)]*>> *(8|16|24|32|40|48|56)\)|\b(htonl|ntohl|htobe(16|32|64)|be(16|32|64)toh)\(' \
     "${PLUMBING_DIRS[@]}" --include='*.[ch]' | grep -v '^include/twopc/tpc_kit.h:' |
     grep -vE '^[^:]+:[0-9]+: *(/?\*|//)')
+
+# A doubling array: a realloc (tpc__xrealloc too) whose size counts elements (sizeof, on its line or
+# the next), with a capacity doubled (x * 2, 2 * x, x *= 2, x <<= 1) on its line, the line after or
+# the four before. A byte buffer's realloc counts bytes (no sizeof) and is not matched: buffers go
+# with the codecs (tpc_buf_t, the rule above). Comments are skipped.
+while IFS= read -r hit; do
+    say "$hit: a hand-written doubling array outside the kit (use tpc_array_grow from tpc_kit.h;" \
+        "the runtime's tpc__xgrow aborts when memory runs out)"
+done < <(find "${PLUMBING_DIRS[@]}" -name '*.[ch]' | sort | while IFS= read -r f; do
+    awk -v f="$f" '
+        { line[NR] = $0 }
+        END {
+            for (i = 1; i <= NR; i++) {
+                if (line[i] !~ /realloc\(/ || line[i] ~ /^ *(\/\*|\*\/|\* |\*$|\/\/)/)
+                    continue
+                if ((line[i] " " line[i + 1]) !~ /sizeof/)
+                    continue
+                win = "\n"
+                for (j = i - 4; j <= i + 1; j++)
+                    if (j >= 1 && j <= NR) {
+                        t = line[j]
+                        gsub(/sizeof/, "", t)
+                        win = win t "\n"
+                    }
+                if (win ~ /[A-Za-z0-9_\]] *(\*= *2|<<= *1|\* *2[^0-9.]|<< *1[^0-9])/ ||
+                    win ~ /[^A-Za-z0-9_.]2 *\* *[A-Za-z_(]/)
+                    printf "%s:%d:%s\n", f, i, line[i]
+            }
+        }' "$f"
+done)
+# A private hash table: a slot taken as a hash masked to a power of two (x[h & (n - 1)], a mask
+# made as n - 1, an index ANDed with it), or a chained table's array of bucket pointers. Exempt:
+# the PostgreSQL sink's upsert check (pg_insert.c, c->seen), a set of the row numbers of one
+# statement in a flat array sized once per connection and cleared per statement, with no entries
+# of its own to link and no growth, which is not what the kit's table of linked nodes is for.
+while IFS= read -r hit; do
+    say "$hit: a private hash table outside the kit (use tpc_hash_t from tpc_kit.h)"
+done < <(grep -rnE '\[[^]]*& *\( *[A-Za-z_][A-Za-z0-9_>.-]* *- *1 *\) *\]|\bmask *= *[^;=]*- *1 *;|& *mask\b|\*\* *[a-z_]*buckets\b|% *[A-Za-z_>.-]*buckets\b' \
+    "${PLUMBING_DIRS[@]}" --include='*.[ch]' | grep -v '^include/twopc/tpc_kit.h:' |
+    grep -vE '^[^:]+:[0-9]+: *(/\*|\*/|\* |\*$|//)' |
+    grep -vE '^connectors/postgres/pg_insert\.c:[0-9]+: .*(c->seen_cap - 1;|s = h & mask;; s = \(s \+ 1\) & mask)')
 
 if [ "$bad" -eq 0 ]; then
     echo "lint: ok (${#ROOMS[@]} rooms, ${#EDGE[@]} arrows between them, no circle, no private" \

@@ -102,13 +102,8 @@ static tpc_error_t *op_process(void *self, tpc_ctx_t *ctx, const tpc_batch_t *ba
     (void)ctx;
     sink_op_t *s = self;
     size_t n = tpc_batch_count(batch);
-    if (n > s->cap) {
-        tpc_record_t *r = realloc(s->records, n * sizeof *r);
-        if (!r)
-            return tpc_error_nomem();
-        s->records = r;
-        s->cap = n;
-    }
+    if (!tpc_array_grow(&s->records, &s->cap, n, sizeof *s->records))
+        return tpc_error_nomem();
     for (size_t i = 0; i < n; i++)
         tpc_batch_get(batch, i, &s->records[i]);
     return tpc__txn_task_write(s->task, s->records, n);

@@ -344,14 +344,8 @@ tpc_error_t *tpc__txn_task_write(tpc__txn_task_t *t, const tpc_record_t *records
 
 static tpc_error_t *push_pending(tpc__txn_task_t *t, uint64_t checkpoint_id)
 {
-    if (t->npending == t->pending_cap) {
-        size_t cap = t->pending_cap ? t->pending_cap * 2 : 4;
-        tpc__txn_pending_t *p = realloc(t->pending, cap * sizeof *p);
-        if (!p)
-            return tpc_error_nomem();
-        t->pending = p;
-        t->pending_cap = cap;
-    }
+    if (!tpc_array_grow(&t->pending, &t->pending_cap, t->npending + 1, sizeof *t->pending))
+        return tpc_error_nomem();
     tpc__txn_pending_t p = {
         .checkpoint_id = checkpoint_id,
         .start_ms = t->current_start_ms,

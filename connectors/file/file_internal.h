@@ -43,7 +43,7 @@ typedef struct {
      * their checkpoint completes, and a new process may use that checkpoint id again. */
     bool token_in_name;
     uint32_t nparts;
-    uint32_t sizes_cap;
+    size_t sizes_cap;
     uint64_t *sizes; /* bytes of each part, buffered bytes included */
     int fd;          /* the part being written, or -1 */
 } tpc__file_txn_t;

@@ -129,14 +129,8 @@ static tpc_error_t *sync_rolled_parts(tpc__file_conn_t *c, tpc__file_txn_t *t, u
 
 static tpc_error_t *open_part(tpc__file_conn_t *c, tpc__file_txn_t *t)
 {
-    if (t->nparts == t->sizes_cap) {
-        uint32_t cap = t->sizes_cap ? t->sizes_cap * 2 : 4;
-        uint64_t *s = realloc(t->sizes, cap * sizeof *s);
-        if (!s)
-            return tpc_error_nomem();
-        t->sizes = s;
-        t->sizes_cap = cap;
-    }
+    if (!tpc_array_grow(&t->sizes, &t->sizes_cap, (size_t)t->nparts + 1, sizeof *t->sizes))
+        return tpc_error_nomem();
     char name[TPC__FILE_NAME_MAX];
     if (!tpc__file_inprogress_name(name, c->conf->prefix, t, t->nparts))
         return tpc_error_new(TPC_ERR_CONFIG, TPC_ERROR_FATAL,
@@ -373,7 +367,8 @@ tpc_error_t *tpc__file_deserialize(void *conn, const void *bytes, size_t len, vo
                              "file transaction handle of %zu bytes does not hold %llu parts", len,
                              (unsigned long long)nparts);
     }
-    t->nparts = t->sizes_cap = (uint32_t)nparts;
+    t->nparts = (uint32_t)nparts;
+    t->sizes_cap = nparts;
     t->sizes = nparts ? calloc(nparts, sizeof *t->sizes) : NULL;
     if (nparts && !t->sizes) {
         free(t);

@@ -123,7 +123,112 @@ static inline uint64_t tpc_load_le(const unsigned char *p, int n)
 
 /* ---- growable arrays ------------------------------------------------------------------------ */
 
+/**
+ * @brief Make room in a growable array for @p need elements of @p size bytes. The caller keeps the
+ * count; the kit keeps the capacity, which at least doubles each time it grows (8 at first), so
+ * appending n elements one by one costs O(n). Typical use:
+ *
+ *     if (!tpc_array_grow(&a->items, &a->cap, a->n + 1, sizeof *a->items))
+ *         return tpc_error_nomem();
+ *     a->items[a->n++] = item;
+ *
+ * @param items the address of the array's pointer (a T ** for an array of T; the pointer is NULL
+ *     while @p cap is 0).
+ * @param cap the array's capacity in elements, raised when it grows.
+ * @returns true when the array has room for @p need elements (at once when it had already); false
+ *     when @p need elements of @p size bytes overflow a size_t or memory runs out, and then the
+ *     array and @p cap are as they were.
+ */
+TPC_API bool tpc_array_grow(void *items, size_t *cap, size_t need, size_t size);
+
 /* ---- hash table ----------------------------------------------------------------------------- */
+
+/**
+ * A chained hash table of nodes the caller allocates: an entry embeds a tpc_hash_node_t as its
+ * first member and sets its hash (from any function of its key) before inserting it, so that an
+ * entry is one allocation with its key, its value and its link. The table never copies, compares
+ * or frees an entry; lookups take the caller's equality test. Buckets are a power of two, filled to
+ * three quarters at most; growing doubles them. Iteration goes bucket by bucket and down each
+ * chain, so two tables given the same inserts, replacements and removals list their nodes in the
+ * same order. Typical use:
+ *
+ *     if (!tpc_hash_reserve(&t, 1))
+ *         return tpc_error_nomem();
+ *     tpc_hash_node_t **link = tpc_hash_find(&t, h, same_key, &key);
+ *     if (!*link) {
+ *         e->node.hash = h;
+ *         tpc_hash_insert(&t, link, &e->node);
+ *     }
+ *
+ * A zeroed tpc_hash_t is an empty table; tpc_hash_free() frees its buckets (never its nodes).
+ */
+typedef struct tpc_hash_node {
+    struct tpc_hash_node *next; /**< the next node of the same bucket (the table's to set) */
+    uint64_t hash;              /**< the node's hash (the caller's to set, before inserting) */
+} tpc_hash_node_t;
+
+typedef struct {
+    tpc_hash_node_t **buckets; /**< nbuckets chains; NULL until the first tpc_hash_reserve() */
+    size_t nbuckets;           /**< 0 or a power of two */
+    size_t count;              /**< nodes in the table */
+} tpc_hash_t;
+
+/** Whether @p node holds @p key (the caller's key, in the caller's form). */
+typedef bool (*tpc_hash_eq_fn)(const tpc_hash_node_t *node, const void *key);
+
+/** Where a walk over a table is (tpc_hash_first(), tpc_hash_next()). */
+typedef struct {
+    const tpc_hash_t *table;
+    size_t bucket;         /**< the next bucket to enter */
+    tpc_hash_node_t *next; /**< the next node to return */
+} tpc_hash_iter_t;
+
+/**
+ * @brief Make room for @p extra more nodes: the buckets double (16 at first) until count + @p extra
+ * fills three quarters of them at most, and every node moves to its new bucket.
+ * @returns true; false when memory runs out, and then the table is as it was.
+ */
+TPC_API bool tpc_hash_reserve(tpc_hash_t *t, size_t extra);
+
+/**
+ * @brief Look up the node of hash @p hash for which @p eq(node, @p key) is true. Inline, so that
+ * the caller's test is inlined into the walk down the chain.
+ * @returns the link that points to that node (*link is the node); when there is none, the empty
+ *     link at the end of its bucket's chain (*link is NULL), where tpc_hash_insert() puts a new
+ *     node; NULL when the table has no buckets yet (before tpc_hash_reserve()).
+ */
+static inline tpc_hash_node_t **tpc_hash_find(const tpc_hash_t *t, uint64_t hash, tpc_hash_eq_fn eq,
+                                              const void *key)
+{
+    if (!t->nbuckets)
+        return NULL;
+    tpc_hash_node_t **link = &t->buckets[hash & (t->nbuckets - 1)];
+    for (; *link; link = &(*link)->next)
+        if ((*link)->hash == hash && eq(*link, key))
+            return link;
+    return link;
+}
+
+/** @brief Insert @p node (its hash set) at @p link, the empty link tpc_hash_find() returned for
+ * its hash, or the head of its bucket. The caller made room first (tpc_hash_reserve()). */
+TPC_API void tpc_hash_insert(tpc_hash_t *t, tpc_hash_node_t **link, tpc_hash_node_t *node);
+/** @brief Put @p node (of the same hash) in the place of the node at @p link, which leaves the
+ * table (the caller's to free); the order of the chain stays as it was. */
+TPC_API void tpc_hash_replace(tpc_hash_node_t **link, tpc_hash_node_t *node);
+/** @brief Take the node at @p link out of the table. @returns that node (the caller's to free). */
+TPC_API tpc_hash_node_t *tpc_hash_remove(tpc_hash_t *t, tpc_hash_node_t **link);
+
+/**
+ * @brief Start a walk over @p t. @returns its first node, or NULL when it is empty. The walk must
+ * not insert or remove (but tpc_hash_next() never reads a node it already returned, so a walk that
+ * empties a table may free each node as it goes, then tpc_hash_free() the table).
+ */
+TPC_API tpc_hash_node_t *tpc_hash_first(const tpc_hash_t *t, tpc_hash_iter_t *it);
+/** @returns the walk's next node, or NULL at the end. */
+TPC_API tpc_hash_node_t *tpc_hash_next(tpc_hash_iter_t *it);
+
+/** @brief Free the buckets of @p t (not its nodes) and leave it empty. */
+TPC_API void tpc_hash_free(tpc_hash_t *t);
 
 #ifdef __cplusplus
 }

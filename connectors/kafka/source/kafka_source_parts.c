@@ -22,14 +22,8 @@ int tpc__kafka_source_topic(const source_t *s, const char *name, size_t len)
 
 static tpc_error_t *add_topic(source_t *s, const char *name, size_t len, int *at)
 {
-    if (s->ntopics == s->topics_cap) {
-        size_t cap = s->topics_cap ? 2 * s->topics_cap : 4;
-        topic_t *topics = realloc(s->topics, cap * sizeof *topics);
-        if (!topics)
-            return tpc_error_nomem();
-        s->topics = topics;
-        s->topics_cap = cap;
-    }
+    if (!tpc_array_grow(&s->topics, &s->topics_cap, s->ntopics + 1, sizeof *s->topics))
+        return tpc_error_nomem();
     topic_t *t = &s->topics[s->ntopics];
     *t = (topic_t){.name = strndup(name, len)};
     if (!t->name)
@@ -83,17 +77,12 @@ static tpc_error_t *own(source_t *s, const tpc__kafka_source_part_t *part)
                              "restored kafka source state lists partition %d of topic \"%s\" "
                              "twice",
                              (int)part->partition, t->name);
-    if (s->nparts == s->parts_cap) {
-        size_t cap = s->parts_cap ? 2 * s->parts_cap : 16;
-        tpc__kafka_source_part_t *parts = realloc(s->parts, cap * sizeof *parts);
-        int64_t *next = parts ? realloc(s->snapshot_next, cap * sizeof *next) : NULL;
-        if (parts)
-            s->parts = parts;
-        if (!next)
-            return tpc_error_nomem();
-        s->snapshot_next = next;
-        s->parts_cap = cap;
-    }
+    /* parts and snapshot_next have one capacity: each grows from it the same way. */
+    size_t cap = s->parts_cap, next_cap = s->parts_cap;
+    if (!tpc_array_grow(&s->parts, &cap, s->nparts + 1, sizeof *s->parts) ||
+        !tpc_array_grow(&s->snapshot_next, &next_cap, s->nparts + 1, sizeof *s->snapshot_next))
+        return tpc_error_nomem();
+    s->parts_cap = cap < next_cap ? cap : next_cap;
     t->index[part->partition] = (int)s->nparts;
     s->parts[s->nparts++] = *part;
     return NULL;

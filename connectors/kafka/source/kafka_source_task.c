@@ -305,13 +305,8 @@ static tpc_error_t *headers_of(source_t *s, const rd_kafka_message_t *msg, size_
     if (rd_kafka_message_headers(msg, &hdrs) || !hdrs)
         return NULL;
     size_t n = rd_kafka_header_cnt(hdrs);
-    if (n > s->headers_cap) {
-        tpc_header_t *headers = realloc(s->headers, n * sizeof *headers);
-        if (!headers)
-            return tpc_error_nomem();
-        s->headers = headers;
-        s->headers_cap = n;
-    }
+    if (!tpc_array_grow(&s->headers, &s->headers_cap, n, sizeof *s->headers))
+        return tpc_error_nomem();
     for (size_t i = 0; i < n; i++) {
         const char *name;
         const void *value;
