@@ -5,6 +5,7 @@
  * envelope. A handle is described by the connector its envelope names, never by trying decoders
  * until one fits: the bytes of one connector can look like another's.
  */
+#include "tpc_kit.h"
 #include "txn_internal.h"
 
 #include <stdio.h>
@@ -14,14 +15,8 @@
 static tpc_error_t *add_handle(tpc_txn_checkpoint_handle_t **out, size_t *n, size_t *cap,
                                const tpc_txn_checkpoint_handle_t *h, const tpc__txn_entry_t *e)
 {
-    if (*n == *cap) {
-        size_t more = *cap ? *cap * 2 : 8;
-        tpc_txn_checkpoint_handle_t *grown = realloc(*out, more * sizeof *grown);
-        if (!grown)
-            return tpc_error_nomem();
-        *out = grown;
-        *cap = more;
-    }
+    if (!tpc_array_grow(out, cap, *n + 1, sizeof **out))
+        return tpc_error_nomem();
     char *name = NULL;
     if (e->connector) {
         name = malloc(e->connector_len + 1);

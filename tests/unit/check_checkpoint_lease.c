@@ -51,6 +51,7 @@ START_TEST(test_jobs_share_commands_exclude)
     tpc_checkpoint_dir_release(cmd);
     tpc_checkpoint_dir_release(NULL);
     tpc_test_rmdir(dir);
+    free(dir);
 }
 END_TEST
 
@@ -86,6 +87,7 @@ START_TEST(test_lease_dies_with_its_process)
     close(ready[0]);
     close(ready[1]);
     tpc_test_rmdir(dir);
+    free(dir);
 }
 END_TEST
 
@@ -151,6 +153,7 @@ START_TEST(test_running_job_holds_the_lease)
     tpc_checkpoint_dir_release(cmd);
     tpc_job_destroy(job);
     tpc_test_rmdir(dir);
+    free(dir);
 }
 END_TEST
 

@@ -104,7 +104,9 @@ START_TEST(test_endpoint_serves_the_job_and_its_sinks)
     double out0 = sample(text, "twopc_records_out_total{vertex=\"source\",subtask=\"0\"}");
     double in0 = sample(text, "twopc_records_in_total{vertex=\"files\",subtask=\"0\"}");
     double in1 = sample(text, "twopc_records_in_total{vertex=\"files\",subtask=\"1\"}");
-    ck_assert_msg(out0 > 0 && in0 > 0 && in1 > 0 && in0 + in1 <= out0, "out %g, in %g + %g", out0,
+    /* No order between them on a live job: the sink's counters are read after the source's, and a
+     * subtask counts what it sent after sending it. */
+    ck_assert_msg(out0 > 0 && in0 > 0 && in1 > 0, "out %g, in %g + %g", out0,
                   in0, in1);
     ck_assert(sample(text, "twopc_backpressure_seconds_total{vertex=\"source\",subtask=\"0\"}") >=
               0);
