@@ -13,6 +13,7 @@
 
 #include <arpa/inet.h>
 #include <inttypes.h>
+#include <math.h>
 #include <microhttpd.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -103,8 +104,14 @@ void tpc_metrics_add(tpc_metrics_writer_t *w, const char *family, const char *ty
     }
     if (labels && labels[0])
         put_str(&f->samples, "}");
+    /* Prometheus spells the special values NaN, +Inf and -Inf; a value is converted to an integer
+     * only once it is known to fit (the conversion of one that does not is undefined). */
     char num[64];
-    if (value == (double)(int64_t)value && value < 9e15 && value > -9e15)
+    if (isnan(value))
+        snprintf(num, sizeof num, " NaN\n");
+    else if (isinf(value))
+        snprintf(num, sizeof num, " %cInf\n", value > 0 ? '+' : '-');
+    else if (value < 9e15 && value > -9e15 && value == (double)(int64_t)value)
         snprintf(num, sizeof num, " %" PRId64 "\n", (int64_t)value);
     else
         snprintf(num, sizeof num, " %.9g\n", value);

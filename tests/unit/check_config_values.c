@@ -135,6 +135,29 @@ START_TEST(test_kafka_properties_checked_when_set)
 }
 END_TEST
 
+/* Topic patterns with back-references are refused (matching them can take exponential time);
+ * an escaped backslash before a digit is no back-reference. */
+START_TEST(test_topic_pattern_back_references_refused)
+{
+    static const char *const bad[] = {"^(a+)\\1", "^orders-(x)\\9", "^x\\\\\\2"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        tpc_kafka_source_t *src = NULL;
+        tpc_error_t *err = tpc_kafka_source_new("127.0.0.1:9092", bad[i], &src);
+        ck_assert_msg(err && strstr(tpc_error_message(err), "back-reference"), "\"%s\" taken",
+                      bad[i]);
+        ck_assert_ptr_null(src);
+        tpc_error_destroy(err);
+    }
+    static const char *const good[] = {"^orders-[0-9]+", "^a\\\\1", "^a\\.b"};
+    for (size_t i = 0; i < sizeof good / sizeof good[0]; i++) {
+        tpc_kafka_source_t *src = NULL;
+        tpc_error_t *err = tpc_kafka_source_new("127.0.0.1:9092", good[i], &src);
+        ck_assert_msg(!err, "\"%s\": %s", good[i], err ? tpc_error_message(err) : "");
+        tpc_kafka_source_destroy(src);
+    }
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("config_values");
@@ -142,6 +165,7 @@ int main(void)
     tcase_add_test(tc, test_parse_int);
     tcase_add_test(tc, test_integers_are_digits_only);
     tcase_add_test(tc, test_kafka_properties_checked_when_set);
+    tcase_add_test(tc, test_topic_pattern_back_references_refused);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);

@@ -12,6 +12,7 @@
 #include "tpc_test_ops.h"
 
 #include <check.h>
+#include <math.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -106,8 +107,7 @@ START_TEST(test_endpoint_serves_the_job_and_its_sinks)
     double in1 = sample(text, "twopc_records_in_total{vertex=\"files\",subtask=\"1\"}");
     /* No order between them on a live job: the sink's counters are read after the source's, and a
      * subtask counts what it sent after sending it. */
-    ck_assert_msg(out0 > 0 && in0 > 0 && in1 > 0, "out %g, in %g + %g", out0,
-                  in0, in1);
+    ck_assert_msg(out0 > 0 && in0 > 0 && in1 > 0, "out %g, in %g + %g", out0, in0, in1);
     ck_assert(sample(text, "twopc_backpressure_seconds_total{vertex=\"source\",subtask=\"0\"}") >=
               0);
     double count = sample(text, "twopc_checkpoint_duration_seconds_count");
@@ -310,6 +310,43 @@ START_TEST(test_failed_checkpoint_writes_are_counted)
 }
 END_TEST
 
+/* A collector's special values come out as Prometheus spells them (NaN, +Inf, -Inf), and values
+ * beyond any integer are not forced through one. */
+static void special_values(void *opaque, tpc_metrics_writer_t *w)
+{
+    (void)opaque;
+    tpc_metrics_add(w, "test_nan", "gauge", "not a number", "", NULL, NAN);
+    tpc_metrics_add(w, "test_pos_inf", "gauge", "plus infinity", "", NULL, INFINITY);
+    tpc_metrics_add(w, "test_neg_inf", "gauge", "minus infinity", "", NULL, -INFINITY);
+    tpc_metrics_add(w, "test_huge", "gauge", "beyond int64", "", NULL, 1e300);
+    tpc_metrics_add(w, "test_whole", "gauge", "an integer", "", NULL, 42);
+}
+
+START_TEST(test_special_values_spelled_for_prometheus)
+{
+    tpc_test_seq_conf_t src = {.count_default = 1u << 30, .per_poll = 8, .sleep_us = 1000};
+    tpc_job_t *job = tpc_job_new("special");
+    int s;
+    TPC_TEST_OK(tpc_job_set(job, "metrics.listen", "127.0.0.1:0"));
+    TPC_TEST_OK(tpc_job_add_vertex(job, "source", 1, &tpc_test_seq_source_ops, &src, &s));
+    ck_assert_int_eq(tpc_job_add_metrics(job, special_values, NULL), TPC_OK);
+    run_t r;
+    pthread_t th;
+    int port = start_serving(job, &r, &th);
+    char page[65536];
+    ck_assert_int_eq(tpc_test_http_get(port, "/metrics", page, sizeof page), 200);
+    static const char *const want[] = {"\ntest_nan NaN\n", "\ntest_pos_inf +Inf\n",
+                                       "\ntest_neg_inf -Inf\n", "\ntest_huge 1e+300\n",
+                                       "\ntest_whole 42\n"};
+    for (size_t i = 0; i < sizeof want / sizeof want[0]; i++)
+        ck_assert_msg(strstr(page, want[i]), "no \"%s\" in:\n%s", want[i] + 1, page);
+    tpc_job_cancel(job);
+    pthread_join(th, NULL);
+    tpc_error_destroy(r.err);
+    tpc_job_destroy(job);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("metrics");
@@ -319,6 +356,7 @@ int main(void)
     tcase_add_test(tc, test_bad_listen_values_are_refused);
     tcase_add_test(tc, test_health_and_readiness);
     tcase_add_test(tc, test_failed_checkpoint_writes_are_counted);
+    tcase_add_test(tc, test_special_values_spelled_for_prometheus);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);

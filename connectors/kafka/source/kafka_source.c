@@ -213,6 +213,19 @@ static tpc_error_t *split_topics(tpc_kafka_source_t *src, const char *list)
 static tpc_error_t *compile(tpc_kafka_source_t *src)
 {
     size_t len = strlen(src->topic);
+    /* glibc's matcher takes back-references (\1 ... \9) in extended patterns too, and with them a
+     * match can take exponential time, on the task's thread. Kafka's topic names need none. */
+    for (size_t i = 1; i + 1 < len; i++) {
+        if (src->topic[i] == '\\' && src->topic[i + 1] >= '1' && src->topic[i + 1] <= '9')
+            return tpc_error_hint(tpc_error_new(TPC_ERR_INVALID_ARG, TPC_ERROR_FATAL,
+                                                "kafka topic pattern \"%s\" has a back-reference "
+                                                "(\"\\%c\" at %zu)",
+                                                src->topic, src->topic[i + 1], i),
+                                  "back-references can make matching take exponential time; "
+                                  "write the pattern without them");
+        if (src->topic[i] == '\\')
+            i++; /* an escaped character, an escaped backslash included */
+    }
     char *anchored = malloc(len + 4);
     if (!anchored)
         return tpc_error_nomem();
