@@ -133,20 +133,6 @@ int twopc_usage_error(const char *cmd, const char *fmt, ...)
     return TWOPC_EXIT_USAGE;
 }
 
-void twopc_json_str(FILE *f, const char *s)
-{
-    fputc('"', f);
-    for (const unsigned char *p = (const unsigned char *)(s ? s : ""); *p; p++) {
-        if (*p == '"' || *p == '\\')
-            fprintf(f, "\\%c", *p);
-        else if (*p < 0x20)
-            fprintf(f, "\\u%04x", *p);
-        else
-            fputc(*p, f);
-    }
-    fputc('"', f);
-}
-
 void twopc_format_time(int64_t ms, char *buf, size_t cap)
 {
     time_t t = (time_t)(ms / 1000);

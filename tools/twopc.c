@@ -84,6 +84,7 @@ static const char help[] =
 
 int main(int argc, char **argv)
 {
+    twopc_filter_output();
     if (argc < 2 || strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0 ||
         strcmp(argv[1], "help") == 0) {
         fputs(help, argc < 2 ? stderr : stdout);

@@ -70,6 +70,12 @@ tpc_dir_lease_t *twopc_lease(const char *cmd, const char *dir, int *rc);
 int twopc_usage_error(const char *cmd, const char *fmt, ...) TPC_PRINTF(2, 3);
 /* A JSON string literal of @s (escaped) on @f. */
 void twopc_json_str(FILE *f, const char *s);
+/* escape.c: from here on, stdout and stderr show control bytes (but newline and tab) and bytes
+ * that are not UTF-8 as \xNN, so that no name the command prints can act on a terminal. */
+void twopc_filter_output(void);
+/* The length of the valid UTF-8 character at @p (1 to 4), 0 when it is not one, SIZE_MAX when
+ * the @n bytes end inside one. */
+size_t twopc_utf8_len(const unsigned char *p, size_t n);
 /* "2026-12-03T10:40:00.123Z" for milliseconds since the epoch. */
 void twopc_format_time(int64_t ms, char *buf, size_t cap);
 
