@@ -2,10 +2,11 @@
  * Output that names cannot forge. The command prints names it did not choose: transactional ids,
  * gids, topics, jobs and vertices, out of checkpoint files and servers that anyone with access may
  * have written. A control byte in one (an escape sequence) would act on the operator's terminal,
- * and invalid UTF-8 would break a JSON reader. So every byte the command writes to stdout and stderr
- * goes through a filter that shows control bytes (but newline and tab, the command's own layout)
- * and bytes that are not part of valid UTF-8 as \xNN; JSON strings (twopc_json_str()) escape the
- * same bytes the same way, as the six characters `\\xNN`, so that the document stays valid.
+ * and invalid UTF-8 would break a JSON reader. So every byte the command writes to stdout and
+ * stderr goes through a filter that shows control bytes (but newline and tab, the command's own
+ * layout) and bytes that are not part of valid UTF-8 as \xNN; JSON strings (twopc_json_str())
+ * escape the same bytes the same way, as the six characters `\\xNN`, so that the document stays
+ * valid.
  */
 #include "twopc_cli.h"
 

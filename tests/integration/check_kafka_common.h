@@ -32,36 +32,48 @@ static inline void kt_set(rd_kafka_conf_t *conf, const char *name, const char *v
         ck_abort_msg("could not set %s=%s: %s", name, value, errstr);
 }
 
-/* Create @topic with @partitions and, when @key is not NULL, the topic setting @key = @value. */
-static inline void kt_create_topic_with(const char *bootstrap, const char *topic, int partitions,
-                                        const char *key, const char *value)
+/* Create @topic with @partitions and, when @key is not NULL, the topic setting @key = @value;
+ * @tries > 1: again while the broker says it exists (a topic of that name being deleted). */
+static inline void kt_create_topic_tries(const char *bootstrap, const char *topic, int partitions,
+                                         const char *key, const char *value, int tries)
 {
     char errstr[512];
     rd_kafka_conf_t *conf = rd_kafka_conf_new();
     kt_set(conf, "bootstrap.servers", bootstrap);
     rd_kafka_t *rk = rd_kafka_new(RD_KAFKA_PRODUCER, conf, errstr, sizeof errstr);
     ck_assert_msg(rk != NULL, "%s", errstr);
-    rd_kafka_NewTopic_t *nt = rd_kafka_NewTopic_new(topic, partitions, 1, errstr, sizeof errstr);
-    ck_assert_msg(nt != NULL, "%s", errstr);
-    if (key)
-        ck_assert_int_eq(rd_kafka_NewTopic_set_config(nt, key, value), RD_KAFKA_RESP_ERR_NO_ERROR);
-    rd_kafka_queue_t *queue = rd_kafka_queue_new(rk);
-    rd_kafka_CreateTopics(rk, &nt, 1, NULL, queue);
-    rd_kafka_event_t *ev = rd_kafka_queue_poll(queue, KT_TIMEOUT_MS);
-    ck_assert_msg(ev != NULL, "no answer to CreateTopics for \"%s\"", topic);
-    size_t n = 0;
-    const rd_kafka_topic_result_t **res =
-        rd_kafka_CreateTopics_result_topics(rd_kafka_event_CreateTopics_result(ev), &n);
-    ck_assert_msg(!rd_kafka_event_error(ev) && n == 1 && !rd_kafka_topic_result_error(res[0]),
-                  "could not create topic \"%s\"", topic);
-    rd_kafka_event_destroy(ev);
-    rd_kafka_queue_destroy(queue);
-    rd_kafka_NewTopic_destroy(nt);
+    rd_kafka_resp_err_t e = RD_KAFKA_RESP_ERR_NO_ERROR;
+    for (int t = 0; t < tries; t++) {
+        if (t)
+            usleep(200 * 1000);
+        rd_kafka_NewTopic_t *nt =
+            rd_kafka_NewTopic_new(topic, partitions, 1, errstr, sizeof errstr);
+        ck_assert_msg(nt != NULL, "%s", errstr);
+        if (key)
+            ck_assert_int_eq(rd_kafka_NewTopic_set_config(nt, key, value),
+                             RD_KAFKA_RESP_ERR_NO_ERROR);
+        rd_kafka_queue_t *queue = rd_kafka_queue_new(rk);
+        rd_kafka_CreateTopics(rk, &nt, 1, NULL, queue);
+        rd_kafka_event_t *ev = rd_kafka_queue_poll(queue, KT_TIMEOUT_MS);
+        ck_assert_msg(ev != NULL, "no answer to CreateTopics for \"%s\"", topic);
+        size_t n = 0;
+        const rd_kafka_topic_result_t **res =
+            rd_kafka_CreateTopics_result_topics(rd_kafka_event_CreateTopics_result(ev), &n);
+        e = rd_kafka_event_error(ev) ? rd_kafka_event_error(ev)
+            : n == 1                 ? rd_kafka_topic_result_error(res[0])
+                                     : RD_KAFKA_RESP_ERR__FAIL;
+        rd_kafka_event_destroy(ev);
+        rd_kafka_queue_destroy(queue);
+        rd_kafka_NewTopic_destroy(nt);
+        if (e != RD_KAFKA_RESP_ERR_TOPIC_ALREADY_EXISTS)
+            break;
+    }
+    ck_assert_msg(!e, "could not create topic \"%s\": %s", topic, rd_kafka_err2str(e));
     /* The controller answers before the broker's metadata has the topic: a client that looks it
      * up at once may hear "unknown topic". Wait until metadata shows every partition led. */
     rd_kafka_topic_t *rkt = rd_kafka_topic_new(rk, topic, NULL);
     bool ready = false;
-    for (int tries = 0; !ready && tries < KT_TIMEOUT_MS / 50; tries++) {
+    for (int look = 0; !ready && look < KT_TIMEOUT_MS / 50; look++) {
         const struct rd_kafka_metadata *md = NULL;
         if (rd_kafka_metadata(rk, 0, rkt, &md, 5000) == RD_KAFKA_RESP_ERR_NO_ERROR) {
             ready = md->topic_cnt == 1 && !md->topics[0].err &&
@@ -76,6 +88,12 @@ static inline void kt_create_topic_with(const char *bootstrap, const char *topic
     rd_kafka_topic_destroy(rkt);
     rd_kafka_destroy(rk);
     ck_assert_msg(ready, "topic \"%s\" was created but its metadata did not show it", topic);
+}
+
+static inline void kt_create_topic_with(const char *bootstrap, const char *topic, int partitions,
+                                        const char *key, const char *value)
+{
+    kt_create_topic_tries(bootstrap, topic, partitions, key, value, 1);
 }
 
 static inline void kt_create_topic(const char *bootstrap, const char *topic, int partitions)

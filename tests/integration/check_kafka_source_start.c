@@ -352,6 +352,33 @@ START_TEST(test_deleted_offset_is_data_loss)
     ck_assert_msg(err && tpc_error_code(err) == TPC_ERR_DATA_LOSS, "restore after deletion: %s",
                   err ? tpc_error_message(err) : "no error");
     ck_assert_msg(strstr(tpc_error_message(err), topic), "%s", tpc_error_message(err));
+    ck_assert_msg(strstr(tpc_error_message(err), "no longer has the records"), "%s",
+                  tpc_error_message(err));
+    tpc_error_destroy(err);
+    tpc_test_rmdir(ckpt);
+    free(ckpt);
+}
+END_TEST
+
+/* The topic deleted and made again with fewer records than the job had read: data loss too, but
+ * said as what it is (the partition ends before the stored offset), not as retention. */
+START_TEST(test_offset_past_the_end_is_named)
+{
+    char topic[128];
+    tpc_test_unique_name(topic, sizeof topic, "twopc-src-short", '-');
+    kt_create_topic(bootstrap, topic, 1);
+    write_range(topic, 0, 0, 50, 0); /* offsets 0-49, marker 50 */
+    char *ckpt = tpc_test_tmpdir("kafka-source-short");
+    set_ok(run_unbounded(topic, ckpt, true)); /* the savepoint stores offset 51 */
+    kt_delete_topic(bootstrap, topic);
+    kt_create_topic_tries(bootstrap, topic, 1, NULL, NULL, 50);
+    write_range(topic, 0, 0, 10, 0); /* offsets 0-9, marker 10 */
+    tpc_error_t *err = run_unbounded(topic, ckpt, false);
+    ck_assert_msg(err && tpc_error_code(err) == TPC_ERR_DATA_LOSS, "restore after re-creation: %s",
+                  err ? tpc_error_message(err) : "no error");
+    ck_assert_msg(strstr(tpc_error_message(err), "ends at offset") &&
+                      strstr(tpc_error_message(err), topic),
+                  "%s", tpc_error_message(err));
     tpc_error_destroy(err);
     tpc_test_rmdir(ckpt);
     free(ckpt);
@@ -368,6 +395,7 @@ int main(void)
     tcase_add_test(tc, test_start_at_the_group_offsets);
     tcase_add_test(tc, test_several_topics);
     tcase_add_test(tc, test_deleted_offset_is_data_loss);
+    tcase_add_test(tc, test_offset_past_the_end_is_named);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);

@@ -257,7 +257,23 @@ static tpc_error_t *consumer_error(source_t *s, tpc_ctx_t *ctx, const rd_kafka_m
 {
     switch (msg->err) {
     case RD_KAFKA_RESP_ERR__AUTO_OFFSET_RESET:
-    case RD_KAFKA_RESP_ERR_OFFSET_OUT_OF_RANGE:
+    case RD_KAFKA_RESP_ERR_OFFSET_OUT_OF_RANGE: {
+        /* Out of range at either end: below the first offset, retention deleted what the job had
+         * not read; past the end, the partition holds fewer records than the job has read. */
+        int64_t lo = -1, hi = -1;
+        if (rd_kafka_query_watermark_offsets(s->rk, rd_kafka_topic_name(msg->rkt), msg->partition,
+                                             &lo, &hi, 5000) == RD_KAFKA_RESP_ERR_NO_ERROR &&
+            msg->offset > hi)
+            return tpc_error_hint(
+                tpc_error_new(TPC_ERR_DATA_LOSS, TPC_ERROR_FATAL,
+                              "data loss: kafka topic \"%s\" partition %d ends at offset %lld, "
+                              "but the job has read it up to offset %lld: %s",
+                              rd_kafka_topic_name(msg->rkt), (int)msg->partition, (long long)hi,
+                              (long long)msg->offset, rd_kafka_message_errstr(msg)),
+                "the partition lost records it had (the topic deleted and created again, an "
+                "unclean leader election, or a checkpoint of a job that read another cluster); "
+                "check the topic, then start the job over (restore.mode=fresh) or set "
+                "kafka.auto.offset.reset to accept it");
         return tpc_error_hint(
             tpc_error_new(TPC_ERR_DATA_LOSS, TPC_ERROR_FATAL,
                           "data loss: kafka topic \"%s\" partition %d no longer has the records "
@@ -266,6 +282,7 @@ static tpc_error_t *consumer_error(source_t *s, tpc_ctx_t *ctx, const rd_kafka_m
                           (long long)msg->offset, rd_kafka_message_errstr(msg)),
             "the topic's retention deleted records the job had not read; keep records longer "
             "than the job may be down, or set kafka.auto.offset.reset to accept the loss");
+    }
     case RD_KAFKA_RESP_ERR_UNKNOWN_TOPIC_OR_PART:
     case RD_KAFKA_RESP_ERR__UNKNOWN_TOPIC:
     case RD_KAFKA_RESP_ERR__UNKNOWN_PARTITION:
