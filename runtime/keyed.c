@@ -654,6 +654,14 @@ tpc_error_t *tpc__keyed_load(tpc__task_t *t, const tpc__slice_t *entries, size_t
             return tpc_error_new(TPC_ERR_CORRUPT, TPC_ERROR_FATAL,
                                  "malformed keyed state entry %zu of %zu bytes", i, entries[i].len);
         uint64_t kh = tpc__key_hash(e.key, e.key_len);
+        /* The group travels with the entry (restore hands entries out by it): it must be its
+         * key's, or the entry would sit where no lookup of that key ever goes. */
+        int maxp = t->attempt->job->conf.max_parallelism;
+        if (e.group != tpc__key_group_of(kh, maxp))
+            return tpc_error_new(TPC_ERR_CORRUPT, TPC_ERROR_FATAL,
+                                 "keyed state entry %zu says key group %d, but its key belongs to "
+                                 "group %d of %d",
+                                 i, (int)e.group, tpc__key_group_of(kh, maxp), maxp);
         if (e.kind == TPC__KEYED_TIMER) {
             /* It would fire into an operator that cannot take it. */
             if (t->ops->version < 2 || !t->ops->on_timer)

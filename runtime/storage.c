@@ -14,6 +14,7 @@
 #include <fcntl.h>
 #include <inttypes.h>
 #include <openssl/evp.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -269,6 +270,13 @@ void tpc__checkpoint_dir_clean(const char *dir)
         bool ours =
             strncmp(e->d_name, ".chk-", 5) == 0 || strncmp(e->d_name, ".savepoint-", 11) == 0;
         if (ours && len > 4 && strcmp(e->d_name + len - 4, ".tmp") == 0)
+            unlinkat(dirfd(d), e->d_name, 0);
+        /* completed.<pid>.tmp: the completion record of a process that died while writing it
+         * (one that lives, a second instance, is left to finish) */
+        long pid;
+        if (sscanf(e->d_name, "completed.%ld.tmp", &pid) == 1 && len > 4 &&
+            strcmp(e->d_name + len - 4, ".tmp") == 0 && pid > 0 && kill((pid_t)pid, 0) != 0 &&
+            errno == ESRCH)
             unlinkat(dirfd(d), e->d_name, 0);
     }
     closedir(d);

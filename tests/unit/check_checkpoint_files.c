@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -662,6 +663,34 @@ START_TEST(test_restart_refuses_a_checkpoint_it_did_not_write)
 }
 END_TEST
 
+/* A start cleans the temporary completion record a killed process left, and leaves alone one a
+ * live process (a second instance) is writing. */
+START_TEST(test_leftover_record_tmp_cleaned)
+{
+    char *dir = tpc_test_tmpdir("record-tmp");
+    pid_t dead = fork();
+    if (dead == 0)
+        _exit(0);
+    ck_assert_int_gt(dead, 0);
+    ck_assert_int_eq(waitpid(dead, NULL, 0), dead);
+    char gone[4200], live[4200];
+    snprintf(gone, sizeof gone, "%s/completed.%ld.tmp", dir, (long)dead);
+    snprintf(live, sizeof live, "%s/completed.%ld.tmp", dir, (long)getpid());
+    for (int i = 0; i < 2; i++) {
+        FILE *f = fopen(i ? live : gone, "w");
+        ck_assert_ptr_nonnull(f);
+        fputs("partial", f);
+        fclose(f);
+    }
+    tpc__checkpoint_dir_clean(dir);
+    ck_assert_int_ne(access(gone, F_OK), 0);
+    ck_assert_int_eq(access(live, F_OK), 0);
+    unlink(live);
+    tpc_test_rmdir(dir);
+    free(dir);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("checkpoint_files");
@@ -683,6 +712,7 @@ int main(void)
     tcase_add_test(tc, test_restore_required_without_checkpoint);
     tcase_add_test(tc, test_existing_checkpoint_never_replaced);
     tcase_add_test(tc, test_restart_refuses_a_checkpoint_it_did_not_write);
+    tcase_add_test(tc, test_leftover_record_tmp_cleaned);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);

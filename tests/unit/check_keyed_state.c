@@ -466,6 +466,68 @@ START_TEST(test_changed_max_parallelism_refused)
 }
 END_TEST
 
+/* A keyed entry whose key group is not its key's (a crafted or damaged checkpoint with a valid
+ * checksum) is refused at restore, not put where no lookup of its key goes. */
+START_TEST(test_entry_in_the_wrong_group_refused)
+{
+    char *dir = tpc_test_tmpdir("keyed-group");
+    tpc_test_seq_conf_t src = {.count_default = N, .per_poll = 16, .sleep_us = 300};
+    static totals_t t;
+    memset(&t, 0, sizeof t);
+    tpc_job_t *job = totals_job(dir, &src, &t, 2, TPC_EDGE_HASH);
+    pthread_t th;
+    pthread_create(&th, NULL, cancel_after_checkpoints, job);
+    ck_assert_ptr_null(tpc_job_run(job, NULL));
+    pthread_join(th, NULL);
+    tpc_job_destroy(job);
+
+    /* The restored checkpoint again, under the next id, with its first keyed entry moved to
+     * another group; the record names it, so a restart decodes it. */
+    tpc__record_t rec;
+    bool found;
+    TPC_TEST_OK(tpc__record_read(dir, &rec, &found));
+    ck_assert(found && rec.newest > 0);
+    char path[4200];
+    snprintf(path, sizeof path, "%s/chk-%020llu", dir, (unsigned long long)rec.newest);
+    tpc__checkpoint_t c;
+    TPC_TEST_OK(tpc__checkpoint_read(path, &c));
+    bool moved = false;
+    for (int v = 0; v < c.nvertices && !moved; v++)
+        for (int i = 0; i < c.vertices[v].parallelism && !moved; i++) {
+            tpc__buf_t *keyed = &c.vertices[v].subtasks[i].state.keyed;
+            if (keyed->len < 8)
+                continue;
+            uint32_t word; /* after the entry's u32 length: u32 group | kind << 24 */
+            memcpy(&word, keyed->data + 4, 4);
+            uint32_t group = word & 0xffffff;
+            word = (word & ~0xffffffu) | ((group + 1) % c.max_parallelism);
+            memcpy(keyed->data + 4, &word, 4);
+            moved = true;
+        }
+    ck_assert(moved);
+    c.id = rec.newest + 1;
+    char *written;
+    TPC_TEST_OK(tpc__checkpoint_write(dir, &c, &written));
+    free(written);
+    tpc__checkpoint_free(&c);
+    rec.newest++;
+    TPC_TEST_OK(tpc__record_write(dir, &rec));
+    tpc__record_free(&rec);
+
+    job = totals_job(dir, &src, &t, 2, TPC_EDGE_HASH);
+    ck_assert_ptr_null(tpc_job_set(job, "restart.attempts", "0"));
+    tpc_error_t *err = tpc_job_run(job, NULL);
+    ck_assert_ptr_nonnull(err);
+    ck_assert_int_eq(tpc_error_code(err), TPC_ERR_CORRUPT);
+    ck_assert_msg(strstr(tpc_error_message(err), "but its key belongs to group"), "%s",
+                  tpc_error_message(err));
+    tpc_error_destroy(err);
+    tpc_job_destroy(job);
+    tpc_test_rmdir(dir);
+    free(dir);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("keyed_state");
@@ -476,6 +538,7 @@ int main(void)
     tcase_add_test(tc, test_keyed_state_without_hash_edge_refused);
     tcase_add_test(tc, test_state_api_on_one_key);
     tcase_add_test(tc, test_changed_max_parallelism_refused);
+    tcase_add_test(tc, test_entry_in_the_wrong_group_refused);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);
