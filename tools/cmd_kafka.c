@@ -164,6 +164,8 @@ static int list(const twopc_args_t *a, const twopc_kafka_conf_t *k, int timeout_
         if (json) {
             printf("%s{\"transactional_id\":", i ? "," : "");
             twopc_json_str(stdout, t->id);
+            if (t->id_cut)
+                printf(",\"id_cut\":true");
             printf(",\"state\":");
             twopc_json_str(stdout, t->state);
             printf(",\"producer_id\":%" PRId64 ",\"producer_epoch\":%d,\"timeout_ms\":%d,"
@@ -172,7 +174,10 @@ static int list(const twopc_args_t *a, const twopc_kafka_conf_t *k, int timeout_
             twopc_json_str(stdout, t->topics);
             printf("}");
         } else {
-            printf("%-40s %-14s %-12" PRId64 " %-6d %-9.1f %-10s %-9s %-14" PRId64 " %s\n", t->id,
+            /* An id over 255 bytes is shown cut, and marked so: two such never look like one. */
+            char shown[sizeof t->id + 16];
+            snprintf(shown, sizeof shown, "%s%s", t->id, t->id_cut ? "...(cut)" : "");
+            printf("%-40s %-14s %-12" PRId64 " %-6d %-9.1f %-10s %-9s %-14" PRId64 " %s\n", shown,
                    t->state, t->producer_id, t->producer_epoch, age, cls, action, t->start_ms,
                    t->topics);
         }

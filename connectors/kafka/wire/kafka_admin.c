@@ -33,6 +33,13 @@ static tpc_error_t *unsupported(const tpc__kafka_conn_t *c, const char *what)
                           "listing transactions needs Apache Kafka 3.0 or later");
 }
 
+static int by_address(const void *a, const void *b)
+{
+    const broker_t *x = a, *y = b;
+    int c = strcmp(x->host, y->host);
+    return c ? c : (x->port > y->port) - (x->port < y->port);
+}
+
 static tpc_error_t *brokers_of(tpc__kafka_conn_t *c, int64_t deadline, broker_t **out, size_t *n)
 {
     int v = tpc__kafka_conn_version(c, TPC__KAFKA_API_METADATA, 4, 8);
@@ -69,7 +76,13 @@ static tpc_error_t *brokers_of(tpc__kafka_conn_t *c, int64_t deadline, broker_t 
         *out = NULL;
         return malformed(c, "Metadata");
     }
-    *n = (size_t)count;
+    /* Each broker once, however often an answer lists it. */
+    qsort(*out, (size_t)count, sizeof **out, by_address);
+    size_t k = 0;
+    for (size_t i = 0; i < (size_t)count; i++)
+        if (!k || by_address(&(*out)[k - 1], &(*out)[i]) != 0)
+            (*out)[k++] = (*out)[i];
+    *n = k;
     return NULL;
 }
 
@@ -80,7 +93,7 @@ static bool open_state(const char *s)
 }
 
 static tpc_error_t *list_at(tpc__kafka_conn_t *c, const char *prefix, int64_t deadline,
-                            tpc__kafka_txn_info_t **out, size_t *n)
+                            tpc__kafka_txn_info_t **out, size_t *n, size_t *cap)
 {
     if (tpc__kafka_conn_version(c, TPC__KAFKA_API_LIST_TRANSACTIONS, 0, 0) < 0)
         return unsupported(c, "ListTransactions");
@@ -114,7 +127,7 @@ static tpc_error_t *list_at(tpc__kafka_conn_t *c, const char *prefix, int64_t de
                              tpc__kafka_conn_name(c), tpc__kafka_code_name(code));
     for (uint64_t i = 1; i < count; i++) {
         tpc__kafka_txn_info_t t = {.producer_epoch = -1, .start_ms = -1};
-        tpc__kafka_r_str(&r, true, t.id, sizeof t.id);
+        t.id_cut = tpc__kafka_r_str(&r, true, t.id, sizeof t.id) >= (int64_t)sizeof t.id;
         t.producer_id = tpc__kafka_r_i64(&r);
         tpc__kafka_r_str(&r, true, t.state, sizeof t.state);
         tpc__kafka_r_skip_tags(&r);
@@ -122,19 +135,30 @@ static tpc_error_t *list_at(tpc__kafka_conn_t *c, const char *prefix, int64_t de
             return malformed(c, "ListTransactions");
         if (prefix && strncmp(t.id, prefix, strlen(prefix)) != 0)
             continue;
-        tpc__kafka_txn_info_t *grown = realloc(*out, (*n + 1) * sizeof **out);
-        if (!grown)
+        if (!tpc_array_grow(out, cap, *n + 1, sizeof **out))
             return tpc_error_nomem();
-        *out = grown;
         (*out)[(*n)++] = t;
     }
     return NULL;
+}
+
+/* By id; ids cut at 255 bytes after all others. */
+static int by_id(const void *a, const void *b)
+{
+    const tpc__kafka_txn_info_t *x = a, *y = b;
+    if (x->id_cut != y->id_cut)
+        return x->id_cut ? 1 : -1;
+    return strcmp(x->id, y->id);
 }
 
 /* DescribeTransactions for @count infos (ids filled in) at @c, which coordinates them. */
 static tpc_error_t *describe_at(tpc__kafka_conn_t *c, tpc__kafka_txn_info_t *infos, size_t count,
                                 int64_t deadline)
 {
+    /* Sorted by id, cut ones last (they cannot be asked for): each answer found by bisection. */
+    qsort(infos, count, sizeof *infos, by_id);
+    while (count && infos[count - 1].id_cut)
+        count--;
     if (!count)
         return NULL;
     if (tpc__kafka_conn_version(c, TPC__KAFKA_API_DESCRIBE_TRANSACTIONS, 0, 0) < 0)
@@ -185,16 +209,11 @@ static tpc_error_t *describe_at(tpc__kafka_conn_t *c, tpc__kafka_txn_info_t *inf
         tpc__kafka_r_skip_tags(&r);
         if (r.bad)
             return malformed(c, "DescribeTransactions");
-        for (size_t k = 0; k < count; k++)
-            if (strcmp(infos[k].id, t.id) == 0)
-                infos[k] = t;
+        tpc__kafka_txn_info_t *known = bsearch(&t, infos, count, sizeof *infos, by_id);
+        if (known)
+            *known = t;
     }
     return NULL;
-}
-
-static int by_id(const void *a, const void *b)
-{
-    return strcmp(((const tpc__kafka_txn_info_t *)a)->id, ((const tpc__kafka_txn_info_t *)b)->id);
 }
 
 tpc_error_t *tpc__kafka_list_transactions(const tpc__kafka_wire_conf_t *conf, const char *prefix,
@@ -206,7 +225,7 @@ tpc_error_t *tpc__kafka_list_transactions(const tpc__kafka_wire_conf_t *conf, co
     int64_t deadline = tpc_clock_ms() + timeout_ms;
     tpc__kafka_conn_t *boot = NULL;
     broker_t *brokers = NULL;
-    size_t nbrokers = 0;
+    size_t nbrokers = 0, cap = 0;
     tpc_error_t *err = tpc__kafka_conn_open_bootstrap(conf, deadline, &boot);
     if (!err)
         err = brokers_of(boot, deadline, &brokers, &nbrokers);
@@ -224,7 +243,7 @@ tpc_error_t *tpc__kafka_list_transactions(const tpc__kafka_wire_conf_t *conf, co
         tpc_backoff_t backoff;
         tpc_backoff_init(&backoff, deadline, 100, 100);
         while (!err) {
-            err = list_at(c, prefix, deadline, out, n);
+            err = list_at(c, prefix, deadline, out, n, &cap);
             if (!err || !tpc_error_is_retriable(err) || !tpc_backoff_wait(&backoff, NULL, NULL))
                 break;
             tpc_error_destroy(err);

@@ -207,18 +207,19 @@ uint64_t tpc__kafka_r_uvarint(tpc__kafka_rbuf_t *r)
     return 0;
 }
 
-void tpc__kafka_r_str(tpc__kafka_rbuf_t *r, bool compact, char *buf, size_t cap)
+int64_t tpc__kafka_r_str(tpc__kafka_rbuf_t *r, bool compact, char *buf, size_t cap)
 {
     int64_t n = compact ? (int64_t)tpc__kafka_r_uvarint(r) - 1 : tpc__kafka_r_i16(r);
     buf[0] = '\0';
     if (n < 0)
-        return;
+        return -1;
     const unsigned char *p = take(r, (size_t)n);
     if (!p)
-        return;
+        return -1;
     size_t copy = (size_t)n < cap - 1 ? (size_t)n : cap - 1;
     memcpy(buf, p, copy);
     buf[copy] = '\0';
+    return n;
 }
 
 void tpc__kafka_r_bytes(tpc__kafka_rbuf_t *r, bool compact, const unsigned char **p, size_t *n)

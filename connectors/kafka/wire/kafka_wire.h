@@ -90,8 +90,9 @@ int16_t tpc__kafka_r_i16(tpc__kafka_rbuf_t *r);
 int32_t tpc__kafka_r_i32(tpc__kafka_rbuf_t *r);
 int64_t tpc__kafka_r_i64(tpc__kafka_rbuf_t *r);
 uint64_t tpc__kafka_r_uvarint(tpc__kafka_rbuf_t *r);
-/* A (nullable) string into @buf (NUL-terminated, truncated to @cap - 1). */
-void tpc__kafka_r_str(tpc__kafka_rbuf_t *r, bool compact, char *buf, size_t cap);
+/* A (nullable) string into @buf (NUL-terminated, truncated to @cap - 1). @returns the string's
+ * whole length, which may be cap or more (then @buf holds its first cap - 1 bytes); -1 for null. */
+int64_t tpc__kafka_r_str(tpc__kafka_rbuf_t *r, bool compact, char *buf, size_t cap);
 /* (Nullable) bytes: @p points into the response, @n is 0 for null. */
 void tpc__kafka_r_bytes(tpc__kafka_rbuf_t *r, bool compact, const unsigned char **p, size_t *n);
 void tpc__kafka_r_skip_tags(tpc__kafka_rbuf_t *r);
@@ -233,7 +234,8 @@ tpc_error_t *tpc__kafka_end_txn(const tpc__kafka_wire_conf_t *conf, const char *
 
 /* kafka_admin.c: what the transaction coordinators know, for the `twopc` command. */
 typedef struct {
-    char id[256]; /* transactional id */
+    char id[256]; /* transactional id; its first 255 bytes when id_cut */
+    bool id_cut;  /* longer than 255 bytes (no id of twopc's: shown cut, never acted on) */
     int64_t producer_id;
     int producer_epoch; /* -1 until described */
     char state[32];     /* Ongoing, PrepareCommit, CompleteAbort, Empty, ... */
