@@ -324,8 +324,13 @@ static tpc_error_t *check_graph(const tpc_job_t *job, const tpc__checkpoint_t *c
         if (any_finished(vs)) {
             char par[64];
             snprintf(par, sizeof par, "%d to %d", vs->parallelism, job->vertices[w].parallelism);
-            return graph_error("vertex \"%s\" is partly finished in the checkpoint and its "
-                               "parallelism changed from %s",
+            bool all = true;
+            for (int s = 0; s < vs->parallelism; s++)
+                all &= vs->subtasks[s].operator_finished || vs->subtasks[s].closed;
+            return graph_error(all ? "vertex \"%s\" had finished all its work in the checkpoint "
+                                     "(its input ended), and its parallelism changed from %s"
+                                   : "vertex \"%s\" is partly finished in the checkpoint and its "
+                                     "parallelism changed from %s",
                                vs->name, par);
         }
     }

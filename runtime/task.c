@@ -344,7 +344,7 @@ static tpc_error_t *on_item(tpc__task_t *t, int i, tpc__item_t item)
             atomic_fetch_add_explicit(&t->records_in, item.batch->count, memory_order_relaxed);
             err = t->ops->process(t->self, &t->ctx, item.batch);
             if (err)
-                err = tpc_error_prefix(err, "process failed");
+                err = tpc_error_prefix(err, "the operator's process() failed");
         }
         tpc__channel_recycle(in->ch, item.batch);
         if (!err) {

@@ -154,7 +154,8 @@ ended() {
         # The runtime cannot spread the state of a partly finished vertex (a source subtask with
         # no partition ends at once) over another parallelism and refuses: do what the hint says.
         if [ "${#prev_args[@]}" -gt 0 ] &&
-            tail -n 8 "$dir/pipeline.log" | grep -q 'is partly finished in the checkpoint and its parallelism changed'; then
+            tail -n 8 "$dir/pipeline.log" |
+            grep -qE 'is partly finished in the checkpoint and its parallelism changed|had finished all its work in the checkpoint'; then
             run_args=("${prev_args[@]}")
             prev_args=()
             rescale_refusals=$((rescale_refusals + 1)) faults="${faults}!"
