@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Long-running test servers for trying twopc or debugging a test by hand.
 #
-#   services.sh up      start PostgreSQL and Apache Kafka (if not already up) and print two export lines:
+#   services.sh up      start PostgreSQL and Apache Kafka (if not already up) and print the export
+#                       lines of the tests (TWOPC_TEST_*) and of the examples (TWOPC_PG_CONNINFO,
+#                       TWOPC_KAFKA_BOOTSTRAP):
 #                       eval "$(tests/services/services.sh up)"
 #   services.sh env     print the export lines again
 #   services.sh down    stop both and delete their files
@@ -22,6 +24,9 @@ session_running() {
 
 print_env() {
     cat "$SESSION/pg/env" "$SESSION/kafka/env"
+    # The same servers under the names the examples and the docs read.
+    sed -e 's/TWOPC_TEST_PG_CONNINFO=/TWOPC_PG_CONNINFO=/' "$SESSION/pg/env"
+    sed -e 's/TWOPC_TEST_KAFKA_BOOTSTRAP=/TWOPC_KAFKA_BOOTSTRAP=/' "$SESSION/kafka/env"
 }
 
 case "${1:-}" in
