@@ -544,6 +544,58 @@ START_TEST(test_forced_commit_says_what_it_costs)
 }
 END_TEST
 
+/* pg resolve decides as a restart would, by the job's own rule:
+ * - the newest completed checkpoint's file is missing: a restart refuses, so does resolve (with
+ *   the job's reason), and touches nothing;
+ * - the record says the job started over after it (first id above it, as a restore.mode=fresh
+ *   start that failed before its first checkpoint leaves it): a restart starts without state and
+ *   rolls every prepared transaction back, so resolve commits none. The restart then writes every
+ *   record again beside what checkpoints 1 and 2 committed (starting over means that), but not
+ *   checkpoint 3's rows a third time, as it did when resolve committed them. */
+START_TEST(test_pg_resolve_follows_the_restore_rule)
+{
+    scenario_t sc;
+    scenario_init(&sc, "cmd-rule");
+    run_child(&sc, KILL_AT);
+    long long prepared = tpc_test_pg_prepared(sc.pg, sc.gprefix);
+    ck_assert_int_gt(prepared, 0);
+    tpc__record_t rec;
+    bool found;
+    ck_assert_ptr_null(tpc__record_read(sc.kc.ckpt, &rec, &found));
+    ck_assert(found && rec.newest > 0);
+    char path[8400], aside[8500];
+    snprintf(path, sizeof path, "%s/chk-%020llu", sc.kc.ckpt, (unsigned long long)rec.newest);
+    snprintf(aside, sizeof aside, "%s.aside", path);
+    ck_assert_int_eq(rename(path, aside), 0);
+    ck_assert_int_eq(twopc(out, sizeof out,
+                           "pg resolve --conninfo '%s' --prefix %s --marker-table %s "
+                           "--checkpoint-dir %s 2>&1",
+                           sc.conninfo, sc.gprefix, sc.marker, sc.kc.ckpt),
+                     1);
+    ck_assert_msg(strstr(out, "refuses to restore") && strstr(out, "missing"), "%s", out);
+    ck_assert_int_eq(tpc_test_pg_prepared(sc.pg, sc.gprefix), prepared);
+    ck_assert_int_eq(rename(aside, path), 0);
+
+    long long before = tpc_test_pg_long(sc.pg, "SELECT count(*) FROM %s", sc.table);
+    rec.first = rec.newest + 1; /* started over after it, before a checkpoint of its own */
+    ck_assert_ptr_null(tpc__record_write(sc.kc.ckpt, &rec));
+    tpc__record_free(&rec);
+    ck_assert_int_eq(twopc(out, sizeof out,
+                           "pg resolve --conninfo '%s' --prefix %s --marker-table %s "
+                           "--checkpoint-dir %s 2>&1",
+                           sc.conninfo, sc.gprefix, sc.marker, sc.kc.ckpt),
+                     0);
+    ck_assert_int_eq(tpc_test_pg_prepared(sc.pg, sc.gprefix), 0);
+    ck_assert_int_eq(tpc_test_pg_long(sc.pg, "SELECT count(*) FROM %s", sc.table), before);
+    run_child(&sc, "0");
+    ck_assert_int_eq(tpc_test_pg_long(sc.pg, "SELECT count(*) FROM %s", sc.table),
+                     before + RECORDS);
+    ck_assert_int_eq(tpc_test_pg_long(sc.pg, "SELECT count(DISTINCT k) FROM %s", sc.table),
+                     RECORDS);
+    scenario_clean(&sc);
+}
+END_TEST
+
 START_TEST(test_errors_say_what_to_do)
 {
     ck_assert_int_eq(twopc(out, sizeof out, "checkpoints /nonexistent-folder 2>&1"), 1);
@@ -572,6 +624,7 @@ int main(int argc, char **argv)
     tcase_add_test(tc, test_listings_and_resolve_match_a_restart);
     tcase_add_test(tc, test_ending_by_hand_agrees_with_a_restart);
     tcase_add_test(tc, test_forced_commit_says_what_it_costs);
+    tcase_add_test(tc, test_pg_resolve_follows_the_restore_rule);
     tcase_add_test(tc, test_errors_say_what_to_do);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
