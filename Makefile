@@ -32,7 +32,8 @@ CC         ?= cc
 PREFIX     ?= /usr/local
 DESTDIR    ?=
 SANITIZE   ?=
-VERSION    := 0.1.0
+# The version is stated once, in include/twopc/tpc_runtime.h.
+VERSION    := $(shell sed -n 's/^\#define TPC_VERSION_STRING "\(.*\)"/\1/p' include/twopc/tpc_runtime.h)
 SOVERSION  := 0
 
 comma := ,
@@ -167,7 +168,7 @@ $(BUILD)/fuzz/%: tests/fuzz/%.c $(STATIC)
 
 $(TWOPC_CMD): $(TOOL_SRCS) $(wildcard tools/*.h) $(STATIC)
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS_ALL) $(PUBLIC_INC) -Iconnectors/kafka/wire -Itools -DTWOPC_VERSION='"$(VERSION)"' $(LDFLAGS) -o $@ $(TOOL_SRCS) \
+	$(CC) $(CFLAGS_ALL) $(PUBLIC_INC) -Iconnectors/kafka/wire -Itools $(LDFLAGS) -o $@ $(TOOL_SRCS) \
 	    $(STATIC) $(LDLIBS_ALL)
 
 # docs/configuration.md is generated from the property tables; check_config_doc compares.

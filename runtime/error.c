@@ -178,3 +178,13 @@ const char *tpc_strerror(tpc_err_t code)
     }
     return "unknown error";
 }
+
+int tpc_version(void)
+{
+    return TPC_VERSION_HEX;
+}
+
+const char *tpc_version_string(void)
+{
+    return TPC_VERSION_STRING;
+}

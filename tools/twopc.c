@@ -11,10 +11,6 @@
 #include <librdkafka/rdkafka.h>
 #include <string.h>
 
-#ifndef TWOPC_VERSION
-#define TWOPC_VERSION "unknown"
-#endif
-
 static const char help[] =
     "usage: twopc COMMAND [OPTIONS]\n"
     "\n"
@@ -92,8 +88,8 @@ int main(int argc, char **argv)
     }
     if (strcmp(argv[1], "version") == 0 || strcmp(argv[1], "--version") == 0) {
         int pq = PQlibVersion();
-        printf("twopc %s\nlibrdkafka %s\nlibpq %d.%d\n", TWOPC_VERSION, rd_kafka_version_str(),
-               pq / 10000, pq % 10000);
+        printf("twopc %s\nlibrdkafka %s\nlibpq %d.%d\n", tpc_version_string(),
+               rd_kafka_version_str(), pq / 10000, pq % 10000);
         return TWOPC_EXIT_OK;
     }
     static const struct {

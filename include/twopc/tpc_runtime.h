@@ -31,6 +31,23 @@ extern "C" {
 #define TPC_PRINTF(f, a)
 #endif
 
+/** @name Version
+ * The version of these headers (the Makefile reads it from here: one statement of it), and of
+ * the library a program runs with, which may be newer: a program built against 0.1 runs with a
+ * later 0.x whose TPC_VERSION_HEX is larger.
+ * @{ */
+#define TPC_VERSION_MAJOR  0
+#define TPC_VERSION_MINOR  1
+#define TPC_VERSION_PATCH  0
+#define TPC_VERSION_STRING "0.1.0"
+/** 0xMMmmpp: compare versions as numbers. */
+#define TPC_VERSION_HEX ((TPC_VERSION_MAJOR << 16) | (TPC_VERSION_MINOR << 8) | TPC_VERSION_PATCH)
+/** @returns TPC_VERSION_HEX of the library the program runs with. */
+TPC_API int tpc_version(void);
+/** @returns TPC_VERSION_STRING of the library the program runs with. */
+TPC_API const char *tpc_version_string(void);
+/** @} */
+
 /* ------------------------------------------------------------------------------------------ */
 /** @name Errors
  * One error type for the whole library. A function that can fail returns `tpc_error_t *`:

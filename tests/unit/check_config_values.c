@@ -158,6 +158,18 @@ START_TEST(test_topic_pattern_back_references_refused)
 }
 END_TEST
 
+/* The library says the version its headers say, and the twopc command and the Makefile agree. */
+START_TEST(test_version)
+{
+    ck_assert_int_eq(tpc_version(), TPC_VERSION_HEX);
+    ck_assert_str_eq(tpc_version_string(), TPC_VERSION_STRING);
+    char want[32];
+    snprintf(want, sizeof want, "%d.%d.%d", TPC_VERSION_MAJOR, TPC_VERSION_MINOR,
+             TPC_VERSION_PATCH);
+    ck_assert_str_eq(TPC_VERSION_STRING, want);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("config_values");
@@ -166,6 +178,7 @@ int main(void)
     tcase_add_test(tc, test_integers_are_digits_only);
     tcase_add_test(tc, test_kafka_properties_checked_when_set);
     tcase_add_test(tc, test_topic_pattern_back_references_refused);
+    tcase_add_test(tc, test_version);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);
