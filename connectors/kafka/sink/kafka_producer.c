@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <time.h>
 
 #define STATS_INTERVAL "1000"
@@ -69,8 +70,10 @@ static void on_error(rd_kafka_t *rk, int err, const char *reason, void *opaque)
 {
     tpc__kafka_producer_t *p = opaque;
     (void)rk;
-    tpc_txn_log(p->st, TPC_LOG_WARN, "kafka producer \"%s\": %s: %s", p->id,
-                rd_kafka_err2name((rd_kafka_resp_err_t)err), reason);
+    char said[1024];
+    const char *name = rd_kafka_err2name((rd_kafka_resp_err_t)err);
+    if (!tpc__kafka_log_quiet(name, reason, p->plaintext, said, sizeof said))
+        tpc_txn_log(p->st, TPC_LOG_WARN, "kafka producer \"%s\": %s: %s", p->id, name, said);
 }
 
 /* librdkafka's own log lines ("GETPID ... retrying", broker state, and with the debug property
@@ -81,10 +84,15 @@ static void on_log(const rd_kafka_t *rk, int level, const char *facility, const 
     const tpc__kafka_producer_t *p = rd_kafka_opaque(rk);
     /* As the source does: librdkafka's errors are mostly brokers it retries by itself. */
     tpc_log_level_t to = level <= 4 ? TPC_LOG_WARN : level <= 6 ? TPC_LOG_INFO : TPC_LOG_DEBUG;
+    char said[1024];
+    if (level <= 6 && tpc__kafka_log_quiet(facility, line, p->plaintext, said, sizeof said))
+        return; /* debug output is asked for, and kept whole */
+    if (level > 6)
+        snprintf(said, sizeof said, "%s", line);
     if (p->id[0])
-        tpc_txn_log(p->st, to, "kafka producer \"%s\": %s: %s", p->id, facility, line);
+        tpc_txn_log(p->st, to, "kafka producer \"%s\": %s: %s", p->id, facility, said);
     else
-        tpc_txn_log(p->st, to, "kafka producer: %s: %s", facility, line);
+        tpc_txn_log(p->st, to, "kafka producer: %s: %s", facility, said);
 }
 
 static bool is_fenced(rd_kafka_resp_err_t code)
@@ -203,6 +211,8 @@ tpc_error_t *tpc__kafka_producer_start(tpc__kafka_producer_t *p, const tpc__kafk
     p->pid = -1;
     p->epoch = -1;
     snprintf(p->id, sizeof p->id, "%s", txn_id ? txn_id : "");
+    const char *proto = tpc__kafka_prop(conf, "security.protocol");
+    p->plaintext = !proto || strcasecmp(proto, "plaintext") == 0;
     rd_kafka_conf_t *rc = NULL;
     tpc_error_t *err = make_conf(p, conf, idempotent, &rc);
     if (err)

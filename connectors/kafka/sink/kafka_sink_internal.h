@@ -86,6 +86,8 @@ typedef struct {
     char first_failure[256];
     tpc__kafka_stats_t *stats; /* the sink's, for the metrics endpoint */
     int64_t stats_last[TPC__KAFKA_NSTATS];
+    bool plaintext; /* security.protocol plaintext: librdkafka's TLS guess is left out of its lines
+                     */
 } tpc__kafka_producer_t;
 
 typedef struct {
