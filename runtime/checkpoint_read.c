@@ -19,19 +19,6 @@ struct tpc_checkpoint_s {
     int *first;                  /* index in readers of each vertex's subtask 0 */
 };
 
-static void add_slices(tpc__slice_t **arr, size_t *n, const tpc__buf_t *b, uint32_t count)
-{
-    tpc__rd_t r = {b->data, b->len, 0, false};
-    *arr = tpc__xcalloc(count ? count : 1, sizeof **arr);
-    for (uint32_t i = 0; i < count; i++) {
-        size_t len;
-        const uint8_t *p = tpc__rd_bytes(&r, &len);
-        if (!p)
-            break; /* the decoder checked the framing; never here */
-        (*arr)[(*n)++] = (tpc__slice_t){p, len};
-    }
-}
-
 static void checkpoint_free(tpc_checkpoint_t *c)
 {
     if (!c)
@@ -56,9 +43,9 @@ static tpc_checkpoint_t *checkpoint_index(tpc_checkpoint_t *c)
         for (int s = 0; s < c->ck.vertices[v].parallelism; s++) {
             const tpc_state_writer_t *w = &c->ck.vertices[v].subtasks[s].state;
             tpc_state_reader_t *r = &c->readers[c->first[v] + s];
-            add_slices(&r->list, &r->nlist, &w->list, w->nlist);
-            add_slices(&r->uni, &r->nunion, &w->uni, w->nunion);
-            add_slices(&r->owned, &r->nowned, &w->owned, w->nowned);
+            tpc__state_reader_add(r, TPC_STATE_LIST, &w->list, w->nlist);
+            tpc__state_reader_add(r, TPC_STATE_UNION, &w->uni, w->nunion);
+            tpc__state_reader_add(r, TPC_STATE_OWNED, &w->owned, w->nowned);
         }
     return c;
 }

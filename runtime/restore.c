@@ -337,17 +337,6 @@ static tpc_error_t *check_graph(const tpc_job_t *job, const tpc__checkpoint_t *c
     return NULL;
 }
 
-static void add_slices(tpc__slice_t **arr, size_t *n, const tpc__buf_t *b, uint32_t count)
-{
-    tpc__rd_t r = {b->data, b->len, 0, false};
-    for (uint32_t i = 0; i < count; i++) {
-        size_t len;
-        const uint8_t *p = tpc__rd_bytes(&r, &len);
-        *arr = tpc__xrealloc(*arr, (*n + 1) * sizeof(**arr));
-        (*arr)[(*n)++] = (tpc__slice_t){p, len};
-    }
-}
-
 /* Keyed entries of every old subtask whose key group the new subtask owns. */
 static tpc_error_t *add_keyed(tpc_state_reader_t *r, const tpc__vertex_snapshot_t *vs, int maxp,
                               int parallelism, int subtask)
@@ -366,7 +355,7 @@ static tpc_error_t *add_keyed(tpc_state_reader_t *r, const tpc__vertex_snapshot_
                                      vs->name, maxp - 1);
             if (tpc_key_group_subtask(ke.group, maxp, parallelism) != subtask)
                 continue;
-            r->keyed = tpc__xrealloc(r->keyed, (r->nkeyed + 1) * sizeof(*r->keyed));
+            tpc__xgrow(&r->keyed, &r->cap_keyed, r->nkeyed + 1, sizeof *r->keyed);
             r->keyed[r->nkeyed++] = (tpc__slice_t){p, len};
         }
     }
@@ -405,7 +394,7 @@ tpc_error_t *tpc__restore_plan(tpc__attempt_t *a)
             const tpc__subtask_snapshot_t *ss = &vs->subtasks[t->subtask];
             t->start_closed = ss->closed;
             t->restored_finished = ss->operator_finished;
-            add_slices(&r->list, &r->nlist, &ss->state.list, ss->state.nlist);
+            tpc__state_reader_add(r, TPC_STATE_LIST, &ss->state.list, ss->state.nlist);
         } else {
             /* Round robin over the concatenation of every old subtask's list entries. */
             size_t k = 0;
@@ -417,18 +406,18 @@ tpc_error_t *tpc__restore_plan(tpc__attempt_t *a)
                     const uint8_t *p = tpc__rd_bytes(&rd, &len);
                     if ((int)(k % (size_t)vx->parallelism) != t->subtask)
                         continue;
-                    r->list = tpc__xrealloc(r->list, (r->nlist + 1) * sizeof(*r->list));
+                    tpc__xgrow(&r->list, &r->cap_list, r->nlist + 1, sizeof *r->list);
                     r->list[r->nlist++] = (tpc__slice_t){p, len};
                 }
             }
         }
         for (int s = 0; s < vs->parallelism; s++)
-            add_slices(&r->uni, &r->nunion, &vs->subtasks[s].state.uni,
-                       vs->subtasks[s].state.nunion);
+            tpc__state_reader_add(r, TPC_STATE_UNION, &vs->subtasks[s].state.uni,
+                                  vs->subtasks[s].state.nunion);
         for (int s = 0; s < vs->parallelism; s++)
             if (s % vx->parallelism == t->subtask)
-                add_slices(&r->owned, &r->nowned, &vs->subtasks[s].state.owned,
-                           vs->subtasks[s].state.nowned);
+                tpc__state_reader_add(r, TPC_STATE_OWNED, &vs->subtasks[s].state.owned,
+                                      vs->subtasks[s].state.nowned);
         err = add_keyed(r, vs, maxp, vx->parallelism, t->subtask);
         if (err)
             return err;

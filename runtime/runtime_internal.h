@@ -149,7 +149,12 @@ typedef struct {
 struct tpc_state_reader_s {
     tpc__slice_t *list, *uni, *owned, *keyed;
     size_t nlist, nunion, nowned, nkeyed;
+    size_t cap_list, cap_union, cap_owned, cap_keyed; /* as restore fills them (tpc__xgrow) */
 };
+
+/* Add the @count entries framed in @b (u32 length + bytes each) to @r's list of @kind. */
+void tpc__state_reader_add(tpc_state_reader_t *r, tpc_state_kind_t kind, const tpc__buf_t *b,
+                           uint32_t count);
 
 void tpc__state_writer_init(tpc_state_writer_t *w);
 void tpc__state_writer_free(tpc_state_writer_t *w);

@@ -73,4 +73,28 @@ void tpc__state_reader_free(tpc_state_reader_t *r)
     free(r->keyed);
     r->list = r->uni = r->owned = r->keyed = NULL;
     r->nlist = r->nunion = r->nowned = r->nkeyed = 0;
+    r->cap_list = r->cap_union = r->cap_owned = r->cap_keyed = 0;
+}
+
+void tpc__state_reader_add(tpc_state_reader_t *r, tpc_state_kind_t kind, const tpc__buf_t *b,
+                           uint32_t count)
+{
+    tpc__slice_t **arr = kind == TPC_STATE_LIST    ? &r->list
+                         : kind == TPC_STATE_UNION ? &r->uni
+                                                   : &r->owned;
+    size_t *n = kind == TPC_STATE_LIST    ? &r->nlist
+                : kind == TPC_STATE_UNION ? &r->nunion
+                                          : &r->nowned;
+    size_t *cap = kind == TPC_STATE_LIST    ? &r->cap_list
+                  : kind == TPC_STATE_UNION ? &r->cap_union
+                                            : &r->cap_owned;
+    tpc__rd_t rd = {b->data, b->len, 0, false};
+    tpc__xgrow(arr, cap, *n + count, sizeof **arr);
+    for (uint32_t i = 0; i < count; i++) {
+        size_t len;
+        const uint8_t *p = tpc__rd_bytes(&rd, &len);
+        if (!p)
+            break; /* the decoder checked the framing; never here */
+        (*arr)[(*n)++] = (tpc__slice_t){p, len};
+    }
 }

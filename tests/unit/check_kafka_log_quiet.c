@@ -21,11 +21,12 @@ START_TEST(test_repeats_are_held_back)
                                     "(after 0ms in state CONNECT)",
                                     true, out, sizeof out));
     ck_assert_ptr_nonnull(strstr(out, "Connection refused"));
-    ck_assert(tpc__kafka_log_quiet("_TRANSPORT",
-                                   "TxnCoordinator: 127.0.0.1:40999: Connect to ipv4#127.0.0.1:40999 "
-                                   "failed: Connection refused (after 3ms in state CONNECT, 1 "
-                                   "identical error(s) suppressed)",
-                                   true, out, sizeof out));
+    ck_assert(
+        tpc__kafka_log_quiet("_TRANSPORT",
+                             "TxnCoordinator: 127.0.0.1:40999: Connect to ipv4#127.0.0.1:40999 "
+                             "failed: Connection refused (after 3ms in state CONNECT, 1 "
+                             "identical error(s) suppressed)",
+                             true, out, sizeof out));
     ck_assert(!tpc__kafka_log_quiet("FAIL", "[thrd:main]: something else entirely", true, out,
                                     sizeof out));
 }

@@ -2,15 +2,17 @@
  * librdkafka's log lines, made fit for an operator. In a broker outage every producer of every
  * sink subtask, and every consumer, says the same thing again and again ("Connect to ... failed:
  * Connection refused", "Disconnected", "all brokers are down"): hundreds of lines for half a
- * minute, each event twice (as a log line and as an error event). Here a line that says what another
- * said within the last WINDOW_MS is counted instead of logged, and the next one logged after the
- * window says how many were held back. "The same" is the text without librdkafka's thread tag
+ * minute, each event twice (as a log line and as an error event). Here a line that says what
+ * another said within the last WINDOW_MS is counted instead of logged, and the next one logged
+ * after the window says how many were held back. "The same" is the text without librdkafka's thread
+ * tag
  * ("[thrd:...]: "), without its "(after 0ms in state CONNECT, 1 identical error(s) suppressed)"
  * tail, and without digits (ports, counts and milliseconds differ); the facility does not count,
- * since the log line says FAIL where the error event says _TRANSPORT. librdkafka's guess on a plaintext
- * connection that drops during the handshake, "might be caused by incorrect security.protocol
- * configuration (connecting to a SSL listener?)", is left out when the client is known to speak
- * plaintext: it was wrong, and sent operators looking at their TLS settings during outages.
+ * since the log line says FAIL where the error event says _TRANSPORT. librdkafka's guess on a
+ * plaintext connection that drops during the handshake, "might be caused by incorrect
+ * security.protocol configuration (connecting to a SSL listener?)", is left out when the client is
+ * known to speak plaintext: it was wrong, and sent operators looking at their TLS settings during
+ * outages.
  */
 #include "kafka_wire.h"
 #include "tpc_kit.h"
