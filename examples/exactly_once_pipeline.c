@@ -61,7 +61,8 @@
  *     --progress MODE        tty (rewrite one line), lines (a line a second), off
  *                            (default: tty on a terminal, lines otherwise)
  *
- * Exit status: 0 when the job finished (or was stopped with SIGINT / SIGTERM after a savepoint),
+ * Exit status: 0 when the job finished, or was stopped with SIGINT / SIGTERM (with a savepoint, or
+ * without one when none came within the job's stop.timeout.ms: nothing is lost either way),
  * 3 when the library reported lost data, 4 when it refused to restore (a damaged or missing
  * checkpoint: the line starting "refused:" says which and what to do), 1 on any other error, 2 on
  * bad options.
@@ -277,8 +278,15 @@ static void *progress_main(void *arg)
         usleep(100000);
         if (stop_signal) {
             stop_signal = 0;
-            log_line(p, TPC_LOG_WARN, "stopping with a savepoint");
-            tpc_error_destroy(tpc_job_stop_with_savepoint(p->job, false, NULL));
+            log_line(p, TPC_LOG_WARN, "stopping with a savepoint (within stop.timeout.ms)");
+            tpc_error_t *err = tpc_job_stop_with_savepoint(p->job, false, NULL);
+            if (err) {
+                char line[1024];
+                snprintf(line, sizeof line, "no savepoint: %s (%s)", tpc_error_message(err),
+                         tpc_error_hint_text(err) ? tpc_error_hint_text(err) : "");
+                log_line(p, TPC_LOG_WARN, line);
+            }
+            tpc_error_destroy(err);
         }
         double now = ex_now_s();
         if (!(p->tty || p->lines) || now - last_print < (p->tty ? 0.5 : 1.0))
@@ -510,8 +518,10 @@ int main(int argc, char **argv)
         rc = ex_failure(PROGRAM, err);
     else
         fprintf(stderr, PROGRAM ": %s\n",
-                result == TPC_JOB_FINISHED ? "finished, everything committed"
-                                           : "stopped with a savepoint");
+                result == TPC_JOB_FINISHED  ? "finished, everything committed"
+                : result == TPC_JOB_STOPPED ? "stopped with a savepoint"
+                                            : "stopped without a savepoint (the next start "
+                                              "goes on from the last checkpoint)");
     tpc_job_destroy(job);
     tpc_txn_sink_destroy(pg_sink);
     tpc_txn_sink_destroy(kafka_sink);

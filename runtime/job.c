@@ -136,6 +136,17 @@ static const tpc_prop_t job_props[] = {
      .def = "100",
      .unit = "ms",
      .doc = "Pause before a restart."},
+    {.name = "stop.timeout.ms",
+     .type = TPC_PROP_INT,
+     .field = JOB_FIELD(stop_timeout_ms),
+     .min = 0,
+     .max = MS_MAX,
+     .def = "20000",
+     .unit = "ms",
+     .doc = "How long tpc_job_stop_with_savepoint() (SIGTERM in the examples) waits for the "
+            "savepoint, through failures and restarts. Past it the job is canceled without a "
+            "savepoint: nothing a checkpoint promised is lost, the next start commits it. 0 "
+            "waits as long as it takes."},
     {.name = "restore.mode",
      .type = TPC_PROP_ENUM,
      .field = JOB_FIELD(restore),
@@ -678,8 +689,32 @@ tpc_error_t *tpc_job_stop_with_savepoint(tpc_job_t *job, bool drain, char **path
     tpc_error_destroy(job->stop.err);
     job->stop = (tpc__stop_t){.active = true, .drain = drain};
     wake_coordinator(job);
-    while (!job->stop.done)
-        pthread_cond_wait(&job->ctl_cv, &job->ctl_mu);
+    /* A stop outlives a failed attempt (the next one takes the savepoint), but within
+     * stop.timeout.ms, or the job is canceled: a stop must end the process in bounded time
+     * whatever the job is doing (recovering, restarting, retrying against a server that is
+     * away). */
+    int64_t bound_ms = job->conf.stop_timeout_ms;
+    struct timespec until = tpc_deadline_us(bound_ms * 1000);
+    while (!job->stop.done) {
+        if (bound_ms <= 0 || atomic_load(&job->cancel_requested)) {
+            pthread_cond_wait(&job->ctl_cv, &job->ctl_mu);
+            continue;
+        }
+        if (pthread_cond_timedwait(&job->ctl_cv, &job->ctl_mu, &until) != ETIMEDOUT)
+            continue;
+        if (!job->stop.err)
+            job->stop.err = tpc_error_hint(
+                tpc_error_new(TPC_ERR_TIMEOUT, 0,
+                              "job \"%s\" took no savepoint within stop.timeout.ms %" PRId64
+                              " ms, and was canceled",
+                              job->name, bound_ms),
+                "nothing a checkpoint promised is lost: the next start restores the last "
+                "completed checkpoint and commits what it promised; raise stop.timeout.ms "
+                "for a savepoint of a slow job");
+        atomic_store(&job->cancel_requested, true);
+        wake_coordinator(job);
+        pthread_cond_broadcast(&job->ctl_cv);
+    }
     tpc_error_t *err = job->stop.err;
     job->stop.err = NULL;
     if (!err && path) {

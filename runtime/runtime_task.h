@@ -160,6 +160,7 @@ typedef struct {
 
 typedef struct {
     int64_t interval_ms, timeout_ms, min_pause_ms, restart_delay_ms;
+    int64_t stop_timeout_ms; /* a stop with savepoint waits this long, then cancels; 0: no bound */
     int retained, max_concurrent, tolerable_failures, restart_attempts;
     bool after_finish;
     char *dir;

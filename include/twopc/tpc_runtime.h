@@ -487,7 +487,12 @@ TPC_API tpc_error_t *tpc_job_run(tpc_job_t *job, tpc_job_result_t *result);
  * @returns NULL, TPC_ERR_INVALID_ARG when @p job is NULL, TPC_ERR_STATE when the job is not
  * running or a stop is in progress, or
  * TPC_ERR_CONFIG without checkpoint.dir, or (no drain) TPC_ERR_CHECKPOINT when the savepoint was
- * aborted (timeout, decline, a task finished meanwhile): the job then goes on running.
+ * aborted (timeout, decline, a task finished meanwhile): the job then goes on running; or
+ * TPC_ERR_TIMEOUT when no savepoint came within the job key stop.timeout.ms (default 20 s, through
+ * failures, restarts and outages): the job is then canceled (tpc_job_run() returns
+ * TPC_JOB_CANCELED), and nothing a completed checkpoint promised is lost: the next start commits
+ * it. So a stop ends the process in bounded time whatever the job is doing, as long as its
+ * operators' own calls return (the sinks' retries watch for the cancel).
  */
 TPC_API tpc_error_t *tpc_job_stop_with_savepoint(tpc_job_t *job, bool drain, char **path);
 

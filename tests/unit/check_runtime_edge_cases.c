@@ -233,6 +233,80 @@ START_TEST(test_stop_without_drain_savepoint_aborted)
 }
 END_TEST
 
+/* A stop while the job waits (a minute) to restart after a failure: the savepoint would come with
+ * the next attempt, too late; past stop.timeout.ms the job is canceled, and the stop says so. It
+ * used to wait for the next attempt, or for ever while attempts kept failing. */
+START_TEST(test_stop_during_restart_pause)
+{
+    char *dir = tpc_test_tmpdir("edge-stop-pause");
+    tpc_test_seq_conf_t src = {
+        .count_default = UNBOUNDED, .per_poll = 1, .sleep_us = 1000, .fail_at = 50};
+    sink_conf_t sink = {0};
+    tpc_job_t *job = edge_job(dir, &src, &sink, "20");
+    ck_assert_ptr_null(tpc_job_set(job, "restart.delay.ms", "60000"));
+    ck_assert_ptr_null(tpc_job_set(job, "stop.timeout.ms", "500"));
+    runner_t r = {.job = job};
+    pthread_t th;
+    pthread_create(&th, NULL, runner, &r);
+    tpc_job_stats_t st = {0};
+    for (int i = 0; i < 2000 && st.restarts == 0; i++) {
+        tpc__sleep_us(5000);
+        tpc_job_get_stats(job, &st);
+    }
+    ck_assert_uint_eq(st.restarts, 1);
+    uint64_t t0 = tpc__now_us();
+    char *path = NULL;
+    tpc_error_t *err = tpc_job_stop_with_savepoint(job, false, &path);
+    double took_s = (double)(tpc__now_us() - t0) / 1e6;
+    ck_assert_ptr_nonnull(err);
+    ck_assert_int_eq(tpc_error_code(err), TPC_ERR_TIMEOUT);
+    ck_assert_msg(strstr(tpc_error_hint_text(err), "nothing a checkpoint promised is lost"), "%s",
+                  tpc_error_message(err));
+    ck_assert_ptr_null(path);
+    ck_assert_msg(took_s < 2, "the stop took %.1f s", took_s);
+    tpc_error_destroy(err);
+    pthread_join(th, NULL);
+    ck_assert_ptr_null(r.err);
+    ck_assert_int_eq(r.result, TPC_JOB_CANCELED);
+    tpc_job_destroy(job);
+    tpc_test_rmdir(dir);
+    free(dir);
+}
+END_TEST
+
+/* A savepoint that cannot be had within stop.timeout.ms: the job is canceled, the stop says so. */
+START_TEST(test_stop_timeout_cancels)
+{
+    char *dir = tpc_test_tmpdir("edge-stop-timeout");
+    tpc_test_seq_conf_t src = {.count_default = UNBOUNDED, .per_poll = 1, .sleep_us = 1000};
+    sink_conf_t sink = {.first_snapshot_sleep_us = 1500000};
+    tpc_job_t *job = edge_job(dir, &src, &sink, "0");
+    ck_assert_ptr_null(tpc_job_set(job, "stop.timeout.ms", "200"));
+    runner_t r = {.job = job};
+    pthread_t th;
+    pthread_create(&th, NULL, runner, &r);
+    tpc__sleep_us(50000);
+    uint64_t t0 = tpc__now_us();
+    char *path = NULL;
+    tpc_error_t *err = tpc_job_stop_with_savepoint(job, false, &path);
+    double took_s = (double)(tpc__now_us() - t0) / 1e6;
+    ck_assert_ptr_nonnull(err);
+    ck_assert_int_eq(tpc_error_code(err), TPC_ERR_TIMEOUT);
+    ck_assert_msg(strstr(tpc_error_message(err), "stop.timeout.ms 200"), "%s",
+                  tpc_error_message(err));
+    ck_assert_ptr_null(path);
+    /* bounded by the operator's own snapshot, which a cancel cannot cut short */
+    ck_assert_msg(took_s < 3, "the stop took %.1f s", took_s);
+    tpc_error_destroy(err);
+    pthread_join(th, NULL);
+    ck_assert_int_eq(r.result, TPC_JOB_CANCELED);
+    tpc_error_destroy(r.err);
+    tpc_job_destroy(job);
+    tpc_test_rmdir(dir);
+    free(dir);
+}
+END_TEST
+
 /* A stop that meets a job finishing by itself either returns a savepoint that exists (and the
  * job ends STOPPED) or fails (and the job ends FINISHED): never success without a savepoint. */
 static void assert_stop_consistent(const tpc_test_stopper_t *s, tpc_job_result_t result)
@@ -407,6 +481,8 @@ int main(void)
     tcase_add_test(tc, test_stop_with_drain_after_final_checkpoint);
     tcase_add_test(tc, test_cancel_before_run);
     tcase_add_test(tc, test_cancel_during_restart_pause);
+    tcase_add_test(tc, test_stop_during_restart_pause);
+    tcase_add_test(tc, test_stop_timeout_cancels);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);
