@@ -334,11 +334,16 @@ static void mhd_log(void *cls, const char *fmt, va_list ap)
 
 /* ---- lifecycle ---------------------------------------------------------------------------- */
 
+/* The job's metrics, made on first use under ctl_mu (tpc_job_metrics_port() reads the pointer
+ * from any thread). */
 static struct tpc__metrics *metrics_of(tpc_job_t *job)
 {
+    pthread_mutex_lock(&job->ctl_mu);
     if (!job->metrics)
         job->metrics = tpc__xcalloc(1, sizeof *job->metrics);
-    return job->metrics;
+    struct tpc__metrics *m = job->metrics;
+    pthread_mutex_unlock(&job->ctl_mu);
+    return m;
 }
 
 tpc_err_t tpc_job_add_metrics(tpc_job_t *job, tpc_metrics_fn fn, void *opaque)
