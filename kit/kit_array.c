@@ -14,19 +14,29 @@
 /* The capacity of an array's first allocation, in elements. */
 #define FIRST_CAP 8
 
+size_t tpc_array_next_cap(size_t cap, size_t need, size_t size)
+{
+    if (!size)
+        size = 1;
+    if (need > SIZE_MAX / size)
+        return 0;
+    size_t n = cap <= SIZE_MAX / 2 ? cap * 2 : need;
+    if (n < FIRST_CAP)
+        n = FIRST_CAP;
+    if (n < need || n > SIZE_MAX / size)
+        n = need;
+    return n;
+}
+
 bool tpc_array_grow(void *items, size_t *cap, size_t need, size_t size)
 {
     if (need <= *cap)
         return true;
     if (!size)
         size = 1;
-    if (need > SIZE_MAX / size)
+    size_t n = tpc_array_next_cap(*cap, need, size);
+    if (!n)
         return false;
-    size_t n = *cap <= SIZE_MAX / 2 ? *cap * 2 : need;
-    if (n < FIRST_CAP)
-        n = FIRST_CAP;
-    if (n < need || n > SIZE_MAX / size)
-        n = need;
     /* The array's pointer is read and written as bytes: it may be of any object pointer type. */
     void *old;
     memcpy(&old, items, sizeof old);

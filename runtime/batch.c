@@ -41,10 +41,8 @@ static void reserve(tpc_batch_t *b, size_t need)
 {
     if (b->used + need <= b->bytes_cap)
         return;
-    size_t cap = b->bytes_cap * 2;
-    while (cap < b->used + need)
-        cap *= 2;
-    uint8_t *bytes = tpc__xmalloc(cap);
+    size_t cap = tpc_array_next_cap(b->bytes_cap, b->used + need, 1);
+    uint8_t *bytes = tpc__xmalloc(cap ? cap : SIZE_MAX); /* SIZE_MAX: out of memory, said so */
     if (b->used)
         memcpy(bytes, b->bytes, b->used);
     for (size_t i = 0; i < b->nhdrs; i++) {

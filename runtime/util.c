@@ -89,11 +89,7 @@ void tpc__buf_reserve(tpc__buf_t *b, size_t extra)
 {
     if (b->len + extra <= b->cap)
         return;
-    size_t cap = b->cap ? b->cap : 64;
-    while (cap < b->len + extra)
-        cap *= 2;
-    b->data = tpc__xrealloc(b->data, cap);
-    b->cap = cap;
+    tpc__xgrow(&b->data, &b->cap, b->len + extra, 1);
 }
 
 void tpc__buf_put(tpc__buf_t *b, const void *p, size_t n)

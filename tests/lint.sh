@@ -97,8 +97,8 @@ done < <(grep -rnE '<< *8\)? *\| *[a-z_]+\[|>> *\(8 \*|>>= *8\b|\] *<< *(8|16|24
 
 # A doubling array: a realloc (tpc__xrealloc too) whose size counts elements (sizeof, on its line or
 # the next), with a capacity doubled (x * 2, 2 * x, x *= 2, x <<= 1) on its line, the line after or
-# the four before. A byte buffer's realloc counts bytes (no sizeof) and is not matched: buffers go
-# with the codecs (tpc_buf_t, the rule above). Comments are skipped.
+# the four before. A byte buffer's realloc counts bytes (no sizeof) and is not matched here: the
+# next rule finds its doubling loop. Comments are skipped.
 while IFS= read -r hit; do
     say "$hit: a hand-written doubling array outside the kit (use tpc_array_grow from tpc_kit.h;" \
         "the runtime's tpc__xgrow aborts when memory runs out)"
@@ -124,6 +124,15 @@ done < <(find "${PLUMBING_DIRS[@]}" -name '*.[ch]' | sort | while IFS= read -r f
             }
         }' "$f"
 done)
+# A hand-grown byte buffer: a capacity doubled in place (x *= 2, x <<= 1) outside the kit, the loop
+# of a buffer that grows by hand (tpc_array_grow with size 1, or tpc_array_next_cap for one that
+# must move by hand). Exempt: the PostgreSQL sink's upsert set, sized once (pg_txn.c, seen_cap).
+while IFS= read -r hit; do
+    say "$hit: a hand-grown buffer outside the kit (use tpc_array_grow or tpc_array_next_cap from" \
+        "tpc_kit.h)"
+done < <(grep -rnE '(\*= *2|<<= *1) *[;)]' "${PLUMBING_DIRS[@]}" --include='*.[ch]' |
+    grep -v '^include/twopc/tpc_kit.h:' | grep -vE '^[^:]+:[0-9]+: *(/\*|\*/|\* |\*$|//)' |
+    grep -vE '^connectors/postgres/pg_txn\.c:[0-9]+: .*seen_cap \*= 2')
 # A private hash table: a slot taken as a hash masked to a power of two (x[h & (n - 1)], a mask
 # made as n - 1, an index ANDed with it), or a chained table's array of bucket pointers. Exempt:
 # the PostgreSQL sink's upsert check (pg_insert.c, c->seen), a set of the row numbers of one

@@ -18,16 +18,8 @@ tpc_error_t *tpc_txn_buf_append(tpc_txn_buf_t *buf, const void *bytes, size_t le
 {
     if (len == 0)
         return NULL;
-    if (buf->len + len > buf->cap) {
-        size_t cap = buf->cap ? buf->cap : 128;
-        while (cap < buf->len + len)
-            cap *= 2;
-        unsigned char *data = realloc(buf->data, cap);
-        if (!data)
-            return tpc_error_nomem();
-        buf->data = data;
-        buf->cap = cap;
-    }
+    if (buf->len + len > buf->cap && !tpc_array_grow(&buf->data, &buf->cap, buf->len + len, 1))
+        return tpc_error_nomem();
     memcpy(buf->data + buf->len, bytes, len);
     buf->len += len;
     return NULL;

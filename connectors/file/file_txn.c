@@ -147,15 +147,7 @@ static tpc_error_t *open_part(tpc__file_conn_t *c, tpc__file_txn_t *t)
 
 static tpc_error_t *grow(tpc__file_conn_t *c, size_t need)
 {
-    size_t cap = c->cap;
-    while (cap < need)
-        cap *= 2;
-    unsigned char *b = realloc(c->buf, cap);
-    if (!b)
-        return tpc_error_nomem();
-    c->buf = b;
-    c->cap = cap;
-    return NULL;
+    return tpc_array_grow(&c->buf, &c->cap, need, 1) ? NULL : tpc_error_nomem();
 }
 
 static bool overflows(const tpc__file_txn_t *t, size_t n, uint64_t limit)

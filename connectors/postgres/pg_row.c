@@ -36,17 +36,7 @@ enum {
 
 bool tpc__pg_row_reserve(tpc_pg_row_t *row, size_t more)
 {
-    if (row->len + more <= row->cap)
-        return true;
-    size_t cap = row->cap ? row->cap : 4096;
-    while (cap < row->len + more)
-        cap *= 2;
-    unsigned char *b = realloc(row->buf, cap);
-    if (!b)
-        return false;
-    row->buf = b;
-    row->cap = cap;
-    return true;
+    return row->len + more <= row->cap || tpc_array_grow(&row->buf, &row->cap, row->len + more, 1);
 }
 
 void tpc__pg_row_begin(tpc_pg_row_t *row)

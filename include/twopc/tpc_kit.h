@@ -140,6 +140,10 @@ static inline uint64_t tpc_load_le(const unsigned char *p, int n)
  *     array and @p cap are as they were.
  */
 TPC_API bool tpc_array_grow(void *items, size_t *cap, size_t need, size_t size);
+/** @brief The capacity tpc_array_grow() grows @p cap to for @p need elements of @p size bytes,
+ * for a buffer that must move by hand (pointers into it fixed up, or the old bytes wiped);
+ * 0 when that overflows a size_t. */
+TPC_API size_t tpc_array_next_cap(size_t cap, size_t need, size_t size);
 
 /* ---- hash table ----------------------------------------------------------------------------- */
 

@@ -59,10 +59,8 @@ static void put(tpc__kafka_wbuf_t *w, const void *bytes, size_t n)
     if (w->oom)
         return;
     if (w->len + n > w->cap) {
-        size_t cap = w->cap ? w->cap * 2 : 256;
-        while (cap < w->len + n)
-            cap *= 2;
-        unsigned char *p = malloc(cap);
+        size_t cap = tpc_array_next_cap(w->cap, w->len + n, 1);
+        unsigned char *p = cap ? malloc(cap) : NULL;
         if (!p) {
             w->oom = true;
             return;
