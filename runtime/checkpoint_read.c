@@ -116,10 +116,7 @@ tpc_error_t *tpc_checkpoint_folder_read(const char *dir, bool load_all,
             ? NULL
             : tpc__restore_pick(dir, NULL, files, n, out->record_found ? &rec : NULL, &picked);
     if (refusal) {
-        size_t cap = strlen(tpc_error_message(refusal)) + 16 +
-                     (tpc_error_hint_text(refusal) ? strlen(tpc_error_hint_text(refusal)) : 0);
-        out->restore_refusal = tpc__xmalloc(cap);
-        snprintf(out->restore_refusal, cap, "%s", tpc_error_message(refusal));
+        out->restore_refusal = tpc__xstrdup(tpc_error_message(refusal));
         if (tpc_error_hint_text(refusal))
             out->restore_hint = tpc__xstrdup(tpc_error_hint_text(refusal));
         tpc_error_destroy(refusal);

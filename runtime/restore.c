@@ -42,7 +42,7 @@ typedef struct {
 static void note(const rule_t *r, const char *fmt, ...) TPC_PRINTF(2, 3);
 static void note(const rule_t *r, const char *fmt, ...)
 {
-    if (!r->log || TPC_LOG_ERROR > r->log->max_level)
+    if (!r->log)
         return;
     char msg[1024];
     va_list ap;

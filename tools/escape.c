@@ -62,17 +62,15 @@ static void put_escaped(FILE *to, const unsigned char *p, size_t n, bool at_end,
         size_t len = twopc_utf8_len(p + i, n - i);
         if (len == INCOMPLETE && !at_end)
             break;
-        if (len == 1 && (p[i] >= 0x20 || p[i] == '\n' || p[i] == '\t') && p[i] != 0x7f) {
-            fputc(p[i], to);
-        } else if (len != 0 && len != INCOMPLETE && len > 1) {
+        bool shown = (len > 1 && len != INCOMPLETE) ||
+                     (len == 1 && (p[i] >= 0x20 || p[i] == '\n' || p[i] == '\t') && p[i] != 0x7f);
+        if (shown) {
             fwrite(p + i, 1, len, to);
-            i += len;
-            continue;
         } else {
             fprintf(to, "\\x%02x", p[i]);
             len = 1;
         }
-        i += len == INCOMPLETE || len == 0 ? 1 : len;
+        i += len;
     }
     *used = i;
 }

@@ -42,7 +42,7 @@ static void warn_timeouts(tpc__txn_task_t *t)
 /* A transaction that got committed only after more than warn-ratio of its timeout came close to
  * being lost: say so, as the timeout or the checkpoints need changing before one is. */
 static void warn_late(tpc__txn_task_t *t, const char *name, uint64_t ckpt, int64_t start_ms,
-                      const char *when)
+                      bool recovery)
 {
     int64_t age = tpc_wall_ms() - start_ms;
     if (!t->conf->timeout_ms || (double)age < (double)t->conf->timeout_ms * t->conf->warn_ratio)
@@ -50,13 +50,14 @@ static void warn_late(tpc__txn_task_t *t, const char *name, uint64_t ckpt, int64
     /* A recovery commit that succeeds for a transaction older than its whole timeout found it
      * committed before (an open one would have timed out and been reported lost): nothing came
      * close, and a warning at every restart would be a false alarm. */
-    if (*when && age >= (int64_t)t->conf->timeout_ms)
+    if (recovery && age >= (int64_t)t->conf->timeout_ms)
         return;
     tpc__txn_logf(&t->env, TPC_LOG_WARN,
                   "transaction \"%s\" of checkpoint %" PRIu64 " was committed%s %" PRId64
                   " ms after it began, more than %.0f%% of transaction.timeout.ms %" PRIu64
                   ": raise the timeout, or make checkpoints and restarts faster",
-                  name, ckpt, when, age, t->conf->warn_ratio * 100, t->conf->timeout_ms);
+                  name, ckpt, recovery ? " during recovery" : "", age, t->conf->warn_ratio * 100,
+                  t->conf->timeout_ms);
 }
 
 /* Commit every pending transaction of a checkpoint <= @up_to, oldest first. */
@@ -76,7 +77,7 @@ static tpc_error_t *commit_pending(tpc__txn_task_t *t, uint64_t up_to)
                                           "is committed again from the checkpoint that holds it");
             return err;
         }
-        warn_late(t, name, p->checkpoint_id, p->start_ms, "");
+        warn_late(t, name, p->checkpoint_id, p->start_ms, false);
         atomic_fetch_add(&t->stats->commits, 1);
         atomic_fetch_sub(&t->stats->pending, 1);
         tpc__txn_free(t->ops, t->conn, p->txn);
@@ -200,7 +201,7 @@ static tpc_error_t *recover_one(tpc__txn_task_t *t, restored_t *r)
     }
     tpc_error_t *err = tpc__txn_call(t, TPC__TXN_OP_RECOVER_COMMIT, r->txn, name);
     if (!err) {
-        warn_late(t, name, ckpt, r->entry.start_ms, " during recovery");
+        warn_late(t, name, ckpt, r->entry.start_ms, true);
         atomic_fetch_add(&t->stats->recovered_commits, 1);
         return NULL;
     }

@@ -16,7 +16,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
 #include <time.h>
 
 #define STATS_INTERVAL "1000"
@@ -72,7 +71,7 @@ static void on_error(rd_kafka_t *rk, int err, const char *reason, void *opaque)
     (void)rk;
     char said[1024];
     const char *name = rd_kafka_err2name((rd_kafka_resp_err_t)err);
-    if (!tpc__kafka_log_quiet(name, reason, p->plaintext, said, sizeof said))
+    if (!tpc__kafka_log_quiet(name, reason, p->security_protocol, said, sizeof said))
         tpc_txn_log(p->st, TPC_LOG_WARN, "kafka producer \"%s\": %s: %s", p->id, name, said);
 }
 
@@ -85,7 +84,7 @@ static void on_log(const rd_kafka_t *rk, int level, const char *facility, const 
     /* As the source does: librdkafka's errors are mostly brokers it retries by itself. */
     tpc_log_level_t to = level <= 4 ? TPC_LOG_WARN : level <= 6 ? TPC_LOG_INFO : TPC_LOG_DEBUG;
     char said[1024];
-    if (level <= 6 && tpc__kafka_log_quiet(facility, line, p->plaintext, said, sizeof said))
+    if (level <= 6 && tpc__kafka_log_quiet(facility, line, p->security_protocol, said, sizeof said))
         return; /* debug output is asked for, and kept whole */
     if (level > 6)
         snprintf(said, sizeof said, "%s", line);
@@ -211,8 +210,7 @@ tpc_error_t *tpc__kafka_producer_start(tpc__kafka_producer_t *p, const tpc__kafk
     p->pid = -1;
     p->epoch = -1;
     snprintf(p->id, sizeof p->id, "%s", txn_id ? txn_id : "");
-    const char *proto = tpc__kafka_prop(conf, "security.protocol");
-    p->plaintext = !proto || strcasecmp(proto, "plaintext") == 0;
+    p->security_protocol = tpc__kafka_prop(conf, "security.protocol");
     rd_kafka_conf_t *rc = NULL;
     tpc_error_t *err = make_conf(p, conf, idempotent, &rc);
     if (err)

@@ -86,8 +86,7 @@ typedef struct {
     char first_failure[256];
     tpc__kafka_stats_t *stats; /* the sink's, for the metrics endpoint */
     int64_t stats_last[TPC__KAFKA_NSTATS];
-    bool plaintext; /* security.protocol plaintext: librdkafka's TLS guess is left out of its lines
-                     */
+    const char *security_protocol; /* the sink's, for what its log lines may say (kafka_logq.c) */
 } tpc__kafka_producer_t;
 
 typedef struct {

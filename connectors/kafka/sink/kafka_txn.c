@@ -155,15 +155,19 @@ static tpc_error_t *produce(tpc__kafka_sub_t *c, tpc__kafka_producer_t *p,
 
 /* A record stamped longer ago than the topic keeps records is committed and then deleted at the
  * broker's next retention check (minutes later): to a reader it looks lost. Said once per subtask,
- * for the sink's own topic (c->retention_ms, read at open). */
+ * for the sink's own topic (c->retention_ms, read at open). The stamp before which a record is
+ * that old, INT64_MIN when there is nothing to say: taken once per write, so that a record costs
+ * one comparison. */
+static int64_t old_before(const tpc__kafka_sub_t *c)
+{
+    return c->warned_old || c->retention_ms <= 0 ? INT64_MIN : tpc_wall_ms() - c->retention_ms;
+}
+
 static void warn_old(tpc__kafka_sub_t *c, const tpc_kafka_message_t *m)
 {
-    if (c->warned_old || c->retention_ms <= 0 || m->timestamp <= 0 ||
-        (m->topic && strcmp(m->topic, c->conf->topic) != 0))
+    if (c->warned_old || (m->topic && strcmp(m->topic, c->conf->topic) != 0))
         return;
     int64_t age = tpc_wall_ms() - m->timestamp;
-    if (age <= c->retention_ms)
-        return;
     c->warned_old = true;
     tpc_txn_log(c->st, TPC_LOG_WARN,
                 "records are stamped older than topic \"%s\" keeps records (a timestamp %" PRId64
@@ -183,6 +187,7 @@ tpc_error_t *tpc__kafka_write(void *conn, void *txn, const tpc_record_t *records
     if (count && c->transactional && t->slot < 0)
         err = start(c, t);
     tpc__kafka_producer_t *p = err ? NULL : producer_of(c, t);
+    int64_t old = old_before(c);
     for (size_t i = 0; i < count && !err; i++) {
         tpc_kafka_message_t m = {
             .partition = RD_KAFKA_PARTITION_UA,
@@ -197,7 +202,7 @@ tpc_error_t *tpc__kafka_write(void *conn, void *txn, const tpc_record_t *records
         };
         if (c->conf->mapper)
             err = c->conf->mapper(c->conf->mapper_opaque, &records[i], &m);
-        if (!err)
+        if (!err && m.timestamp > 0 && m.timestamp < old)
             warn_old(c, &m);
         if (!err)
             err = produce(c, p, &m);

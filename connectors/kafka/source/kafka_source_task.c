@@ -25,7 +25,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
 #include <time.h>
 
 /* How long close waits for offset commits still on their way to the group. */
@@ -48,11 +47,9 @@ static void on_log(const rd_kafka_t *rk, int level, const char *facility, const 
 {
     source_t *s = rd_kafka_opaque(rk);
     tpc_log_level_t to = level <= 4 ? TPC_LOG_WARN : level <= 6 ? TPC_LOG_INFO : TPC_LOG_DEBUG;
-    const char *proto = prop(s->conf, "security.protocol");
     char said[1024];
     if (level <= 6 &&
-        tpc__kafka_log_quiet(facility, line, !proto || strcasecmp(proto, "plaintext") == 0, said,
-                             sizeof said))
+        tpc__kafka_log_quiet(facility, line, prop(s->conf, "security.protocol"), said, sizeof said))
         return; /* debug output is asked for, and kept whole */
     tpc_log(s->ctx, to, "kafka source: %s: %s", facility, level <= 6 ? said : line);
 }

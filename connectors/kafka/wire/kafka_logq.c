@@ -21,6 +21,7 @@
 #include <pthread.h>
 #include <stdio.h>
 #include <string.h>
+#include <strings.h>
 
 #define WINDOW_MS 10000
 #define SLOTS     64
@@ -48,13 +49,14 @@ static uint64_t key_of(const char *line)
     return h ? h : 1;
 }
 
-bool tpc__kafka_log_quiet(const char *facility, const char *line, bool plaintext, char *out,
-                          size_t cap)
+bool tpc__kafka_log_quiet(const char *facility, const char *line, const char *security_protocol,
+                          char *out, size_t cap)
 {
     static const char ssl_guess[] =
         ": might be caused by incorrect security.protocol configuration (connecting to a SSL "
         "listener?)";
     snprintf(out, cap, "%s", line);
+    bool plaintext = !security_protocol || strcasecmp(security_protocol, "plaintext") == 0;
     char *guess = plaintext ? strstr(out, ssl_guess) : NULL;
     if (guess)
         memmove(guess, guess + sizeof ssl_guess - 1, strlen(guess + sizeof ssl_guess - 1) + 1);

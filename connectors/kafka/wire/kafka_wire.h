@@ -301,9 +301,10 @@ void tpc__kafka_props_free(char **props, size_t nprops);
 
 /* kafka_logq.c: librdkafka's log line @line of @facility, as it should reach the job's log, into
  * @out: @returns true when it is to be held back (one like it was logged within the last 10 s; it
- * is counted, and the next one logged says how many); @plaintext leaves out librdkafka's guess
- * that a dropped plaintext connection is a TLS listener. Any thread. */
-bool tpc__kafka_log_quiet(const char *facility, const char *line, bool plaintext, char *out,
-                          size_t cap);
+ * is counted, and the next one logged says how many); with @security_protocol plaintext (or NULL,
+ * librdkafka's default) librdkafka's guess that a dropped connection is a TLS listener is left
+ * out. Any thread. */
+bool tpc__kafka_log_quiet(const char *facility, const char *line, const char *security_protocol,
+                          char *out, size_t cap);
 
 #endif /* TPC_KAFKA_WIRE_H */
