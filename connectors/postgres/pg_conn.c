@@ -229,7 +229,7 @@ static int find_col(PGresult *res, const char *name, size_t len)
     return -1;
 }
 
-static tpc_error_t *missing_column(tpc__pg_conn_t *c, PGresult *res, const char *key,
+static tpc_error_t *missing_column(const tpc__pg_table_t *t, PGresult *res, const char *key,
                                    const char *name, size_t len)
 {
     while (len && *name == ' ')
@@ -243,12 +243,12 @@ static tpc_error_t *missing_column(tpc__pg_conn_t *c, PGresult *res, const char 
                               PQgetvalue(res, i, 0));
     tpc_error_t *err = tpc_error_new(TPC_ERR_CONFIG, TPC_ERROR_FATAL,
                                      "column \"%.*s\" of table \"%s\" does not exist (\"%s\")",
-                                     (int)len, name, c->conf->table, key);
+                                     (int)len, name, t->name, key);
     return tpc_error_hint(err, "name columns exactly, case included; the table has: %s", have);
 }
 
 /* Split @list on commas into column indexes of @res. */
-static tpc_error_t *pick_columns(tpc__pg_conn_t *c, PGresult *res, const char *key,
+static tpc_error_t *pick_columns(const tpc__pg_table_t *t, PGresult *res, const char *key,
                                  const char *list, int *idx, int *n)
 {
     *n = 0;
@@ -257,7 +257,7 @@ static tpc_error_t *pick_columns(tpc__pg_conn_t *c, PGresult *res, const char *k
         size_t len = comma ? (size_t)(comma - p) : strlen(p);
         int i = find_col(res, p, len);
         if (i < 0)
-            return missing_column(c, res, key, p, len);
+            return missing_column(t, res, key, p, len);
         for (int j = 0; j < *n; j++)
             if (idx[j] == i)
                 return tpc_error_new(TPC_ERR_CONFIG, TPC_ERROR_FATAL,
@@ -270,24 +270,26 @@ static tpc_error_t *pick_columns(tpc__pg_conn_t *c, PGresult *res, const char *k
     }
 }
 
-static tpc_error_t *table_error(tpc__pg_conn_t *c, tpc_error_t *err, bool missing)
+static tpc_error_t *table_error(tpc__pg_conn_t *c, const tpc__pg_table_t *t, tpc_error_t *err,
+                                bool missing)
 {
     if (!missing)
         return err;
     tpc_error_destroy(err);
     err = tpc_error_new(TPC_ERR_CONFIG, TPC_ERROR_FATAL, "table \"%s\" does not exist in \"%s\"",
-                        c->conf->table, c->conf->conninfo_safe);
+                        t->name, c->conf->conninfo_safe);
     return tpc_error_hint(err, "create the table first, or set pg.table to an existing table "
                                "(schema.table when it is not on the search path)");
 }
 
-static tpc_error_t *check_columns(tpc__pg_conn_t *c, PGresult *res, const int *idx, int n)
+static tpc_error_t *check_columns(tpc__pg_conn_t *c, tpc__pg_table_t *t, PGresult *res,
+                                  const int *idx, int n)
 {
     tpc__pg_col_t *cols = calloc((size_t)n, sizeof *cols);
     if (!cols)
         return tpc_error_nomem();
-    c->cols = cols;
-    c->ncols = n;
+    t->cols = cols;
+    t->ncols = n;
     for (int i = 0; i < n; i++) {
         cols[i].name = strdup(PQgetvalue(res, idx[i], 0));
         cols[i].type = (Oid)strtoul(PQgetvalue(res, idx[i], 1), NULL, 10);
@@ -300,7 +302,7 @@ static tpc_error_t *check_columns(tpc__pg_conn_t *c, PGresult *res, const int *i
                 tpc_error_new(TPC_ERR_CONFIG, TPC_ERROR_FATAL,
                               "column \"%s\" of table \"%s\" has type %s, which the sink cannot "
                               "write",
-                              cols[i].name, c->conf->table, cols[i].type_name),
+                              cols[i].name, t->name, cols[i].type_name),
                 "the sink writes smallint, integer, bigint, real, double precision, numeric, "
                 "text, varchar, char, json, jsonb, bytea, boolean and timestamptz; leave the "
                 "column out of pg.columns or change its type");
@@ -313,18 +315,19 @@ static tpc_error_t *check_columns(tpc__pg_conn_t *c, PGresult *res, const int *i
             tpc_error_new(TPC_ERR_CONFIG, TPC_ERROR_FATAL,
                           "the default mapping needs two columns, key bytea and value bytea or "
                           "text, but table \"%s\" gets %d column%s",
-                          c->conf->table, n, n == 1 ? "" : "s"),
+                          t->name, n, n == 1 ? "" : "s"),
             "set pg.columns to a bytea and a bytea or text column, or map records yourself with "
             "tpc_pg_sink_set_encoder()");
-    c->value_is_text = v != 17;
+    t->value_is_text = v != 17;
     return NULL;
 }
 
 /* ON CONFLICT needs a unique index on exactly the key columns; the server would say so only at the
  * first upsert, so look now. */
-static tpc_error_t *check_unique_index(tpc__pg_conn_t *c)
+static tpc_error_t *check_unique_index(tpc__pg_conn_t *c, const tpc__pg_table_t *t,
+                                       const char *keys)
 {
-    const char *params[] = {c->table_q};
+    const char *params[] = {t->table_q};
     PGresult *res = NULL;
     tpc_error_t *err = tpc__pg_exec(c->control,
                                     "SELECT indkey::text FROM pg_index WHERE indrelid = "
@@ -333,9 +336,7 @@ static tpc_error_t *check_unique_index(tpc__pg_conn_t *c)
                                     1, params, "look up unique indexes", &res);
     if (err)
         return err;
-    int nkeys = 0;
-    for (int i = 0; i < c->ncols; i++)
-        nkeys += c->cols[i].key;
+    int nkeys = t->nkeys;
     bool found = false;
     for (int r = 0; r < PQntuples(res) && !found; r++) {
         int n = 0, match = 0;
@@ -344,8 +345,8 @@ static tpc_error_t *check_unique_index(tpc__pg_conn_t *c)
             if (end == p)
                 break;
             n++;
-            for (int i = 0; i < c->ncols; i++)
-                match += c->cols[i].key && c->cols[i].attnum == attnum;
+            for (int i = 0; i < t->ncols; i++)
+                match += t->cols[i].key && t->cols[i].attnum == attnum;
         }
         found = n == nkeys && match == nkeys;
     }
@@ -354,31 +355,29 @@ static tpc_error_t *check_unique_index(tpc__pg_conn_t *c)
         return NULL;
     err = tpc_error_new(TPC_ERR_CONFIG, TPC_ERROR_FATAL,
                         "table \"%s\" has no unique index on exactly the key columns \"%s\"",
-                        c->conf->table, c->conf->key_columns);
+                        t->name, keys);
     return tpc_error_hint(err,
-                          "upsert needs ON CONFLICT (%s): add a primary key or unique index "
-                          "on those columns, or correct pg.key-columns",
-                          c->conf->key_columns);
+                          "%s needs ON CONFLICT (%s): add a primary key or unique index on "
+                          "those columns, or correct pg.key-columns",
+                          c->conf->mode == TPC__PG_UPSERT ? "upsert" : "changelog", keys);
 }
 
-tpc_error_t *tpc__pg_load_columns(tpc__pg_conn_t *c)
+tpc_error_t *tpc__pg_load_columns(tpc__pg_conn_t *c, tpc__pg_table_t *t, const char *columns,
+                                  const char *key_columns)
 {
     const tpc__pg_conf_t *conf = c->conf;
-    if (!conf->table)
-        return tpc_error_hint(
-            tpc_error_new(TPC_ERR_CONFIG, TPC_ERROR_FATAL, "\"pg.table\" is not set"),
-            "set pg.table to the target table, schema.table when it is not on the search path");
-    c->table_q = tpc__pg_quote_qualified(c->data, conf->table);
-    if (!c->table_q)
+    t->table_q = tpc__pg_quote_qualified(c->data, t->name);
+    if (!t->table_q)
         return tpc_prop_invalid(tpc_props_find(tpc_pg_sink_properties(), "pg.table"), "pg.table",
                                 conf->table, NULL);
-    const char *params[] = {c->table_q};
+    const char *params[] = {t->table_q};
     PGresult *res = NULL;
     tpc_error_t *err = tpc__pg_exec(
         c->control,
         "SELECT a.attname, coalesce(nullif(t.typbasetype, 0), a.atttypid), "
         "format_type(a.atttypid, a.atttypmod), has_table_privilege(a.attrelid, 'INSERT'), "
-        "has_table_privilege(a.attrelid, 'UPDATE'), current_user, a.attnum "
+        "has_table_privilege(a.attrelid, 'UPDATE'), current_user, a.attnum, "
+        "has_table_privilege(a.attrelid, 'DELETE') "
         "FROM pg_attribute a JOIN pg_type t ON t.oid = a.atttypid "
         "WHERE a.attrelid = $1::regclass AND a.attnum > 0 AND NOT a.attisdropped "
         "AND a.attgenerated = '' ORDER BY a.attnum",
@@ -386,19 +385,25 @@ tpc_error_t *tpc__pg_load_columns(tpc__pg_conn_t *c)
     if (err) {
         bool missing = strstr(tpc_error_message(err), "SQLSTATE 42P01") ||
                        strstr(tpc_error_message(err), "SQLSTATE 3F000");
-        return table_error(c, err, missing);
+        return table_error(c, t, err, missing);
     }
     int total = PQntuples(res);
-    bool upsert = conf->mode == TPC__PG_UPSERT;
+    bool changelog = conf->mode == TPC__PG_CHANGELOG;
+    bool keyed = conf->mode == TPC__PG_UPSERT || changelog;
     if (total && (strcmp(PQgetvalue(res, 0, 3), "t") != 0 ||
-                  (upsert && strcmp(PQgetvalue(res, 0, 4), "t") != 0))) {
+                  (keyed && strcmp(PQgetvalue(res, 0, 4), "t") != 0) ||
+                  (changelog && strcmp(PQgetvalue(res, 0, 7), "t") != 0))) {
         err = tpc_error_new(TPC_ERR_CONFIG, TPC_ERROR_FATAL,
                             "permission denied for table \"%s\": role \"%s\" may not %s it",
-                            conf->table, PQgetvalue(res, 0, 5),
-                            upsert ? "insert into and update" : "insert into");
+                            t->name, PQgetvalue(res, 0, 5),
+                            changelog ? "insert into, update and delete from"
+                            : keyed   ? "insert into and update"
+                                      : "insert into");
         err = tpc_error_hint(err, "GRANT %s ON %s TO \"%s\"",
-                             upsert ? "SELECT, INSERT, UPDATE" : "INSERT", c->table_q,
-                             PQgetvalue(res, 0, 5));
+                             changelog ? "SELECT, INSERT, UPDATE, DELETE"
+                             : keyed   ? "SELECT, INSERT, UPDATE"
+                                       : "INSERT",
+                             t->table_q, PQgetvalue(res, 0, 5));
         PQclear(res);
         return err;
     }
@@ -406,27 +411,30 @@ tpc_error_t *tpc__pg_load_columns(tpc__pg_conn_t *c)
     int *keys = calloc((size_t)total + 1, sizeof *keys), nkeys = 0;
     if (!idx || !keys)
         err = tpc_error_nomem();
-    else if (conf->columns)
-        err = pick_columns(c, res, "pg.columns", conf->columns, idx, &n);
+    else if (columns)
+        err = pick_columns(t, res, "pg.columns", columns, idx, &n);
     else
         for (n = 0; n < total; n++)
             idx[n] = n;
     if (!err && n == 0)
-        err = tpc_error_new(TPC_ERR_CONFIG, TPC_ERROR_FATAL, "table \"%s\" has no columns",
-                            conf->table);
+        err =
+            tpc_error_new(TPC_ERR_CONFIG, TPC_ERROR_FATAL, "table \"%s\" has no columns", t->name);
     if (!err)
-        err = check_columns(c, res, idx, n);
-    if (!err && conf->key_columns && !upsert)
+        err = check_columns(c, t, res, idx, n);
+    if (!err && key_columns && !keyed)
         err = tpc_error_hint(tpc_error_new(TPC_ERR_CONFIG, TPC_ERROR_FATAL,
-                                           "\"pg.key-columns\" is set but pg.mode is not upsert"),
-                             "set pg.mode=upsert, or leave pg.key-columns out");
-    if (!err && upsert && !conf->key_columns)
-        err = tpc_error_hint(tpc_error_new(TPC_ERR_CONFIG, TPC_ERROR_FATAL,
-                                           "pg.mode=upsert needs \"pg.key-columns\""),
-                             "list the columns of a unique index or primary key of \"%s\"",
-                             conf->table);
-    if (!err && upsert)
-        err = pick_columns(c, res, "pg.key-columns", conf->key_columns, keys, &nkeys);
+                                           "\"pg.key-columns\" is set but pg.mode is not upsert "
+                                           "or changelog"),
+                             "set pg.mode=upsert or changelog, or leave pg.key-columns out");
+    if (!err && keyed && !key_columns)
+        err =
+            tpc_error_hint(tpc_error_new(TPC_ERR_CONFIG, TPC_ERROR_FATAL,
+                                         "pg.mode=%s needs \"pg.key-columns\" for table \"%s\"",
+                                         changelog ? "changelog" : "upsert", t->name),
+                           "list the columns of a unique index or primary key of \"%s\"%s", t->name,
+                           changelog ? ": upserts and deletes find their row by them" : "");
+    if (!err && keyed)
+        err = pick_columns(t, res, "pg.key-columns", key_columns, keys, &nkeys);
     for (int k = 0; !err && k < nkeys; k++) {
         int at = -1;
         for (int i = 0; i < n; i++)
@@ -437,12 +445,72 @@ tpc_error_t *tpc__pg_load_columns(tpc__pg_conn_t *c)
                                 "key column \"%s\" is not one of the written columns (pg.columns)",
                                 PQgetvalue(res, keys[k], 0));
         else
-            c->cols[at].key = true;
+            t->cols[at].key = true;
     }
+    t->nkeys = nkeys;
     free(idx);
     free(keys);
     PQclear(res);
-    return !err && upsert ? check_unique_index(c) : err;
+    return !err && keyed ? check_unique_index(c, t, key_columns) : err;
+}
+
+/* "twopc_stage_<hash>" beside the table: the hash of the table and its written columns, so sinks
+ * that write other columns of the same table stage apart. */
+tpc_error_t *tpc__pg_ensure_stage_table(tpc__pg_conn_t *c, tpc__pg_table_t *t)
+{
+    char *cols = tpc__pg_column_list(c, t, "", false);
+    if (!cols)
+        return tpc_error_nomem();
+    uint32_t h = 2166136261u;
+    for (const char *p = t->table_q; *p; p++)
+        h = (h ^ (unsigned char)*p) * 16777619u;
+    for (const char *p = cols; *p; p++)
+        h = (h ^ (unsigned char)*p) * 16777619u;
+    const char *dot = strchr(t->name, '.');
+    char name[256];
+    snprintf(name, sizeof name, "%.*s%stwopc_stage_%08x", dot ? (int)(dot - t->name) : 0, t->name,
+             dot ? "." : "", h);
+    t->stage_q = tpc__pg_quote_qualified(c->control, name);
+    size_t cap = strlen(cols) + 2 * strlen(t->table_q) + 256;
+    char *ddl = t->stage_q ? malloc(cap) : NULL;
+    if (ddl)
+        snprintf(ddl, cap,
+                 "CREATE UNLOGGED TABLE IF NOT EXISTS %s AS SELECT 0::int2 AS twopc_op, "
+                 "0::int8 AS twopc_seq, %s FROM %s WITH NO DATA",
+                 t->stage_q, cols, t->table_q);
+    free(cols);
+    if (!ddl)
+        return tpc_error_nomem();
+    const char *params[] = {t->stage_q};
+    PGresult *res = NULL;
+    tpc_error_t *err = tpc__pg_exec(c->control, "SELECT to_regclass($1) IS NOT NULL", 1, params,
+                                    "look up a staging table", &res);
+    bool exists = !err && strcmp(PQgetvalue(res, 0, 0), "t") == 0;
+    PQclear(res);
+    if (err || exists) {
+        free(ddl);
+        return err;
+    }
+    /* Subtasks open at once; a lock keeps two CREATEs of the same table from colliding. */
+    err = tpc__pg_exec(c->control, "BEGIN", 0, NULL, "create a staging table", NULL);
+    if (!err)
+        err = tpc__pg_exec(c->control, "SELECT pg_advisory_xact_lock(hashtext($1))", 1, params,
+                           "create a staging table", NULL);
+    if (!err)
+        err = tpc__pg_exec(c->control, ddl, 0, NULL, "create a staging table", NULL);
+    if (!err)
+        err = tpc__pg_exec(c->control, "COMMIT", 0, NULL, "create a staging table", NULL);
+    if (err) {
+        PQclear(PQexec(c->control, "ROLLBACK"));
+        err = tpc_error_prefix(err, "staging table %s of table \"%s\"", t->stage_q, t->name);
+        err = tpc_error_hint(err,
+                             "pg.mode=changelog stages rows in an unlogged table beside the "
+                             "target; create it once as a role that may: %s; then GRANT SELECT, "
+                             "INSERT, DELETE ON %s TO the sink's role",
+                             ddl, t->stage_q);
+    }
+    free(ddl);
+    return err;
 }
 
 tpc_error_t *tpc__pg_ensure_marker_table(tpc__pg_conn_t *c)

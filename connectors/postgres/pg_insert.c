@@ -11,58 +11,48 @@
 #include <stdlib.h>
 #include <string.h>
 
-char *tpc__pg_column_list(tpc__pg_conn_t *c)
+char *tpc__pg_column_list(tpc__pg_conn_t *c, const tpc__pg_table_t *t, const char *qualifier,
+                          bool keys_only)
 {
-    size_t cap = 3;
-    char **q = calloc((size_t)c->ncols, sizeof *q);
+    size_t cap = 3, qlen = strlen(qualifier);
+    char **q = calloc((size_t)t->ncols, sizeof *q);
     if (!q)
         return NULL;
     bool ok = true;
-    for (int i = 0; i < c->ncols && ok; i++) {
-        q[i] = PQescapeIdentifier(c->data, c->cols[i].name, strlen(c->cols[i].name));
+    for (int i = 0; i < t->ncols && ok; i++) {
+        q[i] = PQescapeIdentifier(c->data, t->cols[i].name, strlen(t->cols[i].name));
         ok = q[i] != NULL;
-        cap += ok ? strlen(q[i]) + 2 : 0;
+        cap += ok ? strlen(q[i]) + qlen + 2 : 0;
     }
     char *out = ok ? malloc(cap) : NULL;
     size_t len = 0;
-    for (int i = 0; out && i < c->ncols; i++)
-        len += (size_t)snprintf(out + len, cap - len, "%s%s", i ? ", " : "", q[i]);
-    for (int i = 0; i < c->ncols; i++)
+    for (int i = 0; out && i < t->ncols; i++)
+        if (!keys_only || t->cols[i].key)
+            len +=
+                (size_t)snprintf(out + len, cap - len, "%s%s%s", len ? ", " : "", qualifier, q[i]);
+    if (out)
+        out[len] = '\0';
+    for (int i = 0; i < t->ncols; i++)
         PQfreemem(q[i]);
     free(q);
     return out;
 }
 
-/* "INSERT INTO t (cols) VALUES ($1, $2), ($3, $4) [ON CONFLICT (keys) DO UPDATE ...]" */
-char *tpc__pg_insert_sql(tpc__pg_conn_t *c, const char *cols, int rows)
+char *tpc__pg_conflict_sql(tpc__pg_conn_t *c, const tpc__pg_table_t *t)
 {
-    size_t cap = strlen(c->table_q) + 3 * strlen(cols) + (size_t)rows * (size_t)c->ncols * 10 +
-                 (size_t)c->ncols * 160 + 128;
-    char *s = malloc(cap);
-    if (!s)
+    char *keys = tpc__pg_column_list(c, t, "", true);
+    size_t cap = (keys ? strlen(keys) : 0) + (size_t)t->ncols * 160 + 64;
+    char *s = keys ? malloc(cap) : NULL;
+    if (!s) {
+        free(keys);
         return NULL;
-    size_t n = (size_t)snprintf(s, cap, "INSERT INTO %s (%s) VALUES ", c->table_q, cols);
-    for (int r = 0, p = 1; r < rows; r++) {
-        n += (size_t)snprintf(s + n, cap - n, "%s(", r ? ", " : "");
-        for (int i = 0; i < c->ncols; i++, p++)
-            n += (size_t)snprintf(s + n, cap - n, "%s$%d", i ? ", " : "", p);
-        n += (size_t)snprintf(s + n, cap - n, ")");
     }
-    if (c->conf->mode != TPC__PG_UPSERT)
-        return s;
-    bool first = true, updates = false;
-    n += (size_t)snprintf(s + n, cap - n, " ON CONFLICT (");
-    for (int i = 0; i < c->ncols; i++)
-        if (c->cols[i].key) {
-            char *q = PQescapeIdentifier(c->data, c->cols[i].name, strlen(c->cols[i].name));
-            n += (size_t)snprintf(s + n, cap - n, "%s%s", first ? "" : ", ", q ? q : "");
-            PQfreemem(q);
-            first = false;
-        }
-    n += (size_t)snprintf(s + n, cap - n, ") DO ");
-    for (int i = 0; i < c->ncols; i++)
-        if (!c->cols[i].key) {
-            char *q = PQescapeIdentifier(c->data, c->cols[i].name, strlen(c->cols[i].name));
+    size_t n = (size_t)snprintf(s, cap, " ON CONFLICT (%s) DO ", keys);
+    free(keys);
+    bool updates = false;
+    for (int i = 0; i < t->ncols; i++)
+        if (!t->cols[i].key) {
+            char *q = PQescapeIdentifier(c->data, t->cols[i].name, strlen(t->cols[i].name));
             n += (size_t)snprintf(s + n, cap - n, "%s%s = EXCLUDED.%s",
                                   updates ? ", " : "UPDATE SET ", q ? q : "", q ? q : "");
             PQfreemem(q);
@@ -73,59 +63,95 @@ char *tpc__pg_insert_sql(tpc__pg_conn_t *c, const char *cols, int rows)
     return s;
 }
 
-/* The full-batch statement, prepared once per data connection (again after a reconnect). Preparing
- * it at open also makes the server judge it: an upsert without a matching unique index fails here.
- */
-tpc_error_t *tpc__pg_prepare_batch(tpc__pg_conn_t *c)
+/* "INSERT INTO t (cols) VALUES ($1, $2), ($3, $4) [ON CONFLICT (keys) DO UPDATE ...]" */
+char *tpc__pg_insert_sql(tpc__pg_conn_t *c, const tpc__pg_table_t *t, const char *cols, int rows)
 {
-    if (c->conf->mode == TPC__PG_COPY)
+    char *conflict = c->conf->mode == TPC__PG_UPSERT ? tpc__pg_conflict_sql(c, t) : NULL;
+    if (c->conf->mode == TPC__PG_UPSERT && !conflict)
         return NULL;
-    PGresult *res =
-        PQprepare(c->data, "tpc_batch", c->insert_sql, c->insert_rows * c->ncols, c->types);
-    if (PQresultStatus(res) != PGRES_COMMAND_OK)
-        return tpc__pg_result_error(c->data, res, "prepare the insert statement");
-    PQclear(res);
+    size_t cap = strlen(t->table_q) + strlen(cols) + (size_t)rows * (size_t)t->ncols * 10 +
+                 (conflict ? strlen(conflict) : 0) + 128;
+    char *s = malloc(cap);
+    if (!s) {
+        free(conflict);
+        return NULL;
+    }
+    size_t n = (size_t)snprintf(s, cap, "INSERT INTO %s (%s) VALUES ", t->table_q, cols);
+    for (int r = 0, p = 1; r < rows; r++) {
+        n += (size_t)snprintf(s + n, cap - n, "%s(", r ? ", " : "");
+        for (int i = 0; i < t->ncols; i++, p++)
+            n += (size_t)snprintf(s + n, cap - n, "%s$%d", i ? ", " : "", p);
+        n += (size_t)snprintf(s + n, cap - n, ")");
+    }
+    if (conflict)
+        snprintf(s + n, cap - n, "%s", conflict);
+    free(conflict);
+    return s;
+}
+
+static void batch_name(const tpc__pg_conn_t *c, const tpc__pg_table_t *t, char *name, size_t cap)
+{
+    snprintf(name, cap, "tpc_batch_%d", (int)(t - c->tables));
+}
+
+/* The full-batch statements, prepared once per data connection (again after a reconnect).
+ * Preparing them at open also makes the server judge them: an upsert without a matching unique
+ * index fails here. */
+tpc_error_t *tpc__pg_prepare_batches(tpc__pg_conn_t *c)
+{
+    if (c->conf->mode != TPC__PG_INSERT && c->conf->mode != TPC__PG_UPSERT)
+        return NULL;
+    for (int i = 0; i < c->ntables; i++) {
+        tpc__pg_table_t *t = &c->tables[i];
+        char name[32];
+        batch_name(c, t, name, sizeof name);
+        PGresult *res =
+            PQprepare(c->data, name, t->insert_sql, t->insert_rows * t->ncols, t->types);
+        if (PQresultStatus(res) != PGRES_COMMAND_OK)
+            return tpc__pg_result_error(c->data, res, "prepare the insert statement");
+        PQclear(res);
+    }
     return NULL;
 }
 
 /* Point the parameters of batch row @r at the fields of the tuple at @p; @returns the tuple's end.
  */
-static const unsigned char *bind_tuple(tpc__pg_conn_t *c, const unsigned char *p, int r)
+static const unsigned char *bind_tuple(tpc__pg_table_t *t, const unsigned char *p, int r)
 {
     p += 2;
-    for (int i = 0; i < c->ncols; i++) {
+    for (int i = 0; i < t->ncols; i++) {
         int32_t len = (int32_t)(uint32_t)tpc_load_be(p, 4);
         p += 4;
-        size_t k = (size_t)r * (size_t)c->ncols + (size_t)i;
-        c->values[k] = len < 0 ? NULL : (const char *)p;
-        c->lengths[k] = len < 0 ? 0 : len;
+        size_t k = (size_t)r * (size_t)t->ncols + (size_t)i;
+        t->values[k] = len < 0 ? NULL : (const char *)p;
+        t->lengths[k] = len < 0 ? 0 : len;
         p += len > 0 ? len : 0;
     }
     return p;
 }
 
-static uint32_t key_hash(const tpc__pg_conn_t *c, int r)
+static uint32_t key_hash(const tpc__pg_table_t *t, int r)
 {
     uint32_t h = 2166136261u;
-    for (int i = 0; i < c->ncols; i++) {
-        if (!c->cols[i].key)
+    for (int i = 0; i < t->ncols; i++) {
+        if (!t->cols[i].key)
             continue;
-        size_t k = (size_t)r * (size_t)c->ncols + (size_t)i;
-        for (int j = 0; j < c->lengths[k]; j++)
-            h = (h ^ (unsigned char)c->values[k][j]) * 16777619u;
-        h = (h ^ (c->values[k] ? 1u : 0u)) * 16777619u;
+        size_t k = (size_t)r * (size_t)t->ncols + (size_t)i;
+        for (int j = 0; j < t->lengths[k]; j++)
+            h = (h ^ (unsigned char)t->values[k][j]) * 16777619u;
+        h = (h ^ (t->values[k] ? 1u : 0u)) * 16777619u;
     }
     return h ? h : 1;
 }
 
-static bool same_key(const tpc__pg_conn_t *c, int a, int b)
+static bool same_key(const tpc__pg_table_t *t, int a, int b)
 {
-    for (int i = 0; i < c->ncols; i++) {
-        size_t ka = (size_t)a * (size_t)c->ncols + (size_t)i;
-        size_t kb = (size_t)b * (size_t)c->ncols + (size_t)i;
-        if (c->cols[i].key &&
-            (!c->values[ka] != !c->values[kb] || c->lengths[ka] != c->lengths[kb] ||
-             (c->lengths[ka] && memcmp(c->values[ka], c->values[kb], (size_t)c->lengths[ka]))))
+    for (int i = 0; i < t->ncols; i++) {
+        size_t ka = (size_t)a * (size_t)t->ncols + (size_t)i;
+        size_t kb = (size_t)b * (size_t)t->ncols + (size_t)i;
+        if (t->cols[i].key &&
+            (!t->values[ka] != !t->values[kb] || t->lengths[ka] != t->lengths[kb] ||
+             (t->lengths[ka] && memcmp(t->values[ka], t->values[kb], (size_t)t->lengths[ka]))))
             return false;
     }
     return true;
@@ -133,36 +159,37 @@ static bool same_key(const tpc__pg_conn_t *c, int a, int b)
 
 /* Upsert: would row @r hit a key already in this batch? PostgreSQL refuses to update one row twice
  * in a statement, so such a row starts the next statement. Remembers the key otherwise. */
-static bool repeats_key(tpc__pg_conn_t *c, int r, uint32_t *hashes)
+static bool repeats_key(tpc__pg_table_t *t, int r, uint32_t *hashes)
 {
-    uint32_t h = key_hash(c, r);
-    size_t mask = c->seen_cap - 1;
+    uint32_t h = key_hash(t, r);
+    size_t mask = t->seen_cap - 1;
     for (size_t s = h & mask;; s = (s + 1) & mask) {
-        if (!c->seen[s]) {
-            c->seen[s] = (uint32_t)r + 1;
+        if (!t->seen[s]) {
+            t->seen[s] = (uint32_t)r + 1;
             hashes[r] = h;
             return false;
         }
-        int o = (int)c->seen[s] - 1;
-        if (hashes[o] == h && same_key(c, o, r))
+        int o = (int)t->seen[s] - 1;
+        if (hashes[o] == h && same_key(t, o, r))
             return true;
     }
 }
 
-static tpc_error_t *exec_batch(tpc__pg_conn_t *c, int rows)
+static tpc_error_t *exec_batch(tpc__pg_conn_t *c, tpc__pg_table_t *t, int rows)
 {
     PGresult *res;
-    if (rows == c->insert_rows) {
-        res = PQexecPrepared(c->data, "tpc_batch", rows * c->ncols, c->values, c->lengths,
-                             c->formats, 1);
+    if (rows == t->insert_rows) {
+        char name[32];
+        batch_name(c, t, name, sizeof name);
+        res = PQexecPrepared(c->data, name, rows * t->ncols, t->values, t->lengths, t->formats, 1);
     } else {
-        char *cols = tpc__pg_column_list(c);
-        char *sql = cols ? tpc__pg_insert_sql(c, cols, rows) : NULL;
+        char *cols = tpc__pg_column_list(c, t, "", false);
+        char *sql = cols ? tpc__pg_insert_sql(c, t, cols, rows) : NULL;
         free(cols);
         if (!sql)
             return tpc_error_nomem();
-        res = PQexecParams(c->data, sql, rows * c->ncols, c->types, c->values, c->lengths,
-                           c->formats, 1);
+        res = PQexecParams(c->data, sql, rows * t->ncols, t->types, t->values, t->lengths,
+                           t->formats, 1);
         free(sql);
     }
     if (PQresultStatus(res) != PGRES_COMMAND_OK)
@@ -171,33 +198,33 @@ static tpc_error_t *exec_batch(tpc__pg_conn_t *c, int rows)
     return NULL;
 }
 
-/* Send every buffered tuple as INSERT statements of at most insert_rows rows. */
-tpc_error_t *tpc__pg_exec_buffered(tpc__pg_conn_t *c)
+/* Send every buffered tuple of @t as INSERT statements of at most insert_rows rows. */
+tpc_error_t *tpc__pg_exec_buffered(tpc__pg_conn_t *c, tpc__pg_table_t *t)
 {
-    if (!c->rows)
+    if (!t->rows)
         return NULL;
     tpc_error_t *err = tpc__pg_ensure_txn(c);
-    uint32_t *hashes = err ? NULL : calloc((size_t)c->insert_rows, sizeof *hashes);
+    uint32_t *hashes = err ? NULL : calloc((size_t)t->insert_rows, sizeof *hashes);
     if (!err && !hashes)
         err = tpc_error_nomem();
-    const unsigned char *p = c->row.buf;
-    size_t left = c->rows;
+    const unsigned char *p = t->out.buf;
+    size_t left = t->rows;
     bool upsert = c->conf->mode == TPC__PG_UPSERT;
     while (!err && left) {
         int r = 0;
-        memset(c->seen, 0, c->seen_cap * sizeof *c->seen);
-        while (left && r < c->insert_rows) {
-            const unsigned char *next = bind_tuple(c, p, r);
-            if (upsert && repeats_key(c, r, hashes))
+        memset(t->seen, 0, t->seen_cap * sizeof *t->seen);
+        while (left && r < t->insert_rows) {
+            const unsigned char *next = bind_tuple(t, p, r);
+            if (upsert && repeats_key(t, r, hashes))
                 break;
             p = next;
             r++;
             left--;
         }
-        err = exec_batch(c, r);
+        err = exec_batch(c, t, r);
     }
     free(hashes);
-    c->rows = 0;
-    c->row.len = 0;
+    t->rows = 0;
+    t->out.len = 0;
     return err;
 }

@@ -2,9 +2,10 @@
  * Private to connectors/postgres: the sink's configuration, a subtask's instance with its two
  * connections, the transaction handle, and the row builder. Split over pg_sink.c (configuration and
  * the ops table), pg_conn.c (connections, errors, the checks at open), pg_row.c (binary encoding of
- * values), pg_txn.c (writing and preparing a transaction), pg_insert.c (insert and upsert batches)
- * and pg_commit.c (commit, recovery and cleanup, which work from a handle alone, possibly written
- * by another process).
+ * values and the row's operation and table), pg_write.c (the rows of a transaction: COPY streams,
+ * staging and merge), pg_insert.c (insert and upsert batches), pg_txn.c (a transaction's life and
+ * its prepare) and pg_commit.c (commit, recovery and cleanup, which work from a handle alone,
+ * possibly written by another process).
  */
 #ifndef TPC_PG_INTERNAL_H
 #define TPC_PG_INTERNAL_H
@@ -15,17 +16,29 @@
 
 #define TPC__PG_PREFIX_MAX 128
 
-typedef enum { TPC__PG_COPY = 0, TPC__PG_INSERT = 1, TPC__PG_UPSERT = 2 } tpc__pg_mode_t;
+typedef enum {
+    TPC__PG_COPY = 0,
+    TPC__PG_INSERT = 1,
+    TPC__PG_UPSERT = 2,
+    TPC__PG_CHANGELOG = 3
+} tpc__pg_mode_t;
+
+/* pg.tombstone */
+enum { TPC__PG_TOMBSTONE_NULL = 0, TPC__PG_TOMBSTONE_DELETE = 1 };
+
+/* Most tables one sink writes (pg.table's list). */
+#define TPC__PG_TABLES_MAX 16
 
 typedef struct {
     char *conninfo;
     char *conninfo_safe; /* without passwords: the only form that goes into messages */
-    char *table;
-    char *columns;     /* comma-separated, NULL = every column */
-    char *key_columns; /* comma-separated */
+    char *table;         /* comma-separated list of tables */
+    char *columns;       /* comma-separated, one list per table apart by ';', NULL = every column */
+    char *key_columns;   /* comma-separated, one list per table apart by ';' */
     char *marker_table;
     char gid_prefix[TPC__PG_PREFIX_MAX + 1]; /* empty = derived from job and sink names */
     tpc__pg_mode_t mode;
+    int tombstone; /* TPC__PG_TOMBSTONE_* */
     size_t batch_size;
     size_t copy_buffer;
     uint64_t connect_deadline_ms;
@@ -42,15 +55,54 @@ typedef struct {
     bool key; /* upsert conflict column */
 } tpc__pg_col_t;
 
-struct tpc_pg_row {
-    unsigned char *buf; /* the connection's send buffer; the row is appended at its end */
+/* A send buffer: binary COPY tuples (field count, then each field as a length and its bytes). */
+typedef struct {
+    unsigned char *buf;
     size_t len;
     size_t cap;
-    size_t start; /* where the row being built starts */
+} tpc__pg_buf_t;
+
+/* One target table of a sink and the rows of the current transaction that are not sent yet. */
+typedef struct {
+    char *name;    /* as configured */
+    char *table_q; /* quoted, schema-qualified if given so */
+    tpc__pg_col_t *cols;
+    int ncols;
+    int nkeys;
+    bool value_is_text;  /* default mapping: second column is text-like */
+    char *copy_sql;      /* COPY into the table, or into its staging table (changelog) */
+    char *insert_sql;    /* insert / upsert of a full batch, prepared as "tpc_batch_<index>" */
+    char *stage_q;       /* changelog: the staging table, quoted */
+    char *merge_sql;     /* changelog: staging table -> table, latest operation per key */
+    int insert_rows;     /* rows per full batch */
+    tpc__pg_buf_t out;   /* tuples not sent yet */
+    size_t rows;         /* tuples in out (insert, upsert); of the transaction (copy, changelog) */
+    const char **values; /* parameters of one batch: insert_rows * ncols each */
+    int *lengths;
+    int *formats;
+    Oid *types;
+    uint32_t *seen; /* upsert: hash slots of the batch's keys (2 * insert_rows, power of two) */
+    size_t seen_cap;
+} tpc__pg_table_t;
+
+/* The row an encoder builds: appended to the chosen table's buffer. A changelog tuple starts with
+ * two fields of its own, the operation and its sequence number in the transaction. */
+struct tpc_pg_row {
+    tpc__pg_table_t *tables;
+    int ntables;
+    tpc__pg_table_t *table; /* where the row goes */
+    tpc__pg_buf_t *out;     /* table->out */
+    size_t start;           /* where the row being built starts */
     int nfields;
     const tpc__pg_col_t *cols;
     int ncols;
-    char why[256]; /* first mistake in this row, "" if none */
+    int op;       /* tpc_pg_op_t; TPC_PG_OP_DEFAULT until the encoder says */
+    int first_op; /* op of every row of the record before the encoder says */
+    int done;     /* rows of this record finished (several tables) */
+    bool staged;  /* changelog: tuples go to staging tables */
+    uint64_t seq; /* changelog: next sequence number in the transaction */
+    tpc__pg_mode_t mode;
+    char why[256]; /* first mistake in this record, "" if none */
 };
 
 typedef struct {
@@ -59,28 +111,16 @@ typedef struct {
     PGconn *data;    /* BEGIN .. PREPARE TRANSACTION */
     PGconn *control; /* COMMIT / ROLLBACK PREPARED and lookups, never inside a transaction */
     char prefix[TPC__PG_PREFIX_MAX + 1];
-    tpc__pg_col_t *cols;
-    int ncols;
-    char *table_q;  /* quoted, schema-qualified if given so */
-    char *marker_q; /* quoted marker table */
-    char *copy_sql;
-    char *insert_sql;    /* insert / upsert of a full batch, prepared as "tpc_batch" */
-    int insert_rows;     /* rows per full batch */
-    tpc_pg_row_t row;    /* send buffer: COPY tuples, or the tuples of the next INSERT batch */
-    const char **values; /* parameters of one batch: insert_rows * ncols each */
-    int *lengths;
-    int *formats;
-    Oid *types;
-    uint32_t *seen; /* upsert: hash slots of the batch's keys (2 * insert_rows, power of two) */
-    size_t seen_cap;
-    size_t rows; /* tuples in the buffer */
-    bool in_txn; /* BEGIN was sent on the data connection */
-    bool in_copy;
+    tpc__pg_table_t *tables;
+    int ntables;
+    tpc_pg_row_t row;        /* the encoder's builder */
+    char *marker_q;          /* quoted marker table */
+    int copying;             /* table whose COPY is open on the data connection, -1 none */
+    bool in_txn;             /* BEGIN was sent on the data connection */
     int prepared_here;       /* prepared by this instance and not yet committed */
     uint64_t committed_ckpt; /* highest checkpoint committed by this instance */
     uint64_t marker_floor;   /* markers up to this checkpoint can no longer be asked for */
     uint64_t marker_swept;   /* the floor the last cleanup used */
-    bool value_is_text;      /* default mapping: second column is text-like */
 } tpc__pg_conn_t;
 
 typedef struct {
@@ -111,21 +151,43 @@ bool tpc__pg_sqlstate_is(const PGresult *res, const char *state);
 bool tpc__pg_name_ok(const char *name);
 char *tpc__pg_quote_qualified(PGconn *pg, const char *name);
 tpc_error_t *tpc__pg_check_server(tpc__pg_conn_t *c);
-tpc_error_t *tpc__pg_load_columns(tpc__pg_conn_t *c);
+/* Read table @t's columns (@columns / @keys: its part of pg.columns / pg.key-columns, NULL for
+ * none) and check them against the mode. */
+tpc_error_t *tpc__pg_load_columns(tpc__pg_conn_t *c, tpc__pg_table_t *t, const char *columns,
+                                  const char *keys);
+/* Changelog: make table @t's staging table unless it exists. */
+tpc_error_t *tpc__pg_ensure_stage_table(tpc__pg_conn_t *c, tpc__pg_table_t *t);
 tpc_error_t *tpc__pg_ensure_marker_table(tpc__pg_conn_t *c);
 /* Make sure the control connection is usable, reconnecting once if it was lost. */
 tpc_error_t *tpc__pg_control_ready(tpc__pg_conn_t *c);
 void tpc__pg_free_cols(tpc__pg_col_t *cols, int n);
 
 /* pg_row.c */
-void tpc__pg_row_begin(tpc_pg_row_t *row);
-/* Finish the row: @returns NULL, or the reason it is invalid (then the row is dropped). */
+/* Start the rows of record @record: into the first table, with the operation the record implies. */
+void tpc__pg_row_begin(tpc_pg_row_t *row, const tpc_record_t *record, int tombstone);
+/* Finish the record's rows: @returns NULL, or the reason they are invalid (then they are dropped
+ * from the buffers, also the rows for other tables). */
 tpc_error_t *tpc__pg_row_end(tpc_pg_row_t *row);
-bool tpc__pg_row_reserve(tpc_pg_row_t *row, size_t more);
+bool tpc__pg_buf_reserve(tpc__pg_buf_t *b, size_t more);
 tpc_error_t *tpc__pg_default_encoder(void *opaque, const tpc_record_t *record, tpc_pg_row_t *row);
 /* Encode a decimal string as numeric's binary form into @out (at least 16 + 2 * strlen bytes).
  * @returns the length, or -1 if it is not a number. */
 long tpc__pg_numeric_binary(const char *s, unsigned char *out);
+
+/* pg_write.c */
+/* Tables, statements and buffers of a subtask whose connections are open. */
+tpc_error_t *tpc__pg_open_tables(tpc__pg_conn_t *c);
+void tpc__pg_close_tables(tpc__pg_conn_t *c);
+/* Forget the rows not sent (a new or aborted transaction). */
+void tpc__pg_drop_rows(tpc__pg_conn_t *c);
+/* Encode and buffer @records, sending full buffers; @returns whether any row was made. */
+tpc_error_t *tpc__pg_write_rows(tpc__pg_conn_t *c, const tpc_record_t *records, size_t count,
+                                bool *wrote);
+tpc_error_t *tpc__pg_flush_rows(tpc__pg_conn_t *c);
+/* Send every row and apply the staged changes: the transaction holds all its rows. */
+tpc_error_t *tpc__pg_end_rows(tpc__pg_conn_t *c);
+/* End an open COPY without its rows (abort). */
+void tpc__pg_cancel_copy(tpc__pg_conn_t *c);
 
 /* pg_txn.c */
 tpc_error_t *tpc__pg_open(void *arg, const tpc_txn_subtask_t *st, void **conn);
@@ -143,10 +205,15 @@ tpc_error_t *tpc__pg_serialize(void *conn, const void *txn, tpc_txn_buf_t *out);
 tpc_error_t *tpc__pg_deserialize(void *conn, const void *bytes, size_t len, void **txn);
 
 /* pg_insert.c */
-char *tpc__pg_column_list(tpc__pg_conn_t *c);
-char *tpc__pg_insert_sql(tpc__pg_conn_t *c, const char *cols, int rows);
-tpc_error_t *tpc__pg_prepare_batch(tpc__pg_conn_t *c);
-tpc_error_t *tpc__pg_exec_buffered(tpc__pg_conn_t *c);
+/* "a", "b" quoted; @qualifier ("t.") goes before each. malloc'd, NULL on failure. */
+char *tpc__pg_column_list(tpc__pg_conn_t *c, const tpc__pg_table_t *t, const char *qualifier,
+                          bool keys_only);
+char *tpc__pg_insert_sql(tpc__pg_conn_t *c, const tpc__pg_table_t *t, const char *cols, int rows);
+/* "ON CONFLICT (keys) DO UPDATE SET ..." (or DO NOTHING) after an INSERT into @t. */
+char *tpc__pg_conflict_sql(tpc__pg_conn_t *c, const tpc__pg_table_t *t);
+/* Prepare every table's full-batch statement on the data connection (again after a reconnect). */
+tpc_error_t *tpc__pg_prepare_batches(tpc__pg_conn_t *c);
+tpc_error_t *tpc__pg_exec_buffered(tpc__pg_conn_t *c, tpc__pg_table_t *t);
 /* BEGIN on the data connection unless a transaction is open (pg_txn.c). */
 tpc_error_t *tpc__pg_ensure_txn(tpc__pg_conn_t *c);
 

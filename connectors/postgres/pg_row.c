@@ -4,7 +4,9 @@
  * and its bytes, -1 for NULL). Insert and upsert reuse the same tuples as parameter arrays, so
  * there is one encoding for every mode. Each value is checked against its column's type when it
  * is appended, because binary COPY would otherwise fail late with "incorrect binary data format"
- * or, worse, read the bytes as another type. Also the default record mapping.
+ * or, worse, read the bytes as another type. Also what a row does (insert, upsert, delete, skip:
+ * checked against the mode), which table it goes to (a record may give rows to several), and the
+ * default record mapping.
  */
 #include "pg_internal.h"
 
@@ -34,33 +36,142 @@ enum {
 /* Microseconds from 1970-01-01 to 2000-01-01, PostgreSQL's epoch. */
 #define PG_EPOCH_US 946684800000000LL
 
-bool tpc__pg_row_reserve(tpc_pg_row_t *row, size_t more)
+bool tpc__pg_buf_reserve(tpc__pg_buf_t *b, size_t more)
 {
-    return row->len + more <= row->cap || tpc_array_grow(&row->buf, &row->cap, row->len + more, 1);
+    return b->len + more <= b->cap || tpc_array_grow(&b->buf, &b->cap, b->len + more, 1);
 }
 
-void tpc__pg_row_begin(tpc_pg_row_t *row)
+/* A changelog tuple's own leading fields: the operation (int2) and the sequence number (int8). */
+#define STAGE_FIELDS 2
+#define STAGE_BYTES  (4 + 2 + 4 + 8)
+
+static const char *op_name(int op)
 {
-    row->start = row->len;
+    static const char *const names[] = {"default", "insert", "upsert", "delete", "skip"};
+    return op >= 0 && op <= TPC_PG_OP_SKIP ? names[op] : "unknown operation";
+}
+
+static const char *mode_name(tpc__pg_mode_t mode)
+{
+    static const char *const names[] = {"copy", "insert", "upsert", "changelog"};
+    return names[mode];
+}
+
+/* Start a row of the record in table @i, doing @op. */
+static void start_row(tpc_pg_row_t *row, int i, int op)
+{
+    row->table = &row->tables[i];
+    row->out = &row->table->out;
+    row->cols = row->table->cols;
+    row->ncols = row->table->ncols;
+    row->start = row->out->len;
     row->nfields = 0;
-    row->why[0] = '\0';
-    if (tpc__pg_row_reserve(row, 2))
-        row->len += 2; /* the field count, written at the end */
+    row->op = op;
+    size_t head = 2 + (row->staged ? STAGE_BYTES : 0); /* field count, written at the end */
+    if (tpc__pg_buf_reserve(row->out, head))
+        row->out->len += head;
     else
         snprintf(row->why, sizeof row->why, "out of memory");
 }
 
+void tpc__pg_row_begin(tpc_pg_row_t *row, const tpc_record_t *record, int tombstone)
+{
+    row->why[0] = '\0';
+    row->done = 0;
+    row->first_op = tombstone == TPC__PG_TOMBSTONE_DELETE &&
+                            (!record->value || (record->flags & TPC_RECORD_NULL_VALUE))
+                        ? TPC_PG_OP_DELETE
+                        : TPC_PG_OP_DEFAULT;
+    start_row(row, 0, row->first_op);
+}
+
+/* The operation @op comes to in the mode; -1 (and why) when the mode cannot apply it. */
+static int resolve_op(tpc_pg_row_t *row, int op)
+{
+    bool keyed = row->mode == TPC__PG_UPSERT || row->mode == TPC__PG_CHANGELOG;
+    if (op == TPC_PG_OP_DEFAULT || op == TPC_PG_OP_INSERT)
+        return keyed ? TPC_PG_OP_UPSERT : TPC_PG_OP_INSERT;
+    if (op == TPC_PG_OP_SKIP || (op == TPC_PG_OP_UPSERT && keyed) ||
+        (op == TPC_PG_OP_DELETE && row->mode == TPC__PG_CHANGELOG))
+        return op;
+    snprintf(row->why, sizeof row->why, "%s %s a row of table \"%s\", but pg.mode is %s%s",
+             op == TPC_PG_OP_DELETE ? "a delete" : "an upsert",
+             op == TPC_PG_OP_DELETE ? "of" : "of", row->table->name, mode_name(row->mode),
+             op == TPC_PG_OP_DELETE ? " (deletes need pg.mode=changelog and pg.key-columns)"
+                                    : " (upserts need pg.mode=upsert or changelog)");
+    return -1;
+}
+
+/* Finish the current row: @returns false (and why) when it is invalid. */
+static bool finish_row(tpc_pg_row_t *row)
+{
+    int op = row->why[0] ? -1 : resolve_op(row, row->op);
+    if (op == TPC_PG_OP_SKIP) {
+        row->out->len = row->start;
+        return true;
+    }
+    if (op >= 0 && row->nfields != row->ncols)
+        snprintf(row->why, sizeof row->why,
+                 "the %s row of table \"%s\" has %d values for %d columns", op_name(op),
+                 row->table->name, row->nfields, row->ncols);
+    if (row->why[0]) {
+        row->out->len = row->start;
+        return false;
+    }
+    unsigned char *p = row->out->buf + row->start;
+    tpc_store_be(p, (uint64_t)(row->nfields + (row->staged ? STAGE_FIELDS : 0)), 2);
+    if (row->staged) {
+        tpc_store_be(p + 2, 2, 4);
+        tpc_store_be(p + 6, op == TPC_PG_OP_DELETE ? 2 : 1, 2);
+        tpc_store_be(p + 8, 8, 4);
+        tpc_store_be(p + 12, row->seq++, 8);
+    }
+    row->table->rows++;
+    row->done++;
+    return true;
+}
+
 tpc_error_t *tpc__pg_row_end(tpc_pg_row_t *row)
 {
-    if (!row->why[0] && row->nfields != row->ncols)
-        snprintf(row->why, sizeof row->why, "the row has %d values for %d columns", row->nfields,
-                 row->ncols);
-    if (row->why[0]) {
-        row->len = row->start;
-        return tpc_error_new(TPC_ERR_INVALID_ARG, TPC_ERROR_FATAL, "invalid row: %s", row->why);
+    if (finish_row(row))
+        return NULL;
+    return tpc_error_new(TPC_ERR_INVALID_ARG, TPC_ERROR_FATAL, "invalid row: %s", row->why);
+}
+
+void tpc_pg_row_op(tpc_pg_row_t *row, tpc_pg_op_t op)
+{
+    if (row->why[0])
+        return;
+    if ((int)op < TPC_PG_OP_DEFAULT || op > TPC_PG_OP_SKIP)
+        snprintf(row->why, sizeof row->why, "operation %d is not a tpc_pg_op_t", (int)op);
+    else
+        row->op = (int)op;
+}
+
+void tpc_pg_row_table(tpc_pg_row_t *row, int table)
+{
+    if (row->why[0])
+        return;
+    if (table < 0 || table >= row->ntables) {
+        size_t n = (size_t)snprintf(row->why, sizeof row->why,
+                                    "table %d is not one of the %d tables of pg.table (", table,
+                                    row->ntables);
+        for (int i = 0; i < row->ntables && n < sizeof row->why; i++)
+            n += (size_t)snprintf(row->why + n, sizeof row->why - n, "%s%d: %s", i ? ", " : "", i,
+                                  row->tables[i].name);
+        if (n < sizeof row->why)
+            snprintf(row->why + n, sizeof row->why - n, ")");
+        return;
     }
-    tpc_store_be(row->buf + row->start, (uint64_t)row->nfields, 2);
-    return NULL;
+    int op = row->op;
+    if (row->nfields == 0) {
+        row->out->len = row->start; /* nothing yet: the row moves, with its operation */
+    } else {
+        if (!finish_row(row))
+            return;
+        op = row->first_op;
+    }
+    start_row(row, table, op);
 }
 
 /* Start the next field of @len bytes (-1: NULL) for a value of @what, which may go into columns
@@ -87,13 +198,13 @@ static unsigned char *field(tpc_pg_row_t *row, long len, const char *what, const
         snprintf(row->why, sizeof row->why, "value for column \"%s\" is too long", col->name);
         return NULL;
     }
-    if (!tpc__pg_row_reserve(row, 4 + (len > 0 ? (size_t)len : 0))) {
+    if (!tpc__pg_buf_reserve(row->out, 4 + (len > 0 ? (size_t)len : 0))) {
         snprintf(row->why, sizeof row->why, "out of memory");
         return NULL;
     }
-    tpc_store_be(row->buf + row->len, (uint64_t)(int64_t)(int32_t)len, 4);
-    unsigned char *p = row->buf + row->len + 4;
-    row->len += 4 + (len > 0 ? (size_t)len : 0);
+    tpc_store_be(row->out->buf + row->out->len, (uint64_t)(int64_t)(int32_t)len, 4);
+    unsigned char *p = row->out->buf + row->out->len + 4;
+    row->out->len += 4 + (len > 0 ? (size_t)len : 0);
     row->nfields++;
     return p;
 }
@@ -295,13 +406,13 @@ void tpc_pg_row_numeric(tpc_pg_row_t *row, const char *decimal)
 tpc_error_t *tpc__pg_default_encoder(void *opaque, const tpc_record_t *r, tpc_pg_row_t *row)
 {
     const tpc__pg_conn_t *c = opaque;
-    if (r->key)
+    if (r->key && !(r->flags & TPC_RECORD_NULL_KEY))
         tpc_pg_row_bytea(row, r->key, r->key_len);
     else
         tpc_pg_row_null(row);
-    if (!r->value)
+    if (!r->value || (r->flags & TPC_RECORD_NULL_VALUE))
         tpc_pg_row_null(row);
-    else if (c->value_is_text)
+    else if (c->tables[0].value_is_text)
         tpc_pg_row_text(row, r->value, r->value_len);
     else
         tpc_pg_row_bytea(row, r->value, r->value_len);

@@ -97,9 +97,39 @@ static tpc_error_t *check_table_name(void *arg, const tpc_prop_t *p, const char 
     return tpc__pg_name_ok(value) ? NULL : tpc_prop_invalid(p, key, value, NULL);
 }
 
+/* pg.table: one table, or several apart by commas, each "table" or "schema.table". */
+static tpc_error_t *check_table_list(void *arg, const tpc_prop_t *p, const char *key,
+                                     const char *value)
+{
+    (void)arg;
+    int n = 0;
+    for (const char *at = value;; n++) {
+        const char *comma = strchr(at, ',');
+        size_t len = comma ? (size_t)(comma - at) : strlen(at);
+        while (len && *at == ' ')
+            at++, len--;
+        while (len && at[len - 1] == ' ')
+            len--;
+        char name[512];
+        if (len == 0 || len >= sizeof name || memchr(at, ' ', len))
+            return tpc_prop_invalid(p, key, value, NULL);
+        memcpy(name, at, len);
+        name[len] = '\0';
+        if (!tpc__pg_name_ok(name))
+            return tpc_prop_invalid(p, key, value, NULL);
+        if (!comma)
+            break;
+        at = comma + 1;
+    }
+    if (n + 1 > TPC__PG_TABLES_MAX)
+        return tpc_prop_invalid(p, key, value, "list at most %d tables", TPC__PG_TABLES_MAX);
+    return NULL;
+}
+
 #define PG_FIELD(member) TPC_PROP_FIELD(tpc__pg_conf_t, member)
 
-static const char *const modes[] = {"copy", "insert", "upsert", NULL};
+static const char *const modes[] = {"copy", "insert", "upsert", "changelog", NULL};
+static const char *const tombstones[] = {"null", "delete", NULL};
 
 static const tpc_prop_t pg_props[] = {
     {.name = "pg.conninfo",
@@ -113,26 +143,40 @@ static const tpc_prop_t pg_props[] = {
     {.name = "pg.table",
      .type = TPC_PROP_STRING,
      .field = PG_FIELD(table),
-     .set = check_table_name,
-     .accepts = "table or schema.table, names as they are, unquoted",
-     .doc = "Required. The target table; names are taken as they are (case-sensitive)."},
+     .set = check_table_list,
+     .accepts = "table or schema.table, names as they are, unquoted; several apart by commas",
+     .doc = "Required. The target table, or several: the encoder picks each row's table with "
+            "tpc_pg_row_table(), and every table of a checkpoint commits in one transaction. "
+            "Names are taken as they are (case-sensitive)."},
     {.name = "pg.columns",
      .type = TPC_PROP_STRING,
      .field = PG_FIELD(columns),
-     .accepts = "comma-separated column names",
+     .accepts =
+         "comma-separated column names; with several tables one list per table, apart by ';'",
      .doc = "The target columns, in the order the encoder fills them (default: every "
-            "column)."},
+            "column; with several tables an empty list means every column too)."},
     {.name = "pg.mode",
      .type = TPC_PROP_ENUM,
      .field = PG_FIELD(mode),
      .choices = modes,
      .def = "copy",
-     .doc = "copy (binary COPY), insert, or upsert (INSERT ... ON CONFLICT)."},
+     .doc = "copy (binary COPY), insert, upsert (INSERT ... ON CONFLICT), or changelog (upserts "
+            "and deletes by key: binary COPY into a staging table, merged at the checkpoint)."},
     {.name = "pg.key-columns",
      .type = TPC_PROP_STRING,
      .field = PG_FIELD(key_columns),
-     .accepts = "comma-separated column names",
-     .doc = "upsert: the columns of a unique index (checked at open)."},
+     .accepts =
+         "comma-separated column names; with several tables one list per table, apart by ';'",
+     .doc = "upsert, changelog: the columns of a unique index (checked at open), by which rows "
+            "are found."},
+    {.name = "pg.tombstone",
+     .type = TPC_PROP_ENUM,
+     .field = PG_FIELD(tombstone),
+     .choices = tombstones,
+     .def = "null",
+     .doc = "What a record with a null value (a Kafka tombstone) is: null (a row like any "
+            "other, its value NULL in the default mapping) or delete (changelog: a delete of its "
+            "key; the encoder fills the key columns)."},
     {.name = "pg.gid-prefix",
      .type = TPC_PROP_CUSTOM,
      .set = set_gid_prefix,

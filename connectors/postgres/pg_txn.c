@@ -1,14 +1,9 @@
 /*
- * Writing one transaction of the PostgreSQL sink on the data connection: nothing happens before
- * the first record (so an empty transaction costs no statement), then BEGIN and either a binary
- * COPY stream fed from the send buffer, or INSERT statements of pg.batch-size rows with binary
- * parameters. Pre-commit ends the rows, adds the marker row that lets a later commit tell
- * "already committed" from "lost", and prepares the transaction under its gid. Also the open of a
- * subtask and the handle's bytes.
- *
- * Upsert rows wait in the buffer while a transaction of this subtask is prepared but not yet
- * committed: an upsert of a key that transaction holds would wait for its commit, which comes on
- * this very thread.
+ * One transaction of the PostgreSQL sink on the data connection: nothing happens before the first
+ * record (so an empty transaction costs no statement), then BEGIN and the rows (pg_write.c).
+ * Pre-commit ends the rows, adds the marker row that lets a later commit tell "already committed"
+ * from "lost", and prepares the transaction under its gid. Also the open of a subtask and the
+ * handle's bytes.
  */
 #include "pg_internal.h"
 
@@ -20,39 +15,6 @@
 static tpc_error_t *nomem(void)
 {
     return tpc_error_nomem();
-}
-
-static tpc_error_t *build_statements(tpc__pg_conn_t *c)
-{
-    char *cols = tpc__pg_column_list(c);
-    if (!cols)
-        return nomem();
-    size_t len = strlen(c->table_q) + strlen(cols) + 64;
-    c->copy_sql = malloc(len);
-    if (c->copy_sql)
-        snprintf(c->copy_sql, len, "COPY %s (%s) FROM STDIN (FORMAT binary)", c->table_q, cols);
-    int rows = (int)c->conf->batch_size;
-    if (rows * c->ncols > 65535) /* the protocol's limit of parameters */
-        rows = 65535 / c->ncols;
-    c->insert_rows = rows;
-    size_t params = (size_t)rows * (size_t)c->ncols;
-    c->values = calloc(params, sizeof *c->values);
-    c->lengths = calloc(params, sizeof *c->lengths);
-    c->formats = calloc(params, sizeof *c->formats);
-    c->types = calloc(params, sizeof *c->types);
-    for (c->seen_cap = 16; c->seen_cap < (size_t)rows * 2; c->seen_cap *= 2)
-        ;
-    c->seen = calloc(c->seen_cap, sizeof *c->seen);
-    c->insert_sql = tpc__pg_insert_sql(c, cols, rows);
-    free(cols);
-    if (!c->copy_sql || !c->values || !c->lengths || !c->formats || !c->types || !c->seen ||
-        !c->insert_sql)
-        return nomem();
-    for (size_t i = 0; i < params; i++) {
-        c->formats[i] = 1;
-        c->types[i] = c->cols[i % (size_t)c->ncols].type;
-    }
-    return tpc__pg_prepare_batch(c);
 }
 
 static void derive_prefix(char *dst, const tpc_txn_subtask_t *st)
@@ -89,14 +51,9 @@ tpc_error_t *tpc__pg_open(void *arg, const tpc_txn_subtask_t *st, void **out)
     if (!err)
         err = tpc__pg_connect(conf, st, "data", &c->data);
     if (!err)
-        err = tpc__pg_load_columns(c);
+        err = tpc__pg_open_tables(c);
     if (!err)
         err = tpc__pg_ensure_marker_table(c);
-    if (!err) {
-        c->row.cols = c->cols;
-        c->row.ncols = c->ncols;
-        err = build_statements(c);
-    }
     if (err) {
         tpc__pg_close(c);
         return err;
@@ -110,17 +67,8 @@ void tpc__pg_close(void *conn)
     tpc__pg_conn_t *c = conn;
     PQfinish(c->data);
     PQfinish(c->control);
-    tpc__pg_free_cols(c->cols, c->ncols);
-    free(c->table_q);
+    tpc__pg_close_tables(c);
     free(c->marker_q);
-    free(c->copy_sql);
-    free(c->insert_sql);
-    free(c->row.buf);
-    free(c->values);
-    free(c->lengths);
-    free(c->formats);
-    free(c->types);
-    free(c->seen);
     free(c);
 }
 
@@ -141,8 +89,7 @@ tpc_error_t *tpc__pg_begin(void *conn, uint64_t checkpoint_id, void **txn)
                              "gid for prefix \"%s\" is longer than %d bytes", c->prefix,
                              TPC_PG_GID_MAX);
     }
-    c->rows = 0;
-    c->row.len = 0;
+    tpc__pg_drop_rows(c);
     *txn = t;
     return NULL;
 }
@@ -156,7 +103,8 @@ tpc_error_t *tpc__pg_ensure_txn(tpc__pg_conn_t *c)
     for (int attempt = 0;; attempt++) {
         if (PQstatus(c->data) != CONNECTION_OK) {
             PQreset(c->data);
-            tpc_error_t *err = PQstatus(c->data) == CONNECTION_OK ? tpc__pg_prepare_batch(c) : NULL;
+            tpc_error_t *err =
+                PQstatus(c->data) == CONNECTION_OK ? tpc__pg_prepare_batches(c) : NULL;
             if (err)
                 return err;
         }
@@ -174,109 +122,26 @@ tpc_error_t *tpc__pg_ensure_txn(tpc__pg_conn_t *c)
     }
 }
 
-static const unsigned char copy_header[19] = {'P', 'G', 'C', 'O', 'P', 'Y', '\n', 0xff, '\r', '\n',
-                                              0,   0,   0,   0,   0,   0,   0,    0,    0};
-
-static tpc_error_t *start_copy(tpc__pg_conn_t *c)
-{
-    tpc_error_t *err = tpc__pg_ensure_txn(c);
-    if (err)
-        return err;
-    PGresult *res = PQexec(c->data, c->copy_sql);
-    if (PQresultStatus(res) != PGRES_COPY_IN)
-        return tpc__pg_result_error(c->data, res, "start COPY");
-    PQclear(res);
-    c->in_copy = true;
-    return NULL;
-}
-
-static tpc_error_t *send_copy(tpc__pg_conn_t *c)
-{
-    if (c->row.len && PQputCopyData(c->data, (const char *)c->row.buf, (int)c->row.len) != 1)
-        return tpc__pg_result_error(c->data, NULL, "send COPY data");
-    c->row.len = 0;
-    return NULL;
-}
-
-static tpc_error_t *end_copy(tpc__pg_conn_t *c)
-{
-    if (!c->in_copy)
-        return NULL;
-    static const unsigned char trailer[2] = {0xff, 0xff};
-    if (!tpc__pg_row_reserve(&c->row, 2))
-        return nomem();
-    memcpy(c->row.buf + c->row.len, trailer, 2);
-    c->row.len += 2;
-    tpc_error_t *err = send_copy(c);
-    if (err)
-        return err;
-    c->in_copy = false;
-    if (PQputCopyEnd(c->data, NULL) != 1)
-        return tpc__pg_result_error(c->data, NULL, "end COPY");
-    PGresult *res = PQgetResult(c->data), *extra;
-    while ((extra = PQgetResult(c->data)) != NULL)
-        PQclear(extra);
-    if (PQresultStatus(res) != PGRES_COMMAND_OK)
-        return tpc__pg_result_error(c->data, res, "COPY rows");
-    PQclear(res);
-    return NULL;
-}
-
 tpc_error_t *tpc__pg_write(void *conn, void *txn, const tpc_record_t *records, size_t count)
 {
-    tpc__pg_conn_t *c = conn;
     tpc__pg_txn_t *t = txn;
-    bool copy = c->conf->mode == TPC__PG_COPY;
-    tpc_error_t *err = NULL;
-    if (count && copy && !c->in_copy) {
-        if ((err = start_copy(c)) != NULL)
-            return err;
-        c->row.len = 0;
-        if (!tpc__pg_row_reserve(&c->row, sizeof copy_header))
-            return nomem();
-        memcpy(c->row.buf, copy_header, sizeof copy_header);
-        c->row.len = sizeof copy_header;
-    }
-    tpc_pg_encoder_t encode = c->conf->encode ? c->conf->encode : tpc__pg_default_encoder;
-    void *opaque = c->conf->encode ? c->conf->encode_opaque : c;
-    for (size_t i = 0; i < count; i++) {
-        tpc__pg_row_begin(&c->row);
-        err = encode(opaque, &records[i], &c->row);
-        if (err) {
-            c->row.len = c->row.start;
-            return tpc_error_prefix(err, "row encoder failed");
-        }
-        if ((err = tpc__pg_row_end(&c->row)) != NULL)
-            return tpc_error_prefix(err, "record %zu of the batch", i);
-        t->written = true;
-        c->rows++;
-        if (copy && c->row.len >= c->conf->copy_buffer)
-            err = send_copy(c);
-        else if (!copy && c->rows >= (size_t)c->insert_rows &&
-                 (c->conf->mode == TPC__PG_INSERT || c->prepared_here == 0))
-            err = tpc__pg_exec_buffered(c);
-        if (err)
-            return err;
-    }
-    return NULL;
+    bool wrote = false;
+    tpc_error_t *err = tpc__pg_write_rows(conn, records, count, &wrote);
+    t->written = t->written || wrote;
+    return err;
 }
 
 tpc_error_t *tpc__pg_flush(void *conn, void *txn)
 {
-    tpc__pg_conn_t *c = conn;
     (void)txn;
-    if (c->conf->mode == TPC__PG_COPY)
-        return c->in_copy ? send_copy(c) : NULL;
-    if (c->conf->mode == TPC__PG_UPSERT && c->prepared_here)
-        return NULL;
-    return tpc__pg_exec_buffered(c);
+    return tpc__pg_flush_rows(conn);
 }
 
 tpc_error_t *tpc__pg_pre_commit(void *conn, void *txn, uint64_t checkpoint_id)
 {
     tpc__pg_conn_t *c = conn;
     tpc__pg_txn_t *t = txn;
-    tpc_error_t *err = c->conf->mode == TPC__PG_COPY ? end_copy(c) : tpc__pg_exec_buffered(c);
+    tpc_error_t *err = tpc__pg_end_rows(c);
     if (!err)
         err = tpc__pg_ensure_txn(c);
     char sub[16], ckpt[24], floor[24];
@@ -329,16 +194,8 @@ tpc_error_t *tpc__pg_abort(void *conn, void *txn)
 {
     tpc__pg_conn_t *c = conn;
     (void)txn;
-    c->rows = 0;
-    c->row.len = 0;
-    if (c->in_copy) {
-        c->in_copy = false;
-        if (PQputCopyEnd(c->data, "transaction aborted by the sink") == 1) {
-            PGresult *res;
-            while ((res = PQgetResult(c->data)) != NULL)
-                PQclear(res);
-        }
-    }
+    tpc__pg_drop_rows(c);
+    tpc__pg_cancel_copy(c);
     if (!c->in_txn)
         return NULL;
     c->in_txn = false;

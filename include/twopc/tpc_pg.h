@@ -19,7 +19,9 @@
  * back; gids of other prefixes are never touched. See docs/postgres.md.
  *
  * By default a record's key goes to the first column (bytea) and its value to the second (bytea
- * or text). tpc_pg_sink_set_encoder() maps records to rows of any shape.
+ * or text). tpc_pg_sink_set_encoder() maps records to rows of any shape, and, with
+ * tpc_pg_row_op() and tpc_pg_row_table(), to deletes and upserts (pg.mode=changelog), to rows of
+ * several tables committed together (pg.table lists them), or to nothing.
  *
  * Threads: configure on one thread, before tpc_txn_sink_add_to_job(); the sink's subtasks then run
  * on their own threads (see tpc_txn.h). Encoders run on those threads, several at once.
@@ -42,9 +44,9 @@ extern "C" {
  * The result is a tpc_txn_sink_t: configure it with tpc_txn_sink_set(), add it to a job with
  * tpc_txn_sink_add_to_job(), free it with tpc_txn_sink_destroy() after the job. Besides the sink
  * keys of tpc_txn_sink_set() it takes pg.conninfo and pg.table (both required), pg.columns,
- * pg.mode, pg.key-columns, pg.gid-prefix, pg.batch-size, pg.copy-buffer, pg.marker-table,
- * pg.connect.deadline.ms and pg.connect.backoff.ms: docs/configuration.md, generated from
- * tpc_pg_sink_properties().
+ * pg.mode, pg.key-columns, pg.tombstone, pg.gid-prefix, pg.batch-size, pg.copy-buffer,
+ * pg.marker-table, pg.connect.deadline.ms and pg.connect.backoff.ms: docs/configuration.md,
+ * generated from tpc_pg_sink_properties().
  *
  * Commits that fail because the connection was lost are retried per the sink's commit.retry.* keys.
  *
@@ -65,7 +67,8 @@ TPC_API const tpc_props_t *tpc_pg_sink_properties(void);
 typedef struct tpc_pg_row tpc_pg_row_t;
 
 /**
- * Turn @p record into one row of @p row. Called on the subtasks' threads, several at once:
+ * Turn @p record into one row of @p row (or several, of several tables: tpc_pg_row_table(); or
+ * none: tpc_pg_row_op() with TPC_PG_OP_SKIP). Called on the subtasks' threads, several at once:
  * @p opaque must be safe to share. @p record is valid during the call only.
  * @returns NULL, or an error that fails the write (the encoder's to give away).
  */
@@ -104,6 +107,38 @@ TPC_API void tpc_pg_hide_secrets(const char *conninfo, char *msg);
  * in a checkpoint (tpc_txn_describe_handle(): the line is the gid, the value "gid" too). Make
  * sinks with tpc_pg_sink_new(), not from this table. */
 TPC_API const tpc_txn_connector_ops_t *tpc_pg_sink_ops(void);
+
+/** @} */
+
+/** @name Operations and tables
+ * What a row does, and where it goes. Call them from an encoder, before the row's values.
+ * @{ */
+
+/** What a row does to its table. */
+typedef enum {
+    TPC_PG_OP_DEFAULT = 0, /**< the mode's: insert (copy, insert), upsert (upsert, changelog) */
+    TPC_PG_OP_INSERT = 1,  /**< a new row (applied as an upsert in upsert and changelog modes) */
+    TPC_PG_OP_UPSERT = 2,  /**< the row of its key is now this one (upsert, changelog) */
+    TPC_PG_OP_DELETE = 3,  /**< the row of its key goes (changelog); only the key columns count,
+                                the other values may be NULL */
+    TPC_PG_OP_SKIP = 4     /**< no row: the record is dropped (every mode) */
+} tpc_pg_op_t;
+
+/**
+ * @brief Set what the record's row does (the current row; with several tables, each row of the
+ * record its own). A delete or upsert in a mode that cannot apply it fails the write, naming
+ * pg.mode. A record whose value is null (a Kafka tombstone) starts as TPC_PG_OP_DELETE when
+ * pg.tombstone=delete.
+ */
+TPC_API void tpc_pg_row_op(tpc_pg_row_t *row, tpc_pg_op_t op);
+
+/**
+ * @brief Send the row to table @p table of pg.table's list (0 = the first, which a record starts
+ * with). Called after values, it finishes that row and starts another one, of the same record, for
+ * @p table: one record may give a row to each of several tables. An index outside the list fails
+ * the write with a message naming the tables.
+ */
+TPC_API void tpc_pg_row_table(tpc_pg_row_t *row, int table);
 
 /** @} */
 

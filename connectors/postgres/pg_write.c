@@ -1,0 +1,382 @@
+/*
+ * The rows of one transaction of the PostgreSQL sink, table by table. Each target table has a send
+ * buffer of binary COPY tuples that the encoder's row builder fills.
+ *
+ * - copy: a full buffer goes into its table by binary COPY. With one table the COPY stays open for
+ *   the whole transaction; with several, one COPY is open at a time, and a full buffer of another
+ *   table ends it and starts one into that table.
+ * - insert, upsert: a full buffer becomes INSERT statements (pg_insert.c).
+ * - changelog: tuples carry their operation and a sequence number, and go by binary COPY into the
+ *   table's staging table (an unlogged table, since a prepared transaction may not touch temporary
+ *   ones). At pre-commit one statement applies them: the latest operation of each key wins, deletes
+ *   by DELETE ... USING, upserts by INSERT ... ON CONFLICT DO UPDATE, and the staged rows are
+ *   deleted again, all in the checkpoint's transaction. Staging never waits for a prepared
+ *   transaction of this subtask (its rows lock no key); only the merge touches the keys.
+ *
+ * Everything lands in the one transaction that pg_txn.c prepares, so a reader sees every table of
+ * a checkpoint at once or none.
+ */
+#include "pg_internal.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const unsigned char copy_header[19] = {'P', 'G', 'C', 'O', 'P', 'Y', '\n', 0xff, '\r', '\n',
+                                              0,   0,   0,   0,   0,   0,   0,    0,    0};
+
+static bool streaming(const tpc__pg_conn_t *c)
+{
+    return c->conf->mode == TPC__PG_COPY || c->conf->mode == TPC__PG_CHANGELOG;
+}
+
+/* ---- the tables of pg.table, their columns and statements ------------------------------- */
+
+/* Part @i of the @sep-separated @list, trimmed, malloc'd; NULL for an empty part or no list. */
+static char *list_part(const char *list, char sep, int i, bool *nomem)
+{
+    if (!list)
+        return NULL;
+    const char *p = list;
+    for (; i > 0 && p; i--) {
+        p = strchr(p, sep);
+        p = p ? p + 1 : NULL;
+    }
+    if (!p)
+        return NULL;
+    const char *end = strchr(p, sep);
+    size_t len = end ? (size_t)(end - p) : strlen(p);
+    while (len && *p == ' ')
+        p++, len--;
+    while (len && p[len - 1] == ' ')
+        len--;
+    if (!len)
+        return NULL;
+    char *out = malloc(len + 1);
+    if (!out) {
+        *nomem = true;
+        return NULL;
+    }
+    memcpy(out, p, len);
+    out[len] = '\0';
+    return out;
+}
+
+static int list_count(const char *list, char sep)
+{
+    int n = 1;
+    for (const char *p = list; (p = strchr(p, sep)) != NULL; p++)
+        n++;
+    return n;
+}
+
+static tpc_error_t *list_mismatch(const char *key, int parts, int tables)
+{
+    return tpc_error_hint(tpc_error_new(TPC_ERR_CONFIG, TPC_ERROR_FATAL,
+                                        "\"%s\" has %d lists for the %d tables of pg.table", key,
+                                        parts, tables),
+                          "give one comma-separated list per table, in pg.table's order, apart "
+                          "by ';' (\"id,total;order_id,line\")");
+}
+
+/* COPY into the table, or into its staging table with the operation and sequence columns. */
+static char *copy_sql(tpc__pg_conn_t *c, const tpc__pg_table_t *t)
+{
+    char *cols = tpc__pg_column_list(c, t, "", false);
+    if (!cols)
+        return NULL;
+    size_t len = strlen(t->stage_q ? t->stage_q : t->table_q) + strlen(cols) + 96;
+    char *sql = malloc(len);
+    if (sql)
+        snprintf(sql, len, "COPY %s (%s%s) FROM STDIN (FORMAT binary)",
+                 t->stage_q ? t->stage_q : t->table_q, t->stage_q ? "twopc_op, twopc_seq, " : "",
+                 cols);
+    free(cols);
+    return sql;
+}
+
+/* The merge of a changelog: one statement, so one round trip and one scan of the staged rows. */
+static char *merge_sql(tpc__pg_conn_t *c, const tpc__pg_table_t *t)
+{
+    char *cols = tpc__pg_column_list(c, t, "", false);
+    char *keys = tpc__pg_column_list(c, t, "", true);
+    char *conflict = tpc__pg_conflict_sql(c, t);
+    size_t cap = 2 * strlen(t->table_q) + 2 * strlen(t->stage_q) + 2 * (cols ? strlen(cols) : 0) +
+                 3 * (keys ? strlen(keys) : 0) + (conflict ? strlen(conflict) : 0) +
+                 (size_t)t->nkeys * 64 + 512;
+    char *s = cols && keys && conflict ? malloc(cap) : NULL;
+    if (s) {
+        size_t n = (size_t)snprintf(
+            s, cap,
+            "WITH twopc_last AS (SELECT DISTINCT ON (%s) * FROM %s ORDER BY %s, twopc_seq DESC), "
+            "twopc_gone AS (DELETE FROM %s), "
+            "twopc_deleted AS (DELETE FROM %s twopc_target USING twopc_last "
+            "WHERE twopc_last.twopc_op = 2",
+            keys, t->stage_q, keys, t->stage_q, t->table_q);
+        for (int i = 0; i < t->ncols; i++) {
+            if (!t->cols[i].key)
+                continue;
+            char *q = PQescapeIdentifier(c->data, t->cols[i].name, strlen(t->cols[i].name));
+            n += (size_t)snprintf(s + n, cap - n, " AND twopc_target.%s = twopc_last.%s",
+                                  q ? q : "", q ? q : "");
+            PQfreemem(q);
+        }
+        snprintf(s + n, cap - n,
+                 ") INSERT INTO %s (%s) SELECT %s FROM twopc_last WHERE twopc_op = 1%s",
+                 t->table_q, cols, cols, conflict);
+    }
+    free(cols);
+    free(keys);
+    free(conflict);
+    return s;
+}
+
+static tpc_error_t *build_statements(tpc__pg_conn_t *c, tpc__pg_table_t *t)
+{
+    if (c->conf->mode == TPC__PG_CHANGELOG) {
+        tpc_error_t *err = tpc__pg_ensure_stage_table(c, t);
+        if (err)
+            return err;
+        if (!(t->merge_sql = merge_sql(c, t)))
+            return tpc_error_nomem();
+    }
+    if (!(t->copy_sql = copy_sql(c, t)))
+        return tpc_error_nomem();
+    if (c->conf->mode != TPC__PG_INSERT && c->conf->mode != TPC__PG_UPSERT)
+        return NULL;
+    int rows = (int)c->conf->batch_size;
+    if (rows * t->ncols > 65535) /* the protocol's limit of parameters */
+        rows = 65535 / t->ncols;
+    t->insert_rows = rows;
+    size_t params = (size_t)rows * (size_t)t->ncols;
+    t->values = calloc(params, sizeof *t->values);
+    t->lengths = calloc(params, sizeof *t->lengths);
+    t->formats = calloc(params, sizeof *t->formats);
+    t->types = calloc(params, sizeof *t->types);
+    for (t->seen_cap = 16; t->seen_cap < (size_t)rows * 2; t->seen_cap *= 2)
+        ;
+    t->seen = calloc(t->seen_cap, sizeof *t->seen);
+    char *cols = tpc__pg_column_list(c, t, "", false);
+    t->insert_sql = cols ? tpc__pg_insert_sql(c, t, cols, rows) : NULL;
+    free(cols);
+    if (!t->values || !t->lengths || !t->formats || !t->types || !t->seen || !t->insert_sql)
+        return tpc_error_nomem();
+    for (size_t i = 0; i < params; i++) {
+        t->formats[i] = 1;
+        t->types[i] = t->cols[i % (size_t)t->ncols].type;
+    }
+    return NULL;
+}
+
+tpc_error_t *tpc__pg_open_tables(tpc__pg_conn_t *c)
+{
+    const tpc__pg_conf_t *conf = c->conf;
+    if (!conf->table)
+        return tpc_error_hint(
+            tpc_error_new(TPC_ERR_CONFIG, TPC_ERROR_FATAL, "\"pg.table\" is not set"),
+            "set pg.table to the target table, schema.table when it is not on the search path");
+    int n = list_count(conf->table, ',');
+    if (n > TPC__PG_TABLES_MAX)
+        return tpc_error_new(TPC_ERR_CONFIG, TPC_ERROR_FATAL,
+                             "\"pg.table\" lists %d tables; one sink writes at most %d", n,
+                             TPC__PG_TABLES_MAX);
+    if (n > 1 && conf->columns && list_count(conf->columns, ';') != n)
+        return list_mismatch("pg.columns", list_count(conf->columns, ';'), n);
+    if (n > 1 && conf->key_columns && list_count(conf->key_columns, ';') != n)
+        return list_mismatch("pg.key-columns", list_count(conf->key_columns, ';'), n);
+    if (n > 1 && !conf->encode)
+        return tpc_error_hint(tpc_error_new(TPC_ERR_CONFIG, TPC_ERROR_FATAL,
+                                            "\"pg.table\" lists %d tables, but the sink has no "
+                                            "encoder to choose a record's table",
+                                            n),
+                              "set an encoder with tpc_pg_sink_set_encoder() that calls "
+                              "tpc_pg_row_table(), or list one table");
+    if (conf->tombstone == TPC__PG_TOMBSTONE_DELETE && conf->mode != TPC__PG_CHANGELOG)
+        return tpc_error_hint(tpc_error_new(TPC_ERR_CONFIG, TPC_ERROR_FATAL,
+                                            "pg.tombstone=delete needs pg.mode=changelog"),
+                              "set pg.mode=changelog and pg.key-columns, or leave pg.tombstone "
+                              "out to write a null value as NULL");
+    c->tables = calloc((size_t)n, sizeof *c->tables);
+    if (!c->tables)
+        return tpc_error_nomem();
+    c->ntables = n;
+    c->copying = -1;
+    tpc_error_t *err = NULL;
+    for (int i = 0; i < n && !err; i++) {
+        bool nomem = false;
+        tpc__pg_table_t *t = &c->tables[i];
+        t->name = list_part(conf->table, ',', i, &nomem);
+        char *cols = list_part(conf->columns, ';', i, &nomem);
+        char *keys = list_part(conf->key_columns, ';', i, &nomem);
+        if (nomem)
+            err = tpc_error_nomem();
+        else if (!t->name)
+            err = tpc_prop_invalid(tpc_props_find(tpc_pg_sink_properties(), "pg.table"),
+                                   "pg.table", conf->table, NULL);
+        else
+            err = tpc__pg_load_columns(c, t, cols, keys);
+        free(cols);
+        free(keys);
+        if (!err)
+            err = build_statements(c, t);
+    }
+    c->row.tables = c->tables;
+    c->row.ntables = c->ntables;
+    c->row.staged = conf->mode == TPC__PG_CHANGELOG;
+    c->row.mode = conf->mode;
+    return err ? err : tpc__pg_prepare_batches(c);
+}
+
+void tpc__pg_close_tables(tpc__pg_conn_t *c)
+{
+    for (int i = 0; i < c->ntables; i++) {
+        tpc__pg_table_t *t = &c->tables[i];
+        free(t->name);
+        free(t->table_q);
+        tpc__pg_free_cols(t->cols, t->ncols);
+        free(t->copy_sql);
+        free(t->insert_sql);
+        free(t->stage_q);
+        free(t->merge_sql);
+        free(t->out.buf);
+        free(t->values);
+        free(t->lengths);
+        free(t->formats);
+        free(t->types);
+        free(t->seen);
+    }
+    free(c->tables);
+    c->tables = NULL;
+    c->ntables = 0;
+}
+
+/* ---- COPY streams ------------------------------------------------------------------------ */
+
+static tpc_error_t *end_copy(tpc__pg_conn_t *c)
+{
+    if (c->copying < 0)
+        return NULL;
+    c->copying = -1;
+    static const unsigned char trailer[2] = {0xff, 0xff};
+    if (PQputCopyData(c->data, (const char *)trailer, 2) != 1 || PQputCopyEnd(c->data, NULL) != 1)
+        return tpc__pg_result_error(c->data, NULL, "end COPY");
+    PGresult *res = PQgetResult(c->data), *extra;
+    while ((extra = PQgetResult(c->data)) != NULL)
+        PQclear(extra);
+    if (PQresultStatus(res) != PGRES_COMMAND_OK)
+        return tpc__pg_result_error(c->data, res, "COPY rows");
+    PQclear(res);
+    return NULL;
+}
+
+/* Send table @t's buffer, in a COPY into it (ending another table's COPY first). */
+static tpc_error_t *send_table(tpc__pg_conn_t *c, tpc__pg_table_t *t)
+{
+    if (!t->out.len)
+        return NULL;
+    int i = (int)(t - c->tables);
+    tpc_error_t *err = c->copying == i ? NULL : end_copy(c);
+    if (!err && c->copying != i) {
+        if ((err = tpc__pg_ensure_txn(c)) != NULL)
+            return err;
+        PGresult *res = PQexec(c->data, t->copy_sql);
+        if (PQresultStatus(res) != PGRES_COPY_IN)
+            return tpc__pg_result_error(c->data, res, "start COPY");
+        PQclear(res);
+        c->copying = i;
+        if (PQputCopyData(c->data, (const char *)copy_header, sizeof copy_header) != 1)
+            return tpc__pg_result_error(c->data, NULL, "send COPY data");
+    }
+    if (!err && PQputCopyData(c->data, (const char *)t->out.buf, (int)t->out.len) != 1)
+        err = tpc__pg_result_error(c->data, NULL, "send COPY data");
+    t->out.len = 0;
+    return err;
+}
+
+void tpc__pg_cancel_copy(tpc__pg_conn_t *c)
+{
+    if (c->copying < 0)
+        return;
+    c->copying = -1;
+    if (PQputCopyEnd(c->data, "transaction aborted by the sink") == 1) {
+        PGresult *res;
+        while ((res = PQgetResult(c->data)) != NULL)
+            PQclear(res);
+    }
+}
+
+/* ---- a transaction's rows ---------------------------------------------------------------- */
+
+void tpc__pg_drop_rows(tpc__pg_conn_t *c)
+{
+    for (int i = 0; i < c->ntables; i++) {
+        c->tables[i].out.len = 0;
+        c->tables[i].rows = 0;
+    }
+    c->row.seq = 0;
+}
+
+/* Send what is due: a full COPY buffer; a full batch, except upserts while a transaction of this
+ * subtask is prepared (they would wait for its commit, which comes on this very thread). */
+static tpc_error_t *send_due(tpc__pg_conn_t *c, tpc__pg_table_t *t)
+{
+    if (streaming(c))
+        return t->out.len >= c->conf->copy_buffer ? send_table(c, t) : NULL;
+    if (t->rows >= (size_t)t->insert_rows &&
+        (c->conf->mode == TPC__PG_INSERT || c->prepared_here == 0))
+        return tpc__pg_exec_buffered(c, t);
+    return NULL;
+}
+
+tpc_error_t *tpc__pg_write_rows(tpc__pg_conn_t *c, const tpc_record_t *records, size_t count,
+                                bool *wrote)
+{
+    tpc_pg_encoder_t encode = c->conf->encode ? c->conf->encode : tpc__pg_default_encoder;
+    void *opaque = c->conf->encode ? c->conf->encode_opaque : c;
+    tpc_error_t *err = NULL;
+    for (size_t i = 0; i < count && !err; i++) {
+        tpc__pg_row_begin(&c->row, &records[i], c->conf->tombstone);
+        err = encode(opaque, &records[i], &c->row);
+        if (err) {
+            c->row.out->len = c->row.start;
+            return tpc_error_prefix(err, "row encoder failed");
+        }
+        if ((err = tpc__pg_row_end(&c->row)) != NULL)
+            return tpc_error_prefix(err, "record %zu of the batch", i);
+        *wrote = *wrote || c->row.done > 0;
+        if (c->ntables == 1)
+            err = send_due(c, c->tables);
+        for (int k = 0; c->ntables > 1 && k < c->ntables && !err; k++)
+            err = send_due(c, &c->tables[k]);
+    }
+    return err;
+}
+
+tpc_error_t *tpc__pg_flush_rows(tpc__pg_conn_t *c)
+{
+    tpc_error_t *err = NULL;
+    for (int i = 0; i < c->ntables && !err; i++) {
+        tpc__pg_table_t *t = &c->tables[i];
+        if (streaming(c))
+            err = send_table(c, t);
+        else if (c->conf->mode == TPC__PG_INSERT || c->prepared_here == 0)
+            err = tpc__pg_exec_buffered(c, t);
+    }
+    return err;
+}
+
+tpc_error_t *tpc__pg_end_rows(tpc__pg_conn_t *c)
+{
+    tpc_error_t *err = NULL;
+    for (int i = 0; i < c->ntables && !err; i++)
+        err = streaming(c) ? send_table(c, &c->tables[i]) : tpc__pg_exec_buffered(c, &c->tables[i]);
+    if (!err)
+        err = end_copy(c);
+    for (int i = 0; i < c->ntables && !err && c->conf->mode == TPC__PG_CHANGELOG; i++) {
+        tpc__pg_table_t *t = &c->tables[i];
+        if (t->rows)
+            err = tpc__pg_exec(c->data, t->merge_sql, 0, NULL, "apply the changelog", NULL);
+        t->rows = 0;
+    }
+    return err;
+}
