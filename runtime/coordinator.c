@@ -16,6 +16,7 @@
 #include <time.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 typedef struct pending {
     uint64_t id;
@@ -87,8 +88,9 @@ static void broadcast(coord_t *c, tpc__msg_kind_t kind, uint64_t id)
             tpc__task_post(&c->a->tasks[i], kind, id);
 }
 
+/* @bytes: the size of a completed checkpoint's file. */
 static void record_outcome(coord_t *c, uint64_t id, bool completed, uint64_t duration_us,
-                           const char *reason)
+                           uint64_t bytes, const char *reason)
 {
     pthread_mutex_lock(&c->job->ctl_mu);
     if (completed) {
@@ -99,7 +101,7 @@ static void record_outcome(coord_t *c, uint64_t id, bool completed, uint64_t dur
         c->job->stats.checkpoints_aborted++;
     }
     pthread_mutex_unlock(&c->job->ctl_mu);
-    tpc__metrics_note_checkpoint(c->job, completed, duration_us);
+    tpc__metrics_note_checkpoint(c->job, completed, duration_us, bytes);
     if (c->job->ckpt_cb)
         c->job->ckpt_cb(c->job->ckpt_cb_opaque, id, completed, duration_us, reason);
 }
@@ -109,7 +111,7 @@ static void abort_checkpoint(coord_t *c, pending_t *p, const char *reason, bool 
     tpc__logf(&c->job->log, TPC_LOG_INFO, "checkpoint %" PRIu64 " aborted: %s", p->id, reason);
     unlink_pending(c, p);
     broadcast(c, TPC__MSG_NOTIFY_ABORTED, p->id);
-    record_outcome(c, p->id, false, tpc__now_us() - p->trigger_us, reason);
+    record_outcome(c, p->id, false, tpc__now_us() - p->trigger_us, 0, reason);
     if (p->id == c->final_id)
         c->final_id = 0;
     if (p->savepoint && !c->failure) {
@@ -204,7 +206,7 @@ static void complete_checkpoint(coord_t *c, pending_t *p)
          * checkpoint counts as failed (statistics, metrics, the checkpoint callback); the
          * restart's log line says why. */
         tpc__metrics_note_failed(job, TPC__FAILED_WRITE);
-        record_outcome(c, p->id, false, tpc__now_us() - p->trigger_us,
+        record_outcome(c, p->id, false, tpc__now_us() - p->trigger_us, 0,
                        "its file or the completion record could not be written");
         if (!c->failure)
             c->failure = tpc_error_prefix(err, "could not write checkpoint %" PRIu64, p->id);
@@ -230,7 +232,9 @@ static void complete_checkpoint(coord_t *c, pending_t *p)
     c->last_complete_us = now;
     tpc__logf(&job->log, TPC_LOG_DEBUG, "checkpoint %" PRIu64 " complete in %" PRIu64 " us", p->id,
               duration);
-    record_outcome(c, p->id, true, duration, NULL);
+    struct stat st;
+    record_outcome(c, p->id, true, duration,
+                   path && stat(path, &st) == 0 ? (uint64_t)st.st_size : 0, NULL);
     broadcast(c, TPC__MSG_NOTIFY_COMPLETE, p->id);
     pthread_mutex_lock(&job->ctl_mu);
     bool stop_now = p->savepoint && job->stop.active && !job->stop.drain;

@@ -34,6 +34,7 @@ tpc_job_t *tpc_job_new(const char *name)
     job->next_checkpoint_id = 1;
     pthread_mutex_init(&job->ctl_mu, NULL);
     tpc_cond_init(&job->ctl_cv); /* monotonic: the restart pause waits on it with a deadline */
+    tpc__metrics_new(job);
     return job;
 }
 
@@ -41,11 +42,12 @@ void tpc_job_destroy(tpc_job_t *job)
 {
     if (!job)
         return;
+    /* The metrics server first: a scrape reads the vertices. */
+    tpc__metrics_free(job);
     for (int v = 0; v < job->nvertices; v++)
         free(job->vertices[v].name);
     free(job->vertices);
     free(job->edges);
-    tpc__metrics_free(job);
     tpc_props_free(tpc_job_properties(), &job->conf);
     tpc__record_free(&job->record);
     free(job->stop.path);
@@ -197,7 +199,8 @@ static const tpc_prop_t job_props[] = {
      .accepts = "a port, or an IPv4 address and a port (\"9464\", \"127.0.0.1:9464\"); port 0 "
                 "takes a free one",
      .doc = "Serve Prometheus metrics at http://ADDRESS:PORT/metrics, and the probes /healthz "
-            "and /readyz, while the job runs; a bare port listens on 127.0.0.1 only "
+            "and /readyz, from the moment this is set until the job is destroyed (a port "
+            "that is taken fails the setting); a bare port listens on 127.0.0.1 only "
             "(docs/metrics.md). Unset: no endpoint."},
     {.name = "max-parallelism",
      .type = TPC_PROP_INT,
@@ -221,12 +224,18 @@ tpc_error_t *tpc_job_set(tpc_job_t *job, const char *key, const char *value)
 {
     if (!job || !key || !value)
         return tpc_error_new(TPC_ERR_INVALID_ARG, 0, "tpc_job_set needs a job, a key and a value");
+    /* Under ctl_mu: the metrics server reads the configuration while it answers a probe. */
+    pthread_mutex_lock(&job->ctl_mu);
     tpc_error_t *err = tpc_props_set(&job_table, &job->conf, key, value);
+    pthread_mutex_unlock(&job->ctl_mu);
     if (err && tpc_error_code(err) == TPC_ERR_NOT_FOUND) {
         tpc_error_destroy(err);
         const tpc_props_t *tables[] = {&job_table};
         err = tpc_props_unknown(tables, 1, key);
     }
+    /* The endpoint is up from the moment it has an address until the job is destroyed. */
+    if (!err && strcmp(key, "metrics.listen") == 0)
+        err = tpc__metrics_listen(job);
     return err;
 }
 
@@ -266,12 +275,15 @@ tpc_error_t *tpc_job_add_vertex(tpc_job_t *job, const char *name, int parallelis
     for (int v = 0; v < job->nvertices; v++)
         if (strcmp(job->vertices[v].name, name) == 0)
             return tpc_error_new(TPC_ERR_INVALID_ARG, 0, "vertex \"%s\" already exists", name);
+    /* Under ctl_mu: a scrape of the metrics endpoint walks the vertices. */
+    pthread_mutex_lock(&job->ctl_mu);
     job->vertices =
         tpc__xrealloc(job->vertices, (size_t)(job->nvertices + 1) * sizeof(tpc__vertex_t));
     job->vertices[job->nvertices] = (tpc__vertex_t){tpc__xstrdup(name), parallelism, ops, arg};
     if (vertex_id)
         *vertex_id = job->nvertices;
     job->nvertices++;
+    pthread_mutex_unlock(&job->ctl_mu);
     return NULL;
 }
 
@@ -590,7 +602,7 @@ tpc_error_t *tpc_job_run(tpc_job_t *job, tpc_job_result_t *result)
     tpc_error_t *err =
         job->conf.dir ? tpc_checkpoint_dir_lease(job->conf.dir, false, &lease) : NULL;
     if (!err)
-        err = tpc__metrics_start(job);
+        err = tpc__metrics_listen(job);
     if (err) {
         tpc_checkpoint_dir_release(lease);
         pthread_mutex_lock(&job->ctl_mu);
@@ -600,6 +612,7 @@ tpc_error_t *tpc_job_run(tpc_job_t *job, tpc_job_result_t *result)
     }
     if (job->conf.dir) /* only now: a second call while running must not touch the directory */
         tpc__checkpoint_dir_clean(job->conf.dir);
+    tpc__metrics_run_start(job);
 
     tpc__end_t end = TPC__END_FAILED;
     for (int attempt = 0;; attempt++) {
@@ -630,7 +643,6 @@ tpc_error_t *tpc_job_run(tpc_job_t *job, tpc_job_result_t *result)
         restart_pause(job);
         pthread_mutex_unlock(&job->ctl_mu);
     }
-    tpc__metrics_stop(job);
     tpc_checkpoint_dir_release(lease);
 
     pthread_mutex_lock(&job->ctl_mu);
@@ -645,10 +657,13 @@ tpc_error_t *tpc_job_run(tpc_job_t *job, tpc_job_result_t *result)
     }
     pthread_cond_broadcast(&job->ctl_cv);
     pthread_mutex_unlock(&job->ctl_mu);
+    tpc_job_result_t how = end == TPC__END_STOPPED    ? TPC_JOB_STOPPED
+                           : end == TPC__END_CANCELED ? TPC_JOB_CANCELED
+                                                      : TPC_JOB_FINISHED;
+    /* The endpoint stays: the probes say how the run ended. */
+    tpc__metrics_run_end(job, how, end == TPC__END_FAILED ? err : NULL);
     if (result)
-        *result = end == TPC__END_STOPPED    ? TPC_JOB_STOPPED
-                  : end == TPC__END_CANCELED ? TPC_JOB_CANCELED
-                                             : TPC_JOB_FINISHED;
+        *result = how;
     return end == TPC__END_FAILED ? err : NULL;
 }
 

@@ -200,7 +200,7 @@ struct tpc_job_s {
     atomic_bool cancel_requested;
     tpc__stop_t stop;
     tpc_job_stats_t stats;        /* checkpoint counters; vertex counters of past attempts */
-    struct tpc__metrics *metrics; /* metrics.c: collectors, server, counters; NULL until needed */
+    struct tpc__metrics *metrics; /* metrics.c: collectors, server, counters */
 };
 
 struct tpc__attempt {
@@ -229,12 +229,19 @@ tpc_err_t tpc__task_broadcast_event(tpc__task_t *t, tpc__item_kind_t kind, uint6
 bool tpc__task_outputs_drained(tpc__task_t *t);
 void tpc__task_release_outputs(tpc__task_t *t);
 
-/* metrics.c: the Prometheus endpoint. start/stop around a run (start fails when it cannot
- * listen); note_* from the coordinator and at the end of an attempt (under ctl_mu). */
-tpc_error_t *tpc__metrics_start(tpc_job_t *job);
-void tpc__metrics_stop(tpc_job_t *job);
+/* metrics.c: the Prometheus endpoint. new at tpc_job_new(); listen (again) whenever
+ * metrics.listen is set and at the start of a run (fails when it cannot listen; nothing when it
+ * listens there already); run_start/run_end around tpc_job_run(); free at tpc_job_destroy(), which
+ * stops the server first; note_* from the coordinator and at the end of an attempt (under
+ * ctl_mu). */
+void tpc__metrics_new(tpc_job_t *job);
+tpc_error_t *tpc__metrics_listen(tpc_job_t *job);
+void tpc__metrics_run_start(tpc_job_t *job);
+void tpc__metrics_run_end(tpc_job_t *job, tpc_job_result_t result, const tpc_error_t *err);
 void tpc__metrics_free(tpc_job_t *job);
-void tpc__metrics_note_checkpoint(tpc_job_t *job, bool completed, uint64_t duration_us);
+/* A checkpoint ended: when @completed, its duration and the size of its file. */
+void tpc__metrics_note_checkpoint(tpc_job_t *job, bool completed, uint64_t duration_us,
+                                  uint64_t bytes);
 void tpc__metrics_note_declined(tpc_job_t *job);
 /* A checkpoint aborted because it timed out, or because its file could not be written. */
 typedef enum { TPC__FAILED_TIMEOUT, TPC__FAILED_WRITE } tpc__failure_cause_t;

@@ -34,6 +34,9 @@ typedef struct {
     uint64_t backoff_max_ms;
 } tpc__txn_conf_t;
 
+/* Buckets of the commit latency histogram (txn_metrics.c). */
+#define TPC__TXN_COMMIT_NBOUNDS 15
+
 typedef struct {
     atomic_uint_fast64_t pending;
     atomic_uint_fast64_t begun;
@@ -47,6 +50,14 @@ typedef struct {
     atomic_uint_fast64_t commit_latency_max_us;
     atomic_uint_fast64_t expired_lost;
     atomic_uint_fast64_t records;
+    /* commit calls by duration (txn_metrics.c's bounds; the last: above every bound) */
+    atomic_uint_fast64_t commit_buckets[TPC__TXN_COMMIT_NBOUNDS + 1];
+    /* Per subtask, once added to a job: wall-clock ms at which the oldest transaction it
+     * pre-committed and has not committed yet began, 0 for none. Kept when a subtask closes with
+     * pending transactions (they stay open in the external system until a restore commits them),
+     * replaced when the next attempt restores. */
+    _Atomic int64_t *oldest_pending_ms;
+    int nsubtasks;
 } tpc__txn_counters_t;
 
 struct tpc_txn_sink_s {
@@ -60,6 +71,11 @@ struct tpc_txn_sink_s {
 
 /* txn_metrics.c: the sink's part of a scrape of the job's metrics endpoint; arg = the sink. */
 void tpc__txn_metrics(void *arg, tpc_metrics_writer_t *w);
+/* txn_metrics.c: a commit call took @us (retries included), for the latency histogram. */
+void tpc__txn_observe_commit(tpc__txn_counters_t *c, uint64_t us);
+/* txn_metrics.c: subtask @subtask's oldest pending transaction began at @start_ms (wall clock),
+ * 0: it has none. */
+void tpc__txn_publish_oldest(tpc__txn_counters_t *c, int subtask, int64_t start_ms);
 
 /* ---- state entries ----------------------------------------------------------------------- */
 

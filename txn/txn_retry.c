@@ -125,6 +125,7 @@ tpc_error_t *tpc__txn_call(tpc__txn_task_t *t, tpc__txn_op_t op, void *txn, cons
         uint64_t took = (uint64_t)tpc_clock_us() - t0;
         atomic_fetch_add(&t->stats->commit_latency_us, took);
         count_max(&t->stats->commit_latency_max_us, took);
+        tpc__txn_observe_commit(t->stats, took);
     }
     return err;
 }

@@ -231,6 +231,10 @@ tpc_error_t *tpc_txn_sink_add_to_job(tpc_txn_sink_t *sink, tpc_job_t *job, const
     sink->added = true;
     free(sink->name);
     sink->name = strdup(name);
+    free(sink->stats.oldest_pending_ms);
+    sink->stats.oldest_pending_ms =
+        calloc((size_t)parallelism, sizeof *sink->stats.oldest_pending_ms);
+    sink->stats.nsubtasks = sink->stats.oldest_pending_ms ? parallelism : 0;
     if (sink->name)
         tpc_job_add_metrics(job, tpc__txn_metrics, sink);
     return NULL;
@@ -277,5 +281,6 @@ void tpc_txn_sink_destroy(tpc_txn_sink_t *sink)
     if (sink->ops->release && sink->arg)
         sink->ops->release(sink->arg);
     free(sink->name);
+    free(sink->stats.oldest_pending_ms);
     free(sink);
 }

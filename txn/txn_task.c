@@ -84,6 +84,7 @@ static tpc_error_t *commit_pending(tpc__txn_task_t *t, uint64_t up_to)
         tpc__txn_buf_free(&p->state);
         t->npending--;
         memmove(t->pending, t->pending + 1, t->npending * sizeof *t->pending);
+        tpc__txn_publish_oldest(t->stats, t->env.subtask, t->npending ? t->pending[0].start_ms : 0);
     }
     return NULL;
 }
@@ -291,6 +292,13 @@ static tpc_error_t *initialize(tpc__txn_task_t *t, const tpc__txn_bytes_t *entri
         n++;
     }
     sort_restored(r, n);
+    /* The restored pending transactions are this subtask's oldest until they are committed
+     * (what an earlier attempt left pending outside the checkpoint is aborted as lingering). */
+    int64_t oldest = 0;
+    for (size_t i = 0; i < n; i++)
+        if (r[i].entry.kind == TPC__TXN_PENDING && (!oldest || r[i].entry.start_ms < oldest))
+            oldest = r[i].entry.start_ms;
+    tpc__txn_publish_oldest(t->stats, t->env.subtask, oldest);
     /* Pending ones first, oldest first: their checkpoint completed, so they must become visible
      * before anything else happens; then the currents, which no checkpoint will ever commit. */
     for (int pass = 0; pass < 2 && !err; pass++)
@@ -299,6 +307,7 @@ static tpc_error_t *initialize(tpc__txn_task_t *t, const tpc__txn_bytes_t *entri
                 err = recover_one(t, &r[i]);
     if (err)
         goto out;
+    tpc__txn_publish_oldest(t->stats, t->env.subtask, 0);
     tpc_txn_lingering_t lingering = {
         .restored_checkpoint = t->env.restored_checkpoint,
         .known = known,
@@ -375,6 +384,7 @@ static tpc_error_t *push_pending(tpc__txn_task_t *t, uint64_t checkpoint_id)
     t->pending[t->npending++] = p;
     t->current = NULL;
     atomic_fetch_add(&t->stats->pending, 1);
+    tpc__txn_publish_oldest(t->stats, t->env.subtask, t->pending[0].start_ms);
     return NULL;
 }
 

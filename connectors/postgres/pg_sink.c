@@ -233,6 +233,16 @@ const tpc_props_t *tpc_pg_sink_properties(void)
     return &pg_table;
 }
 
+/* The sink's part of a scrape: the version of libpq it runs with, for twopc_build_info. */
+static void pg_metrics(void *arg, const char *sink, tpc_metrics_writer_t *w)
+{
+    (void)arg, (void)sink;
+    int v = PQlibVersion();
+    char version[32];
+    snprintf(version, sizeof version, "%d.%d", v / 10000, v % 10000);
+    tpc_metrics_build_info(w, "libpq", version);
+}
+
 const tpc_txn_connector_ops_t tpc__pg_ops = {
     .version = TPC_TXN_CONNECTOR_OPS_VERSION,
     .name = "postgres",
@@ -254,6 +264,7 @@ const tpc_txn_connector_ops_t tpc__pg_ops = {
     .free_txn = tpc__pg_free_txn,
     .describe = tpc__pg_describe,
     .props = &pg_table,
+    .metrics = pg_metrics,
     .describe_handle = tpc__pg_describe_handle,
 };
 

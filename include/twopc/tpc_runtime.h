@@ -534,13 +534,15 @@ TPC_API tpc_err_t tpc_job_get_stats(tpc_job_t *job, tpc_job_stats_t *out);
 
 /** @name Metrics
  * With the job key `metrics.listen` set ("PORT" or "ADDRESS:PORT", IPv4; a bare port listens on
- * 127.0.0.1 only), tpc_job_run() serves `GET /metrics` in Prometheus' text exposition format, and
- * the probes `/healthz` and `/readyz` (docs/metrics.md), for as long as it runs (libmicrohttpd, its
- * own thread): records in and out and backpressure per vertex and subtask, checkpoints completed,
- * failed and declined, their duration (a histogram), the time since the last completed checkpoint,
- * restarts, and what the job's components add with tpc_job_add_metrics() (the sinks: pending
- * transactions, commits, commit latency; Kafka clients: librdkafka's statistics; the Kafka source:
- * lag, read-ahead, partitions). docs/metrics.md lists every metric.
+ * 127.0.0.1 only), the job serves `GET /metrics` in Prometheus' text exposition format, and the
+ * probes `/healthz` and `/readyz` (docs/metrics.md), from the moment the key is set until
+ * tpc_job_destroy() (libmicrohttpd, its own thread): before tpc_job_run(), while it runs, and
+ * after it returned. It shows records in and out and backpressure per vertex and subtask,
+ * checkpoints completed, failed and declined, their duration (a histogram) and size, the time
+ * since the last completed checkpoint, restarts, the versions of twopc and its client libraries,
+ * and what the job's components add with tpc_job_add_metrics() (the sinks: pending transactions
+ * and the age of the oldest, commits, commit latency; Kafka clients: librdkafka's statistics; the
+ * Kafka source: lag per partition, read-ahead, partitions). docs/metrics.md lists every metric.
  * @{ */
 
 /** What a metrics callback writes into. Only valid during the callback. */
@@ -551,7 +553,8 @@ typedef void (*tpc_metrics_fn)(void *opaque, tpc_metrics_writer_t *w);
 
 /**
  * @brief Add @p fn to what the job's metrics endpoint shows (job thread, before tpc_job_run()).
- * @p opaque is borrowed and must outlive the job.
+ * @p opaque is borrowed and must outlive the job: @p fn is called until tpc_job_destroy(), also
+ * after tpc_job_run() returned.
  * @returns TPC_OK, or TPC_ERR_INVALID_ARG / TPC_ERR_STATE while the job runs.
  */
 TPC_API tpc_err_t tpc_job_add_metrics(tpc_job_t *job, tpc_metrics_fn fn, void *opaque);
@@ -567,8 +570,18 @@ TPC_API void tpc_metrics_add(tpc_metrics_writer_t *w, const char *family, const 
                              const char *help, const char *suffix, const char *const *labels,
                              double value);
 
-/** @returns the port the metrics endpoint listens on while the job runs (useful with port 0),
- * else 0. Any thread. */
+/**
+ * @brief Name a library the scraped component is built on, and its version, in the job's
+ * `twopc_build_info{twopc="…",librdkafka="…",libpq="…"} 1` (from a metrics callback; the first
+ * version named for a library counts, and twopc's own is always there).
+ * @param library a label name ("librdkafka", "libpq"); copied.
+ * @param version copied.
+ */
+TPC_API void tpc_metrics_build_info(tpc_metrics_writer_t *w, const char *library,
+                                    const char *version);
+
+/** @returns the port the metrics endpoint listens on (useful with port 0): from the moment
+ * `metrics.listen` is set until tpc_job_destroy(), else 0. Any thread. */
 TPC_API int tpc_job_metrics_port(tpc_job_t *job);
 
 /** @} */

@@ -6,9 +6,14 @@
  * succeeds (up == 1, so the exposition parses), and records, checkpoints and their histogram, the
  * age of the last checkpoint, the sinks' commits and commit latency, and librdkafka's statistics
  * of the Kafka sink's producers all arrive with the values the job has.
- * The Kafka source's own figures are read from the job's endpoint directly: a source reading a
- * topic through a slow operator lags while it runs, counts its partitions, and lags no more once
- * the operator has every record.
+ * The job's own scrape passes `promtool check metrics`, names every family as docs/metrics.md
+ * does, and the alert rules of docs/prometheus/ pass `promtool check rules` and their own
+ * `promtool test rules` (each alert fires on the series it is meant for, and only then). The Kafka
+ * sink's timeout is its kafka.transaction.timeout.ms, and the PostgreSQL sink has none; the build
+ * is named with the versions of twopc, librdkafka and libpq the process runs with. The Kafka
+ * source's own figures are read from the job's endpoint directly: a source reading a topic through
+ * a slow operator lags on each partition while it runs, never more than the partition holds, counts
+ * its partitions, and lags no more once the operator has every record.
  */
 #include "check_kafka_common.h"
 #include "check_kafka_source_fill.h"
@@ -16,6 +21,7 @@
 #include "tpc_pg.h"
 #include "tpc_test_check.h"
 #include "tpc_test_http.h"
+#include "tpc_test_metrics_doc.h"
 #include "tpc_test_ops.h"
 #include "tpc_test_pg.h"
 
@@ -62,6 +68,23 @@ static double wait_for(const char *q, double above)
     printf("%-78s %g\n", q, v);
     fflush(stdout);
     return v;
+}
+
+/* Run @cmd (which ends with `echo rc=$?`), print what it says: true when it exited 0. */
+static bool tpc_test_command_ok(const char *cmd)
+{
+    FILE *f = popen(cmd, "r");
+    if (!f)
+        return false;
+    char line[1024], last[1024] = "";
+    printf("$ %.*s\n", (int)(strstr(cmd, " 2>&1") ? strstr(cmd, " 2>&1") - cmd : 200), cmd);
+    while (fgets(line, sizeof line, f)) {
+        fputs(line, stdout);
+        snprintf(last, sizeof last, "%s", line);
+    }
+    pclose(f);
+    fflush(stdout);
+    return strcmp(last, "rc=0\n") == 0;
 }
 
 START_TEST(test_prometheus_scrapes_the_job)
@@ -133,8 +156,9 @@ START_TEST(test_prometheus_scrapes_the_job)
     ck_assert(wait_for("twopc_checkpoint_duration_seconds_count", 0) > 0);
     double q = wait_for("histogram_quantile(0.5, twopc_checkpoint_duration_seconds_bucket)", 0);
     ck_assert_msg(q > 0 && q <= 60, "median checkpoint duration %g", q);
-    double age = wait_for("twopc_last_checkpoint_age_seconds", -1);
-    ck_assert_msg(age >= 0 && age < 10, "last checkpoint %g s ago", age);
+    double since = wait_for("twopc_last_checkpoint_age_seconds", -1);
+    ck_assert_msg(since >= 0 && since < 10, "last checkpoint %g s ago", since);
+    ck_assert(wait_for("twopc_last_checkpoint_size_bytes", 0) > 0);
     ck_assert(wait_for("twopc_sink_transactions_committed_total{sink=\"kafka\"}", 0) > 0);
     ck_assert(wait_for("twopc_sink_transactions_committed_total{sink=\"rows\"}", 0) > 0);
     ck_assert(wait_for("twopc_sink_commit_seconds_count{sink=\"rows\"}", 0) > 0);
@@ -152,6 +176,56 @@ START_TEST(test_prometheus_scrapes_the_job)
                   (unsigned long long)st.checkpoints_completed);
     /* A rate over the scrapes: the source keeps emitting. */
     ck_assert(wait_for("rate(twopc_records_out_total{vertex=\"source\"}[5s])", 0) > 0);
+    /* The commit latency as a histogram: its quantiles lie within its buckets. */
+    double p99 = wait_for("histogram_quantile(0.99, sum by (le) "
+                          "(rate(twopc_sink_commit_seconds_bucket{sink=\"rows\"}[5s])))",
+                          0);
+    ck_assert_msg(p99 > 0 && p99 <= 60, "99th percentile of commits %g s", p99);
+    /* The Kafka sink's timeout is the broker's (kafka.transaction.timeout.ms, 60 s by default);
+     * PostgreSQL has none, so no sample. */
+    ck_assert(wait_for("twopc_sink_transaction_timeout_seconds{sink=\"kafka\"}", 0) == 60);
+    ck_assert(query("twopc_sink_transaction_timeout_seconds{sink=\"rows\"}") == -1);
+    double age = wait_for("twopc_sink_oldest_pending_transaction_age_seconds{sink=\"kafka\"}", -1);
+    ck_assert_msg(age >= 0 && age < 10, "oldest pending Kafka transaction %g s old", age);
+    /* The build: twopc, and the libraries this process runs with. */
+    char build[512];
+    int pq = PQlibVersion();
+    snprintf(build, sizeof build,
+             "twopc_build_info{twopc=\"%s\",librdkafka=\"%s\",libpq=\"%d.%d\"}",
+             tpc_version_string(), rd_kafka_version_str(), pq / 10000, pq % 10000);
+    ck_assert(wait_for(build, 0) == 1);
+
+    /* The job's own page: what promtool and the metrics page say of it. */
+    ck_assert_int_eq(tpc_test_http_get(port, "/metrics", body, sizeof body), 200);
+    tpc_test_metrics_doc_check(body);
+    for (const char *l = body; l && *l; l = strchr(l, '\n') ? strchr(l, '\n') + 1 : NULL) {
+        double a, left;
+        const char *t =
+            "twopc_sink_oldest_pending_transaction_timeout_remaining_seconds{sink=\"kafka\"} ";
+        if (strncmp(l, t, strlen(t)) == 0) {
+            /* One reading of the clock: age and time left add up to the timeout. */
+            left = strtod(l + strlen(t), NULL);
+            const char *agel =
+                strstr(body, "twopc_sink_oldest_pending_transaction_age_seconds{sink=\"kafka\"} ");
+            ck_assert_ptr_nonnull(agel);
+            a = strtod(strchr(agel, ' ') + 1, NULL);
+            printf("a pending Kafka transaction: %.3f s old, %.3f s left\n", a, left);
+            ck_assert_msg(a > 0 && a + left > 59.99 && a + left < 60.01, "age %g, left %g", a,
+                          left);
+        }
+    }
+    snprintf(cmd, sizeof cmd, "%s/scrape.txt", pdir);
+    FILE *out = fopen(cmd, "w");
+    ck_assert_ptr_nonnull(out);
+    fputs(body, out);
+    fclose(out);
+    char promtool[8400];
+    snprintf(promtool, sizeof promtool, "promtool check metrics < '%s' 2>&1; echo rc=$?", cmd);
+    ck_assert(tpc_test_command_ok(promtool));
+    ck_assert(tpc_test_command_ok(
+        "promtool check rules docs/prometheus/twopc-alerts.yml 2>&1; echo rc=$?"));
+    ck_assert(tpc_test_command_ok(
+        "cd docs/prometheus && promtool test rules twopc-alerts.test.yml 2>&1; echo rc=$?"));
 
     snprintf(cmd, sizeof cmd, "tests/services/prometheus.sh stop '%s/p'", pdir);
     ck_assert_int_eq(system(cmd), 0);
@@ -220,14 +294,44 @@ static double value(const char *prefix)
     return -1;
 }
 
-#define LAG        "twopc_kafka_source_lag_records{source=\"in\"}"
+#define LAG        "twopc_kafka_source_lag_records{source=\"in\","
 #define PARTITIONS "twopc_kafka_source_partitions{source=\"in\"}"
 #define QUEUED     "twopc_kafka_source_queued_records{source=\"in\"}"
 #define WAKEUPS    "twopc_kafka_source_fetch_wakeups_total{source=\"in\"}"
 
+/* The lag of each partition in page (by partition number, -1 when it has no sample): their sum,
+ * and how many partitions have a sample. */
+static double lags(int64_t by_partition[3], int *n)
+{
+    double sum = 0;
+    *n = 0;
+    for (int i = 0; i < 3; i++)
+        by_partition[i] = -1;
+    for (const char *l = page; l && *l; l = strchr(l, '\n') ? strchr(l, '\n') + 1 : NULL) {
+        if (strncmp(l, LAG, strlen(LAG)) != 0)
+            continue;
+        const char *p = strstr(l, "partition=\"");
+        int part = p ? atoi(p + 11) : -1;
+        double v = strtod(strchr(l, ' ') + 1, NULL);
+        if (part >= 0 && part < 3)
+            by_partition[part] = (int64_t)v;
+        sum += v;
+        (*n)++;
+    }
+    return *n ? sum : -1;
+}
+
+static double lag_sum(void)
+{
+    int64_t by[3];
+    int n;
+    return lags(by, &n);
+}
+
 typedef struct {
     tpc_job_t *job;
     tpc_kafka_source_t *src;
+    char topic[128];
     char *ckpt;
     run_t r;
     pthread_t th;
@@ -241,8 +345,8 @@ static void src_job_start(src_job_t *j, long fail)
 {
     const char *bootstrap = tpc_test_env_require("TWOPC_TEST_KAFKA_BOOTSTRAP");
     ck_assert(bootstrap);
-    char topic[128];
-    tpc_test_unique_name(topic, sizeof topic, "metrics-src", '-');
+    char *topic = j->topic;
+    tpc_test_unique_name(topic, sizeof j->topic, "metrics-src", '-');
     kt_create_topic(bootstrap, topic, 3);
     j->total = (long)kf_fill(bootstrap, topic, 25, 200, 5);
     j->ckpt = tpc_test_tmpdir("metrics-src-ckpt");
@@ -299,12 +403,28 @@ START_TEST(test_kafka_source_lag)
     /* While the operator works through the records, the source is behind. */
     double lag = -1, parts = -1;
     long taken = 0;
+    int64_t by[3];
+    int series = 0;
     for (int i = 0; i < 300; i++) {
         taken = atomic_load(&slow_records);
-        if (scrape(j.port) && (lag = value(LAG)) > 0 && (parts = value(PARTITIONS)) == 3)
+        if (scrape(j.port) && (lag = lags(by, &series)) > 0 && (parts = value(PARTITIONS)) == 3 &&
+            series == 3)
             break;
         usleep(20 * 1000);
     }
+    printf("per partition: %lld %lld %lld\n", (long long)by[0], (long long)by[1], (long long)by[2]);
+    ck_assert_int_eq(series, 3);
+    /* No partition is behind by more offsets than it holds. */
+    const char *bootstrap = tpc_test_env_require("TWOPC_TEST_KAFKA_BOOTSTRAP");
+    rd_kafka_t *admin = kt_admin(bootstrap);
+    for (int p = 0; p < 3; p++) {
+        int64_t low = -1, high = -1;
+        ck_assert_int_eq(rd_kafka_query_watermark_offsets(admin, j.topic, p, &low, &high, 10000),
+                         RD_KAFKA_RESP_ERR_NO_ERROR);
+        ck_assert_msg(by[p] >= 0 && by[p] <= high - low, "partition %d: lag %lld, holds %lld", p,
+                      (long long)by[p], (long long)(high - low));
+    }
+    rd_kafka_destroy(admin);
     printf("while running: lag %g, partitions %g, %ld of %ld records taken\n", lag, parts, taken,
            j.total);
     ck_assert_msg(lag > 0 && taken < j.total, "lag %g with %ld of %ld records taken", lag, taken,
@@ -321,11 +441,12 @@ START_TEST(test_kafka_source_lag)
     for (int i = 0; i < 1200 && atomic_load(&slow_records) < j.total; i++)
         usleep(50 * 1000);
     ck_assert_int_eq(atomic_load(&slow_records), j.total);
-    for (int i = 0; i < 200 && !(scrape(j.port) && value(LAG) == 0); i++)
+    for (int i = 0; i < 200 && !(scrape(j.port) && lags(by, &series) == 0); i++)
         usleep(50 * 1000);
-    printf("after all records: lag %g, partitions %g, queued %g, wake-ups %g\n", value(LAG),
-           value(PARTITIONS), value(QUEUED), value(WAKEUPS));
-    ck_assert_msg(value(LAG) == 0, "lag %g after every record was read", value(LAG));
+    printf("after all records: lag %g over %d partitions, partitions %g, queued %g, wake-ups "
+           "%g\n",
+           lag_sum(), series, value(PARTITIONS), value(QUEUED), value(WAKEUPS));
+    ck_assert_msg(lag_sum() == 0 && series == 3, "lag %g after every record was read", lag_sum());
     ck_assert(value(PARTITIONS) == 3);
     ck_assert(value(QUEUED) >= 0);
     check_wakeups(value(WAKEUPS));
@@ -346,7 +467,7 @@ START_TEST(test_kafka_source_restart)
             ck_assert_msg(w >= wakes, "wake-ups went from %g to %g", wakes, w);
             wakes = w;
             restarts = value("twopc_restarts_total");
-            lag = value(LAG);
+            lag = lag_sum();
             if (restarts == 1 && lag == 0 && value(PARTITIONS) == 3)
                 break;
         }

@@ -1,15 +1,21 @@
 /*
- * The job's Prometheus endpoint (metrics.listen), read over HTTP while a job runs: a sequence
- * source into an exactly-once file sink. Every family the runtime and the sink promise is there,
- * once, in the text format (HELP and TYPE before its samples); the counters move while the job
- * runs and agree with tpc_job_get_stats(); other paths get 404; the endpoint is gone when the run
- * ends; values metrics.listen cannot take are refused before anything runs. The scrape by a real
- * Prometheus server is tests/integration/check_metrics_prometheus.c.
+ * The job's Prometheus endpoint (metrics.listen), read over HTTP: a sequence source into an
+ * exactly-once file sink. The endpoint answers from the moment metrics.listen is set, before the
+ * run, while it runs and after it, until the job is destroyed. Every family the runtime and the
+ * sink promise is there, once, in the text format (HELP and TYPE before its samples), with the type
+ * docs/metrics.md gives it; the counters move while the job runs and agree with
+ * tpc_job_get_stats(); the size of the last checkpoint is its file's; the age of the oldest
+ * pending transaction and its time left grow while a commit hangs, and the commit latency
+ * histogram puts that commit in its bucket; other paths get 404; values metrics.listen cannot
+ * take are refused. The scrape by a real Prometheus server is
+ * tests/integration/check_metrics_prometheus.c.
  */
 #include "tpc_file.h"
 #include "tpc_test_check.h"
 #include "tpc_test_http.h"
+#include "tpc_test_metrics_doc.h"
 #include "tpc_test_ops.h"
+#include "tpc_test_txn_conn.h"
 
 #include <check.h>
 #include <math.h>
@@ -81,15 +87,26 @@ START_TEST(test_endpoint_serves_the_job_and_its_sinks)
     TPC_TEST_OK(tpc_job_add_vertex(job, "source", 1, &tpc_test_seq_source_ops, &src, &s));
     TPC_TEST_OK(tpc_txn_sink_add_to_job(sink, job, "files", 2, &f));
     TPC_TEST_OK(tpc_job_connect(job, s, f, TPC_EDGE_REBALANCE));
-    ck_assert_int_eq(tpc_job_metrics_port(job), 0);
+    /* Up before the run: the job is there, nothing counted yet, not ready. */
+    int port = tpc_job_metrics_port(job);
+    ck_assert_int_gt(port, 0);
+    ck_assert_int_eq(tpc_test_http_get(port, "/metrics", text, sizeof text), 200);
+    check_format(text);
+    char build[128];
+    snprintf(build, sizeof build, "twopc_build_info{twopc=\"%s\"}", tpc_version_string());
+    ck_assert_msg(sample(text, build) == 1, "no %s 1 in:\n%s", build, text);
+    ck_assert(sample(text, "twopc_records_out_total{vertex=\"source\",subtask=\"0\"}") == 0);
+    ck_assert(sample(text, "twopc_records_in_total{vertex=\"files\",subtask=\"1\"}") == 0);
+    ck_assert(sample(text, "twopc_checkpoints_completed_total") == 0);
+    ck_assert(sample(text, "twopc_sink_oldest_pending_transaction_age_seconds{sink=\"files\"}") ==
+              0);
+    ck_assert_int_eq(tpc_test_http_get(port, "/healthz", text, sizeof text), 200);
+    ck_assert_msg(strstr(text, "ok: job \"metrics-job\" created, not started"), "%s", text);
+    ck_assert_int_eq(tpc_test_http_get(port, "/readyz", text, sizeof text), 503);
 
     run_t r = {job, NULL};
     pthread_t th;
     ck_assert_int_eq(pthread_create(&th, NULL, run, &r), 0);
-    int port = 0;
-    for (int i = 0; i < 200 && !(port = tpc_job_metrics_port(job)); i++)
-        usleep(10 * 1000);
-    ck_assert_int_gt(port, 0);
     tpc_job_stats_t st = {0};
     for (int i = 0; i < 300 && st.checkpoints_completed < 3; i++) {
         usleep(10 * 1000);
@@ -124,7 +141,15 @@ START_TEST(test_endpoint_serves_the_job_and_its_sinks)
     ck_assert(sample(text, "twopc_sink_transactions_committed_total{sink=\"files\"}") > 0);
     ck_assert(sample(text, "twopc_sink_pending_transactions{sink=\"files\"}") >= 0);
     ck_assert(sample(text, "twopc_sink_commit_seconds_count{sink=\"files\"}") > 0);
+    ck_assert(sample(text, "twopc_sink_commit_seconds_bucket{sink=\"files\",le=\"+Inf\"}") ==
+              sample(text, "twopc_sink_commit_seconds_count{sink=\"files\"}"));
     ck_assert(sample(text, "twopc_sink_records_total{sink=\"files\"}") > 0);
+    ck_assert(sample(text, "twopc_last_checkpoint_size_bytes") > 0);
+    /* The file sink names no timeout: an age, and nothing about time left. */
+    ck_assert(sample(text, "twopc_sink_oldest_pending_transaction_age_seconds{sink=\"files\"}") >=
+              0);
+    ck_assert_ptr_null(strstr(text, "twopc_sink_transaction_timeout_seconds{"));
+    tpc_test_metrics_doc_check(text);
 
     /* Counters only grow between scrapes. */
     usleep(200 * 1000);
@@ -136,9 +161,27 @@ START_TEST(test_endpoint_serves_the_job_and_its_sinks)
     tpc_job_cancel(job);
     pthread_join(th, NULL);
     ck_assert_ptr_null(r.err);
-    ck_assert_int_eq(tpc_job_metrics_port(job), 0);
-    ck_assert_int_eq(tpc_test_http_get(port, "/metrics", text, sizeof text), -1);
+
+    /* After the run, until the job is destroyed: the final figures, and how it ended. */
+    ck_assert_int_eq(tpc_job_metrics_port(job), port);
+    ck_assert_int_eq(tpc_test_http_get(port, "/metrics", text, sizeof text), 200);
+    tpc_job_get_stats(job, &st);
+    ck_assert(sample(text, "twopc_checkpoints_completed_total") ==
+              (double)st.checkpoints_completed);
+    double id = sample(text, "twopc_last_checkpoint_id");
+    ck_assert(id == (double)st.last_checkpoint_id);
+    char file[4200];
+    snprintf(file, sizeof file, "%s/chk-%020llu", ckpt, (unsigned long long)id);
+    struct stat fst;
+    ck_assert_int_eq(stat(file, &fst), 0);
+    ck_assert_msg(sample(text, "twopc_last_checkpoint_size_bytes") == (double)fst.st_size,
+                  "size %g, file %lld bytes", sample(text, "twopc_last_checkpoint_size_bytes"),
+                  (long long)fst.st_size);
+    ck_assert_int_eq(tpc_test_http_get(port, "/healthz", text, sizeof text), 200);
+    ck_assert_msg(strstr(text, "ok: job \"metrics-job\" canceled"), "%s", text);
+    ck_assert_int_eq(tpc_test_http_get(port, "/readyz", text, sizeof text), 503);
     tpc_job_destroy(job);
+    ck_assert_int_eq(tpc_test_http_get(port, "/metrics", text, sizeof text), -1);
     tpc_txn_sink_destroy(sink);
     tpc_test_rmdir(dir);
     free(dir);
@@ -187,6 +230,20 @@ START_TEST(test_bad_listen_values_are_refused)
     ck_assert_msg(err && tpc_error_code(err) == TPC_ERR_CONFIG, "a taken port was accepted");
     ck_assert_ptr_nonnull(tpc_error_hint_text(err));
     tpc_error_destroy(err);
+    /* The setting itself says so, before any run. */
+    tpc_job_t *other = tpc_job_new("metrics-other");
+    err = tpc_job_set(other, "metrics.listen", taken);
+    ck_assert_msg(err && tpc_error_code(err) == TPC_ERR_CONFIG, "a taken port was accepted");
+    tpc_error_destroy(err);
+    ck_assert_int_eq(tpc_job_metrics_port(other), 0);
+    /* And the endpoint moves when the setting changes. */
+    TPC_TEST_OK(tpc_job_set(other, "metrics.listen", "127.0.0.1:0"));
+    int moved = tpc_job_metrics_port(other);
+    ck_assert_int_gt(moved, 0);
+    ck_assert_int_ne(moved, port);
+    char page[4096];
+    ck_assert_int_eq(tpc_test_http_get(moved, "/healthz", page, sizeof page), 200);
+    tpc_job_destroy(other);
     tpc_job_cancel(job);
     pthread_join(th, NULL);
     tpc_error_destroy(r.err);
@@ -249,6 +306,10 @@ START_TEST(test_health_and_readiness)
         tpc_job_cancel(job);
         pthread_join(th, NULL);
         tpc_error_destroy(r.err);
+        ck_assert_int_eq(tpc_test_http_get(port, "/healthz", page, sizeof page), 200);
+        ck_assert_msg(strstr(page, "ok: job \"health\" canceled"), "%s", page);
+        ck_assert_int_eq(tpc_test_http_get(port, "/readyz", page, sizeof page), 503);
+        ck_assert_msg(strstr(page, "not ready: job \"health\" canceled"), "%s", page);
         tpc_job_destroy(job);
         ck_assert_int_eq(tpc_test_http_get(port, "/healthz", page, sizeof page), -1);
     }
@@ -347,6 +408,146 @@ START_TEST(test_special_values_spelled_for_prometheus)
 }
 END_TEST
 
+/* A job whose run failed for good is unhealthy: only a new process helps it. */
+START_TEST(test_failed_job_is_unhealthy)
+{
+    tpc_test_seq_conf_t src = {.count_default = 1u << 30, .per_poll = 8, .fail_at = 40};
+    tpc_job_t *job = tpc_job_new("fails");
+    int s;
+    tpc_job_set_logger(job, NULL, NULL, TPC_LOG_ERROR);
+    TPC_TEST_OK(tpc_job_set(job, "metrics.listen", "127.0.0.1:0"));
+    TPC_TEST_OK(tpc_job_set(job, "restart.attempts", "0"));
+    TPC_TEST_OK(tpc_job_add_vertex(job, "source", 1, &tpc_test_seq_source_ops, &src, &s));
+    int port = tpc_job_metrics_port(job);
+    ck_assert_int_gt(port, 0);
+    tpc_error_t *err = tpc_job_run(job, NULL);
+    ck_assert_ptr_nonnull(err);
+    char page[4096];
+    ck_assert_int_eq(tpc_test_http_get(port, "/healthz", page, sizeof page), 503);
+    ck_assert_msg(strstr(page, "not ok: job \"fails\" failed: "), "%s", page);
+    ck_assert_msg(strstr(page, tpc_error_message(err)), "%s", page);
+    ck_assert_int_eq(tpc_test_http_get(port, "/readyz", page, sizeof page), 503);
+    ck_assert_int_eq(tpc_test_http_get(port, "/metrics", page, sizeof page), 200);
+    tpc_error_destroy(err);
+    tpc_job_destroy(job);
+}
+END_TEST
+
+/* While a commit hangs, the sink's oldest pending transaction ages, and its time left before
+ * transaction.timeout.ms shrinks by as much; once committed, the commit's latency is in its
+ * bucket of the histogram, and the age is back near 0. The recording connector plays the
+ * external system; its third commit takes 1.5 s. */
+START_TEST(test_oldest_pending_transaction)
+{
+    char *dir = tpc_test_tmpdir("metrics-pending");
+    tpc_test_txn_rec_t rec;
+    tpc_test_txn_rec_init(&rec, 1000);
+    tpc_test_txn_delay(&rec, TPC_TEST_TXN_COMMIT, 3, 1500);
+    tpc_test_seq_conf_t src = {.count_default = 1u << 30, .per_poll = 8, .sleep_us = 1000};
+    tpc_job_t *job = tpc_job_new("pending");
+    tpc_txn_sink_t *sink = NULL;
+    int s, k;
+    TPC_TEST_OK(tpc_job_set(job, "metrics.listen", "127.0.0.1:0"));
+    TPC_TEST_OK(tpc_job_set(job, "checkpoint.dir", dir));
+    TPC_TEST_OK(tpc_job_set(job, "checkpoint.interval.ms", "100"));
+    TPC_TEST_OK(tpc_txn_sink_new(&tpc_test_txn_ops, &rec, &sink));
+    TPC_TEST_OK(tpc_txn_sink_set(sink, "transaction.timeout.ms", "60000"));
+    TPC_TEST_OK(tpc_job_add_vertex(job, "source", 1, &tpc_test_seq_source_ops, &src, &s));
+    TPC_TEST_OK(tpc_txn_sink_add_to_job(sink, job, "rec", 1, &k));
+    TPC_TEST_OK(tpc_job_connect(job, s, k, TPC_EDGE_FORWARD));
+    run_t r;
+    pthread_t th;
+    int port = start_serving(job, &r, &th);
+#define AGE  "twopc_sink_oldest_pending_transaction_age_seconds{sink=\"rec\"}"
+#define LEFT "twopc_sink_oldest_pending_transaction_timeout_remaining_seconds{sink=\"rec\"}"
+    double age = 0, left = -1;
+    for (int i = 0; i < 500 && age < 1.0; i++) {
+        usleep(10 * 1000);
+        ck_assert_int_eq(tpc_test_http_get(port, "/metrics", text, sizeof text), 200);
+        age = sample(text, AGE);
+        left = sample(text, LEFT);
+    }
+    printf("while a commit hangs: oldest pending %.3f s old, %.3f s left\n", age, left);
+    ck_assert_msg(age >= 1.0 && age < 30, "oldest pending %g s old", age);
+    ck_assert(sample(text, "twopc_sink_transaction_timeout_seconds{sink=\"rec\"}") == 60);
+    /* Both from one reading of the clock: they add up to the timeout. */
+    ck_assert_msg(fabs(age + left - 60) < 0.002, "age %g + left %g is not 60", age, left);
+    ck_assert(sample(text, "twopc_sink_pending_transactions{sink=\"rec\"}") >= 1);
+
+    /* Committed: the slow commit is counted above 1 s and at most 2.5 s. */
+    double slow = 0;
+    for (int i = 0; i < 500 && slow < 1; i++) {
+        usleep(10 * 1000);
+        ck_assert_int_eq(tpc_test_http_get(port, "/metrics", text, sizeof text), 200);
+        slow = sample(text, "twopc_sink_commit_seconds_bucket{sink=\"rec\",le=\"2.5\"}") -
+               sample(text, "twopc_sink_commit_seconds_bucket{sink=\"rec\",le=\"1\"}");
+    }
+    ck_assert_msg(slow == 1, "%g commits between 1 and 2.5 s", slow);
+    ck_assert(sample(text, "twopc_sink_commit_seconds_sum{sink=\"rec\"}") >= 1.5);
+    ck_assert(sample(text, "twopc_sink_commit_seconds_count{sink=\"rec\"}") ==
+              sample(text, "twopc_sink_commit_seconds_bucket{sink=\"rec\",le=\"+Inf\"}"));
+    ck_assert(sample(text, "twopc_sink_commit_seconds_max{sink=\"rec\"}") >= 1.5);
+    for (int i = 0; i < 500 && (age = sample(text, AGE)) >= 1.0; i++) {
+        usleep(10 * 1000);
+        ck_assert_int_eq(tpc_test_http_get(port, "/metrics", text, sizeof text), 200);
+    }
+    ck_assert_msg(age < 1.0, "oldest pending still %g s old", age);
+#undef AGE
+#undef LEFT
+    tpc_job_cancel(job);
+    pthread_join(th, NULL);
+    tpc_error_destroy(r.err);
+    tpc_job_destroy(job);
+    tpc_txn_sink_destroy(sink);
+    ck_assert_int_eq(rec.violations, 0);
+    tpc_test_txn_rec_free(&rec);
+    tpc_test_rmdir(dir);
+    free(dir);
+}
+END_TEST
+
+/* docs/metrics.md names every family the library's sources write, each with a type and a unit,
+ * and no family that none writes. */
+START_TEST(test_doc_lists_every_family)
+{
+    static tpc_test_metric_doc_t doc[256];
+    int n = tpc_test_metrics_doc_read(doc, 256);
+    ck_assert_msg(n > 20 && n <= 256, "docs/metrics.md: %d families", n);
+    for (int i = 0; i < n; i++) {
+        ck_assert_msg(strcmp(doc[i].type, "counter") == 0 || strcmp(doc[i].type, "gauge") == 0 ||
+                          strcmp(doc[i].type, "histogram") == 0,
+                      "%s: type \"%s\"", doc[i].name, doc[i].type);
+        ck_assert_msg(doc[i].unit[0], "%s has no unit", doc[i].name);
+        for (int j = 0; j < i; j++)
+            ck_assert_msg(strcmp(doc[i].name, doc[j].name) != 0, "%s twice", doc[i].name);
+    }
+    /* The names the sources write: string literals in the files that call tpc_metrics_add(). */
+    FILE *f = popen("grep -ohE '\"twopc_[a-z0-9_]+\"' $(grep -rl 'tpc_metrics_add(' runtime txn "
+                    "connectors) | sort -u",
+                    "r");
+    ck_assert_ptr_nonnull(f);
+    char line[256];
+    int written = 0;
+    bool listed[256] = {false};
+    while (fgets(line, sizeof line, f)) {
+        line[strcspn(line, "\n")] = 0;
+        char *name = line + 1;
+        name[strcspn(name, "\"")] = 0;
+        int found = -1;
+        for (int i = 0; i < n && found < 0; i++)
+            if (strcmp(doc[i].name, name) == 0)
+                found = i;
+        ck_assert_msg(found >= 0, "docs/metrics.md does not list %s", name);
+        listed[found] = true;
+        written++;
+    }
+    ck_assert_int_eq(pclose(f), 0);
+    ck_assert_int_gt(written, 20);
+    for (int i = 0; i < n; i++)
+        ck_assert_msg(listed[i], "docs/metrics.md lists %s, which no source writes", doc[i].name);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("metrics");
@@ -357,6 +558,9 @@ int main(void)
     tcase_add_test(tc, test_health_and_readiness);
     tcase_add_test(tc, test_failed_checkpoint_writes_are_counted);
     tcase_add_test(tc, test_special_values_spelled_for_prometheus);
+    tcase_add_test(tc, test_failed_job_is_unhealthy);
+    tcase_add_test(tc, test_oldest_pending_transaction);
+    tcase_add_test(tc, test_doc_lists_every_family);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);

@@ -103,4 +103,5 @@ void tpc__kafka_sink_metrics(void *arg, const char *sink, tpc_metrics_writer_t *
     tpc_metrics_add(w, "twopc_kafka_producers", "gauge",
                     "librdkafka producers the sink's subtasks hold (the transactional id pools).",
                     "", labels, (double)atomic_load(&conf->stats->producers));
+    tpc_metrics_build_info(w, "librdkafka", rd_kafka_version_str());
 }

@@ -43,6 +43,12 @@ static tpc_error_t *set_kafka_prop(void *arg, const tpc_prop_t *p, const char *k
             return tpc_prop_invalid(p, key, value, "a whole number from 1000 to %d (ms)",
                                     INT32_MAX);
         conf->txn_timeout_ms = v;
+        /* The broker's timeout is the sink's: the framework warns, and the metrics endpoint
+         * counts the time left, against it. */
+        tpc_error_t *err =
+            conf->sink ? tpc_txn_sink_set(conf->sink, "transaction.timeout.ms", value) : NULL;
+        if (err)
+            return err;
     }
     tpc_error_t *err = tpc__kafka_prop_check(
         name, value, "see librdkafka's CONFIGURATION.md for its producer properties");
@@ -67,8 +73,10 @@ static tpc_error_t *check_id_prefix(void *arg, const tpc_prop_t *p, const char *
 }
 
 #define SINK_FIELD(member) TPC_PROP_FIELD(tpc__kafka_conf_t, member)
-#define STR(x)             #x
-#define XSTR(x)            STR(x)
+/* librdkafka's default of kafka.transaction.timeout.ms */
+#define DEFAULT_TXN_TIMEOUT_MS 60000
+#define STR(x)                 #x
+#define XSTR(x)                STR(x)
 
 static const tpc_prop_t kafka_sink_props[] = {
     {.name = "kafka.*",
@@ -77,8 +85,8 @@ static const tpc_prop_t kafka_sink_props[] = {
      .accepts = "a librdkafka producer property and its value",
      .doc = "Passed to librdkafka's producers (kafka.linger.ms, kafka.security.protocol, ...) and "
             "checked when set; kafka.transactional.id is the sink's and refused. "
-            "kafka.transaction.timeout.ms (default 60000) is also the sink's transaction "
-            "timeout."},
+            "kafka.transaction.timeout.ms (default 60000) sets the sink's "
+            "transaction.timeout.ms too."},
     {.name = "topic",
      .type = TPC_PROP_STRING,
      .field = SINK_FIELD(topic),
@@ -176,7 +184,7 @@ tpc_error_t *tpc_kafka_sink_new(const char *bootstrap, const char *topic, tpc_tx
     tpc__kafka_conf_t *conf = calloc(1, sizeof *conf);
     if (!conf)
         return tpc_error_nomem();
-    conf->txn_timeout_ms = 60000; /* librdkafka's default of kafka.transaction.timeout.ms */
+    conf->txn_timeout_ms = DEFAULT_TXN_TIMEOUT_MS;
     conf->stats = calloc(1, sizeof *conf->stats);
     if (!conf->stats) {
         free(conf);
@@ -191,7 +199,16 @@ tpc_error_t *tpc_kafka_sink_new(const char *bootstrap, const char *topic, tpc_tx
         kafka_release(conf);
         return err;
     }
-    return tpc_txn_sink_new(&tpc__kafka_ops, conf, out);
+    err = tpc_txn_sink_new(&tpc__kafka_ops, conf, out);
+    if (!err) {
+        conf->sink = *out;
+        err = tpc_txn_sink_set(*out, "transaction.timeout.ms", XSTR(DEFAULT_TXN_TIMEOUT_MS));
+    }
+    if (err) {
+        tpc_txn_sink_destroy(*out);
+        *out = NULL;
+    }
+    return err;
 }
 
 tpc_error_t *tpc_kafka_sink_set_mapper(tpc_txn_sink_t *sink, tpc_kafka_mapper_t mapper,

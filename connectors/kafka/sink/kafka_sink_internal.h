@@ -59,6 +59,7 @@ typedef struct {
     int recovery_timeout_ms;
     tpc_kafka_mapper_t mapper;
     void *mapper_opaque;
+    tpc_txn_sink_t *sink; /* the sink this is the configuration of, for its timeout */
 } tpc__kafka_conf_t;
 
 /* @returns the value of librdkafka property @name as configured, or NULL. */

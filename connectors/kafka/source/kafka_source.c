@@ -277,7 +277,7 @@ static void vertex_free(tpc__kafka_source_vertex_t *v)
 {
     if (!v)
         return;
-    free(v->slots);
+    tpc__kafka_source_slots_free(v);
     free(v->name);
     free(v);
 }
@@ -288,11 +288,12 @@ tpc_error_t *tpc_kafka_source_add_to_job(tpc_kafka_source_t *src, tpc_job_t *job
     if (!src)
         return tpc_error_new(TPC_ERR_INVALID_ARG, TPC_ERROR_FATAL, "no kafka source given");
     tpc__kafka_source_vertex_t *v = calloc(1, sizeof *v);
+    bool slots = false;
     if (v) {
-        v->slots = calloc(parallelism > 0 ? (size_t)parallelism : 1, sizeof *v->slots);
+        slots = tpc__kafka_source_slots_new(v, parallelism > 0 ? parallelism : 1);
         v->name = name ? strdup(name) : NULL;
     }
-    if (!v || !v->slots || (name && !v->name)) {
+    if (!v || !slots || (name && !v->name)) {
         vertex_free(v);
         return tpc_error_nomem();
     }

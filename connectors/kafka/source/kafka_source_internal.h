@@ -26,10 +26,19 @@ typedef enum {
     TPC__KAFKA_START_GROUP,     /* the group's committed offsets, else start_fallback_latest */
 } tpc__kafka_start_t;
 
+/* One partition's lag as a subtask last published it. */
+typedef struct {
+    char *topic; /* a copy, kept while the entry is reused for the same topic */
+    int32_t partition;
+    int64_t lag; /* offsets behind the high watermark */
+} tpc__kafka_source_lag_t;
+
 /* What one subtask of a source last published for the metrics endpoint (kafka_source_metrics.c):
  * written by the subtask's thread, read by the metrics server's. */
 typedef struct {
-    _Atomic int64_t lag;        /* offsets behind the high watermarks */
+    pthread_mutex_t mu; /* over lags: the subtask's partitions, replaced at each publication */
+    tpc__kafka_source_lag_t *lags;
+    size_t nlags, lags_cap;
     _Atomic int64_t queued;     /* records in librdkafka's read-ahead queue */
     _Atomic int64_t partitions; /* assigned */
     _Atomic uint64_t wakes;     /* wake-up requests, over all the subtask's attempts */
@@ -43,10 +52,14 @@ typedef struct tpc__kafka_source_vertex_s {
     char *name; /* the vertex's */
     int parallelism;
     tpc__kafka_source_slot_t *slots; /* one per subtask */
+    int nslots;
 } tpc__kafka_source_vertex_t;
 
 /* The metrics callback of a source vertex (tpc_job_add_metrics()). */
 void tpc__kafka_source_metrics(void *arg, tpc_metrics_writer_t *w);
+/* A vertex's slots made (mutexes initialised) and freed (with their copies). */
+bool tpc__kafka_source_slots_new(tpc__kafka_source_vertex_t *v, int parallelism);
+void tpc__kafka_source_slots_free(tpc__kafka_source_vertex_t *v);
 
 /* The source's configuration (tpc_kafka_source_t), read-only once added to a job. */
 struct tpc_kafka_source_s {
