@@ -197,7 +197,10 @@ START_TEST(test_prometheus_scrapes_the_job)
 
     /* The job's own page: what promtool and the metrics page say of it. */
     ck_assert_int_eq(tpc_test_http_get(port, "/metrics", body, sizeof body), 200);
-    tpc_test_metrics_doc_check(body);
+    {
+        char why[256];
+        ck_assert_msg(tpc_test_metrics_doc_check(body, why, sizeof why), "%s", why);
+    }
     for (const char *l = body; l && *l; l = strchr(l, '\n') ? strchr(l, '\n') + 1 : NULL) {
         double a, left;
         const char *t =

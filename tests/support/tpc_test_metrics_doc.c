@@ -4,7 +4,6 @@
  */
 #include "tpc_test_metrics_doc.h"
 
-#include <check.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -51,11 +50,14 @@ int tpc_test_metrics_doc_read(tpc_test_metric_doc_t *out, int cap)
     return n;
 }
 
-void tpc_test_metrics_doc_check(const char *text)
+bool tpc_test_metrics_doc_check(const char *text, char *why, size_t cap)
 {
     static tpc_test_metric_doc_t doc[256];
     int n = tpc_test_metrics_doc_read(doc, 256);
-    ck_assert_msg(n > 0 && n <= 256, "docs/metrics.md: %d families", n);
+    if (n <= 0 || n > 256) {
+        snprintf(why, cap, "docs/metrics.md: %d families", n);
+        return false;
+    }
     for (const char *l = text; l && *l; l = strchr(l, '\n') ? strchr(l, '\n') + 1 : NULL) {
         char name[96], type[16];
         if (sscanf(l, "# TYPE %95s %15s", name, type) != 2 || strncmp(name, "twopc_", 6) != 0)
@@ -64,8 +66,15 @@ void tpc_test_metrics_doc_check(const char *text)
         for (int i = 0; i < n && found < 0; i++)
             if (strcmp(doc[i].name, name) == 0)
                 found = i;
-        ck_assert_msg(found >= 0, "docs/metrics.md does not list %s", name);
-        ck_assert_msg(strcmp(doc[found].type, type) == 0, "docs/metrics.md: %s is a %s, not a %s",
-                      name, type, doc[found].type);
+        if (found < 0) {
+            snprintf(why, cap, "docs/metrics.md does not list %s", name);
+            return false;
+        }
+        if (strcmp(doc[found].type, type) != 0) {
+            snprintf(why, cap, "docs/metrics.md: %s is a %s, not a %s", name, type,
+                     doc[found].type);
+            return false;
+        }
     }
+    return true;
 }

@@ -6,6 +6,7 @@
 #ifndef TPC_TEST_METRICS_DOC_H
 #define TPC_TEST_METRICS_DOC_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 typedef struct {
@@ -18,7 +19,8 @@ typedef struct {
  * @cap of them in @out; -1 when the page cannot be read. */
 int tpc_test_metrics_doc_read(tpc_test_metric_doc_t *out, int cap);
 
-/* Every family of the exposition text @text is on the page with the same type (Check asserts). */
-void tpc_test_metrics_doc_check(const char *text);
+/* Every family of the exposition text @text is on the page with the same type: true, or false
+ * with the first that is not in @why. */
+bool tpc_test_metrics_doc_check(const char *text, char *why, size_t cap);
 
 #endif

@@ -149,7 +149,10 @@ START_TEST(test_endpoint_serves_the_job_and_its_sinks)
     ck_assert(sample(text, "twopc_sink_oldest_pending_transaction_age_seconds{sink=\"files\"}") >=
               0);
     ck_assert_ptr_null(strstr(text, "twopc_sink_transaction_timeout_seconds{"));
-    tpc_test_metrics_doc_check(text);
+    {
+        char why[256];
+        ck_assert_msg(tpc_test_metrics_doc_check(text, why, sizeof why), "%s", why);
+    }
 
     /* Counters only grow between scrapes. */
     usleep(200 * 1000);
