@@ -1,7 +1,8 @@
 /*
  * Commit, recovery and cleanup of the PostgreSQL sink, on the control connection. All of it works
  * from a handle and the server alone, because after a crash the handle comes from a checkpoint and
- * the prepared transaction from a process that is gone.
+ * the prepared transaction from a process that is gone. A handle of the write-ahead mode goes to
+ * pg_staged.c; one committed directly at its checkpoint (at-least-once) needs nothing here.
  *
  * COMMIT PREPARED is idempotent only with help: a second commit of a gid fails with 42704 (no such
  * prepared transaction), exactly as a commit of a transaction that somebody rolled back does. The
@@ -163,6 +164,10 @@ tpc_error_t *tpc__pg_commit(void *conn, void *txn)
     if (!t->ckpt)
         return tpc_error_new(TPC_ERR_STATE, TPC_ERROR_FATAL,
                              "transaction \"%s\" committed before it was prepared", t->gid);
+    if (t->kind == TPC__PG_TXN_STAGED)
+        return tpc__pg_stage_move(c, t);
+    if (t->kind == TPC__PG_TXN_DIRECT)
+        return NULL; /* committed by its pre-commit */
     tpc_error_t *err = tpc__pg_control_ready(c);
     if (err)
         return err;
@@ -227,6 +232,8 @@ tpc_error_t *tpc__pg_recover_and_abort(void *conn, void *txn)
      * back everything not prepared; if it got as far as PREPARE, it goes now. */
     tpc__pg_conn_t *c = conn;
     tpc__pg_txn_t *t = txn;
+    if (t->kind == TPC__PG_TXN_STAGED)
+        return tpc__pg_stage_drop(c, t);
     bool found = false, done;
     tpc_error_t *err = tpc__pg_control_ready(c);
     if (!err)
@@ -263,7 +270,7 @@ static tpc_error_t *drop_markers(tpc__pg_conn_t *c, uint64_t above)
     return NULL;
 }
 
-static bool known(const tpc_txn_lingering_t *l, const char *gid)
+bool tpc__pg_known(const tpc_txn_lingering_t *l, const char *gid)
 {
     for (size_t i = 0; i < l->known_count; i++)
         if (strcmp(((const tpc__pg_txn_t *)l->known[i])->gid, gid) == 0)
@@ -290,7 +297,8 @@ tpc_error_t *tpc__pg_abort_lingering(void *conn, const tpc_txn_lingering_t *l)
         const char *gid = PQgetvalue(res, i, 0);
         int s, p;
         uint64_t b;
-        if (!tpc_pg_parse_gid(gid, c->prefix, &s, &p, &b) || !tpc_txn_owns(st, s) || known(l, gid))
+        if (!tpc_pg_parse_gid(gid, c->prefix, &s, &p, &b) || !tpc_txn_owns(st, s) ||
+            tpc__pg_known(l, gid))
             continue;
         {
             bool done;
@@ -306,6 +314,8 @@ tpc_error_t *tpc__pg_abort_lingering(void *conn, const tpc_txn_lingering_t *l)
         }
     }
     PQclear(res);
+    if (!err && c->kind == TPC__PG_TXN_STAGED)
+        err = tpc__pg_stage_lingering(c, l);
     if (!err)
         err = drop_markers(c, l->restored_checkpoint);
     if (rolled)

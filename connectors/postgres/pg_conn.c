@@ -174,25 +174,49 @@ char *tpc__pg_quote_qualified(PGconn *pg, const char *name)
     return out;
 }
 
+/* How transactions commit (pg.commit and the guarantee), from what the server allows. */
 tpc_error_t *tpc__pg_check_server(tpc__pg_conn_t *c)
 {
+    c->kind = TPC__PG_TXN_PREPARED;
+    if (c->st->guarantee != TPC_TXN_EXACTLY_ONCE) {
+        c->kind = TPC__PG_TXN_DIRECT;
+        return NULL;
+    }
+    if (c->conf->commit == TPC__PG_COMMIT_WRITE_AHEAD) {
+        c->kind = TPC__PG_TXN_STAGED;
+        return NULL;
+    }
+    /* missing_ok: a PostgreSQL-compatible server without the setting has no prepared
+     * transactions either. */
     PGresult *res = NULL;
-    tpc_error_t *err =
-        tpc__pg_exec(c->control, "SELECT current_setting('max_prepared_transactions')::int", 0,
-                     NULL, "read max_prepared_transactions", &res);
+    tpc_error_t *err = tpc__pg_exec(
+        c->control, "SELECT coalesce(current_setting('max_prepared_transactions', true), '0')::int",
+        0, NULL, "read max_prepared_transactions", &res);
     if (err)
         return err;
     int max = atoi(PQgetvalue(res, 0, 0));
     PQclear(res);
     if (max > 0)
         return NULL;
+    if (c->conf->commit == TPC__PG_COMMIT_AUTO) {
+        c->kind = TPC__PG_TXN_STAGED;
+        if (c->st->subtask == 0)
+            tpc_txn_log(c->st, TPC_LOG_INFO,
+                        "prepared transactions are disabled on \"%s\": committing through "
+                        "write-ahead table \"%s\" (pg.commit=auto chose write-ahead)",
+                        c->conf->conninfo_safe, c->conf->write_ahead_table);
+        return NULL;
+    }
     err = tpc_error_new(TPC_ERR_CONFIG, TPC_ERROR_FATAL,
                         "prepared transactions are disabled on PostgreSQL server \"%s\" "
-                        "(max_prepared_transactions = 0)",
+                        "(max_prepared_transactions = 0), which pg.commit=prepared needs",
                         c->conf->conninfo_safe);
-    return tpc_error_hint(err, "set max_prepared_transactions > 0 in postgresql.conf (at least "
-                               "the sink's parallelism times the checkpoints that can be pending "
-                               "at once, plus what other programs need) and restart the server");
+    return tpc_error_hint(err,
+                          "set pg.commit=write-ahead (or auto) to commit through a write-ahead "
+                          "table without prepared transactions; or set "
+                          "max_prepared_transactions > 0 in postgresql.conf (at least the "
+                          "sink's parallelism times the checkpoints that can be pending at "
+                          "once, plus what other programs need) and restart the server");
 }
 
 void tpc__pg_free_cols(tpc__pg_col_t *cols, int n)
@@ -513,61 +537,72 @@ tpc_error_t *tpc__pg_ensure_stage_table(tpc__pg_conn_t *c, tpc__pg_table_t *t)
     return err;
 }
 
-tpc_error_t *tpc__pg_ensure_marker_table(tpc__pg_conn_t *c)
+/* Make sure the sink's own @what @name (key @key) exists, creating it as "CREATE TABLE name
+ * @columns" (then @after, a statement with one %s for the name, if given), and that the sink's
+ * role may SELECT, INSERT and DELETE in it. *@quoted gets the quoted name. */
+tpc_error_t *tpc__pg_ensure_table(tpc__pg_conn_t *c, const char *key, const char *what,
+                                  const char *name, const char *columns, const char *after,
+                                  char **quoted)
 {
-    const char *name = c->conf->marker_table;
-    c->marker_q = tpc__pg_quote_qualified(c->control, name);
-    if (!c->marker_q)
-        return tpc_prop_invalid(tpc_props_find(tpc_pg_sink_properties(), "pg.marker-table"),
-                                "pg.marker-table", name, NULL);
-    const char *params[] = {c->marker_q};
+    char *q = *quoted = tpc__pg_quote_qualified(c->control, name);
+    if (!q)
+        return tpc_prop_invalid(tpc_props_find(tpc_pg_sink_properties(), key), key, name, NULL);
+    const char *params[] = {q};
     PGresult *res = NULL;
     tpc_error_t *err = tpc__pg_exec(c->control, "SELECT to_regclass($1) IS NOT NULL", 1, params,
-                                    "look up the marker table", &res);
+                                    "look up the sink's tables", &res);
     if (err)
         return err;
     bool exists = strcmp(PQgetvalue(res, 0, 0), "t") == 0;
     PQclear(res);
-    char ddl[1024];
-    snprintf(ddl, sizeof ddl,
-             "CREATE TABLE IF NOT EXISTS %s (gid text PRIMARY KEY, sink text NOT NULL, "
-             "subtask integer NOT NULL, checkpoint bigint NOT NULL, "
-             "created timestamptz NOT NULL DEFAULT now())",
-             c->marker_q);
+    char ddl[1024], more[600] = "";
+    snprintf(ddl, sizeof ddl, "CREATE TABLE IF NOT EXISTS %s %s", q, columns);
+    if (after)
+        snprintf(more, sizeof more, after, q);
     if (!exists) {
         /* Subtasks open at once; a lock keeps two CREATEs of the same table from colliding. */
-        err = tpc__pg_exec(c->control, "BEGIN", 0, NULL, "create the marker table", NULL);
+        err = tpc__pg_exec(c->control, "BEGIN", 0, NULL, "create a table", NULL);
         if (!err)
             err = tpc__pg_exec(c->control, "SELECT pg_advisory_xact_lock(hashtext($1))", 1, params,
-                               "create the marker table", NULL);
+                               "create a table", NULL);
         if (!err)
-            err = tpc__pg_exec(c->control, ddl, 0, NULL, "create the marker table", NULL);
+            err = tpc__pg_exec(c->control, ddl, 0, NULL, "create a table", NULL);
+        if (!err && after)
+            err = tpc__pg_exec(c->control, more, 0, NULL, "create a table", NULL);
         if (!err)
-            err = tpc__pg_exec(c->control, "COMMIT", 0, NULL, "create the marker table", NULL);
+            err = tpc__pg_exec(c->control, "COMMIT", 0, NULL, "create a table", NULL);
         if (err) {
             PQclear(PQexec(c->control, "ROLLBACK"));
-            err = tpc_error_prefix(err, "marker table \"%s\" does not exist and", name);
+            err = tpc_error_prefix(err, "%s \"%s\" does not exist and", what, name);
             return tpc_error_hint(err,
-                                  "create it once as a role that may: %s; then GRANT SELECT, "
-                                  "INSERT, DELETE ON %s TO the sink's role; or set "
-                                  "pg.marker-table to a table in a schema this role can create "
-                                  "tables in",
-                                  ddl, c->marker_q);
+                                  "create it once as a role that may: %s;%s%s then GRANT SELECT, "
+                                  "INSERT, DELETE ON %s TO the sink's role; or set %s to a table "
+                                  "in a schema this role can create tables in",
+                                  ddl, after ? " " : "", more, q, key);
         }
     }
     err = tpc__pg_exec(c->control,
                        "SELECT has_table_privilege($1, 'SELECT') AND has_table_privilege($1, "
                        "'INSERT') AND has_table_privilege($1, 'DELETE'), current_user",
-                       1, params, "check privileges on the marker table", &res);
+                       1, params, "check privileges on the sink's tables", &res);
     if (err)
         return err;
     if (strcmp(PQgetvalue(res, 0, 0), "t") != 0)
         err = tpc_error_hint(tpc_error_new(TPC_ERR_CONFIG, TPC_ERROR_FATAL,
-                                           "permission denied for marker table \"%s\"", name),
-                             "GRANT SELECT, INSERT, DELETE ON %s TO \"%s\"", c->marker_q,
+                                           "permission denied for %s \"%s\"", what, name),
+                             "GRANT SELECT, INSERT, DELETE ON %s TO \"%s\"", q,
                              PQgetvalue(res, 0, 1));
     PQclear(res);
     return err;
+}
+
+tpc_error_t *tpc__pg_ensure_marker_table(tpc__pg_conn_t *c)
+{
+    return tpc__pg_ensure_table(c, "pg.marker-table", "marker table", c->conf->marker_table,
+                                "(gid text PRIMARY KEY, sink text NOT NULL, subtask integer NOT "
+                                "NULL, checkpoint bigint NOT NULL, created timestamptz NOT NULL "
+                                "DEFAULT now())",
+                                NULL, &c->marker_q);
 }
 
 tpc_error_t *tpc__pg_control_ready(tpc__pg_conn_t *c)

@@ -5,7 +5,8 @@
  * values and the row's operation and table), pg_write.c (the rows of a transaction: COPY streams,
  * staging and merge), pg_insert.c (insert and upsert batches), pg_txn.c (a transaction's life and
  * its prepare) and pg_commit.c (commit, recovery and cleanup, which work from a handle alone,
- * possibly written by another process).
+ * possibly written by another process); pg_staged.c holds the write-ahead commit, for servers
+ * without prepared transactions.
  */
 #ifndef TPC_PG_INTERNAL_H
 #define TPC_PG_INTERNAL_H
@@ -23,6 +24,22 @@ typedef enum {
     TPC__PG_CHANGELOG = 3
 } tpc__pg_mode_t;
 
+/* pg.commit, in the order of its choices. */
+typedef enum {
+    TPC__PG_COMMIT_AUTO = 0,
+    TPC__PG_COMMIT_PREPARED = 1,
+    TPC__PG_COMMIT_WRITE_AHEAD = 2
+} tpc__pg_commit_t;
+
+/* How a transaction becomes visible: PREPARE / COMMIT PREPARED (exactly-once), staged rows moved
+ * by one local transaction on notify (exactly-once, pg_staged.c), or a plain COMMIT at the
+ * checkpoint (at-least-once and none, which need neither). */
+typedef enum {
+    TPC__PG_TXN_PREPARED = 0,
+    TPC__PG_TXN_STAGED = 1,
+    TPC__PG_TXN_DIRECT = 2
+} tpc__pg_txn_kind_t;
+
 /* pg.tombstone */
 enum { TPC__PG_TOMBSTONE_NULL = 0, TPC__PG_TOMBSTONE_DELETE = 1 };
 
@@ -36,8 +53,10 @@ typedef struct {
     char *columns;       /* comma-separated, one list per table apart by ';', NULL = every column */
     char *key_columns;   /* comma-separated, one list per table apart by ';' */
     char *marker_table;
+    char *write_ahead_table;
     char gid_prefix[TPC__PG_PREFIX_MAX + 1]; /* empty = derived from job and sink names */
     tpc__pg_mode_t mode;
+    tpc__pg_commit_t commit;
     int tombstone; /* TPC__PG_TOMBSTONE_* */
     size_t batch_size;
     size_t copy_buffer;
@@ -121,6 +140,14 @@ typedef struct {
     uint64_t committed_ckpt; /* highest checkpoint committed by this instance */
     uint64_t marker_floor;   /* markers up to this checkpoint can no longer be asked for */
     uint64_t marker_swept;   /* the floor the last cleanup used */
+    tpc__pg_txn_kind_t kind; /* how this instance's transactions commit (chosen at open) */
+    /* write-ahead (pg_staged.c) */
+    char *staging_q;                      /* quoted staging table */
+    bool staging_open;                    /* the control connection is in a staging txn */
+    char staging_gid[TPC_PG_GID_MAX + 1]; /* the current transaction's */
+    uint32_t staged_parts;                /* of the current transaction */
+    uint64_t staged_rows;                 /* of the current transaction */
+    tpc__pg_buf_t move;                   /* the move's send buffer, kept between moves */
 } tpc__pg_conn_t;
 
 typedef struct {
@@ -131,6 +158,9 @@ typedef struct {
     uint64_t floor;      /* committed_ckpt at its pre-commit (marker cleanup) */
     bool written;
     bool local; /* prepared by this instance (not restored): counts in prepared_here */
+    tpc__pg_txn_kind_t kind;
+    uint32_t parts;       /* staged: parts in the staging table */
+    uint64_t staged_rows; /* staged: rows over all parts */
     char gid[TPC_PG_GID_MAX + 1];
 } tpc__pg_txn_t;
 
@@ -158,6 +188,12 @@ tpc_error_t *tpc__pg_load_columns(tpc__pg_conn_t *c, tpc__pg_table_t *t, const c
 /* Changelog: make table @t's staging table unless it exists. */
 tpc_error_t *tpc__pg_ensure_stage_table(tpc__pg_conn_t *c, tpc__pg_table_t *t);
 tpc_error_t *tpc__pg_ensure_marker_table(tpc__pg_conn_t *c);
+/* Make sure the sink's @what ("marker table") @name (key @key) exists and may be used, creating it
+ * as "CREATE TABLE <name> @columns" and then @after (one %s for the name; NULL: none); *@quoted
+ * gets its quoted name. */
+tpc_error_t *tpc__pg_ensure_table(tpc__pg_conn_t *c, const char *key, const char *what,
+                                  const char *name, const char *columns, const char *after,
+                                  char **quoted);
 /* Make sure the control connection is usable, reconnecting once if it was lost. */
 tpc_error_t *tpc__pg_control_ready(tpc__pg_conn_t *c);
 void tpc__pg_free_cols(tpc__pg_col_t *cols, int n);
@@ -188,6 +224,10 @@ tpc_error_t *tpc__pg_flush_rows(tpc__pg_conn_t *c);
 tpc_error_t *tpc__pg_end_rows(tpc__pg_conn_t *c);
 /* End an open COPY without its rows (abort). */
 void tpc__pg_cancel_copy(tpc__pg_conn_t *c);
+/* Send table @t's buffered rows now with the mode's statement: into its COPY (of the table, or of
+ * its changelog staging table) or as INSERT batches. The write-ahead move sends each part read
+ * back through it, then ends with tpc__pg_end_rows(). */
+tpc_error_t *tpc__pg_send_rows(tpc__pg_conn_t *c, tpc__pg_table_t *t);
 
 /* pg_txn.c */
 tpc_error_t *tpc__pg_open(void *arg, const tpc_txn_subtask_t *st, void **conn);
@@ -223,6 +263,24 @@ tpc_error_t *tpc__pg_ensure_txn(tpc__pg_conn_t *c);
 tpc_error_t *tpc__pg_commit(void *conn, void *txn);
 tpc_error_t *tpc__pg_recover_and_abort(void *conn, void *txn);
 tpc_error_t *tpc__pg_abort_lingering(void *conn, const tpc_txn_lingering_t *lingering);
+/* @returns true when @gid is one of the restored handles of @l. */
+bool tpc__pg_known(const tpc_txn_lingering_t *l, const char *gid);
 /* pg_commit.c also holds tpc_pg_parse_gid() (tpc_pg.h). */
+
+/* pg_staged.c: the write-ahead commit. */
+/* Quote the staging table; in write-ahead mode make sure it exists and may be used. */
+tpc_error_t *tpc__pg_stage_open(tpc__pg_conn_t *c);
+/* A new transaction @t: its parts are staged under its gid. */
+void tpc__pg_stage_begin(tpc__pg_conn_t *c, const tpc__pg_txn_t *t);
+/* Write table @t's buffered rows as the next part of the current transaction. */
+tpc_error_t *tpc__pg_stage_table(tpc__pg_conn_t *c, tpc__pg_table_t *t);
+tpc_error_t *tpc__pg_stage_pre_commit(tpc__pg_conn_t *c, tpc__pg_txn_t *t, uint64_t checkpoint_id);
+void tpc__pg_stage_abort(tpc__pg_conn_t *c);
+/* Commit of a staged transaction: move its rows into the tables, exactly once. */
+tpc_error_t *tpc__pg_stage_move(tpc__pg_conn_t *c, tpc__pg_txn_t *t);
+/* Drop the staged rows of @t (a restored current transaction). */
+tpc_error_t *tpc__pg_stage_drop(tpc__pg_conn_t *c, tpc__pg_txn_t *t);
+/* Drop staged rows of the subtasks this one owns that no restored handle lists. */
+tpc_error_t *tpc__pg_stage_lingering(tpc__pg_conn_t *c, const tpc_txn_lingering_t *l);
 
 #endif /* TPC_PG_INTERNAL_H */

@@ -129,6 +129,7 @@ static tpc_error_t *check_table_list(void *arg, const tpc_prop_t *p, const char 
 #define PG_FIELD(member) TPC_PROP_FIELD(tpc__pg_conf_t, member)
 
 static const char *const modes[] = {"copy", "insert", "upsert", "changelog", NULL};
+static const char *const commits[] = {"auto", "prepared", "write-ahead", NULL};
 static const char *const tombstones[] = {"null", "delete", NULL};
 
 static const tpc_prop_t pg_props[] = {
@@ -162,6 +163,18 @@ static const tpc_prop_t pg_props[] = {
      .def = "copy",
      .doc = "copy (binary COPY), insert, upsert (INSERT ... ON CONFLICT), or changelog (upserts "
             "and deletes by key: binary COPY into a staging table, merged at the checkpoint)."},
+    {.name = "pg.commit",
+     .type = TPC_PROP_ENUM,
+     .field = PG_FIELD(commit),
+     .choices = commits,
+     .def = "auto",
+     .doc =
+         "How exactly-once transactions commit. prepared: PREPARE TRANSACTION at the "
+         "checkpoint, COMMIT PREPARED once it is complete (needs max_prepared_transactions > "
+         "0); write-ahead: the checkpoint's rows are committed into pg.write-ahead-table, and once "
+         "it is complete one transaction moves them into the table and writes the marker row; "
+         "auto: prepared when the server allows prepared transactions, else write-ahead. "
+         "at-least-once and none commit at each checkpoint and need neither."},
     {.name = "pg.key-columns",
      .type = TPC_PROP_STRING,
      .field = PG_FIELD(key_columns),
@@ -198,7 +211,7 @@ static const tpc_prop_t pg_props[] = {
      .max = 1 << 30,
      .def = "262144",
      .unit = "bytes",
-     .doc = "Bytes of COPY data sent to the server at once."},
+     .doc = "Bytes of COPY data sent to the server at once; write-ahead: the size of a part."},
     {.name = "pg.marker-table",
      .type = TPC_PROP_STRING,
      .field = PG_FIELD(marker_table),
@@ -206,6 +219,14 @@ static const tpc_prop_t pg_props[] = {
      .def = "twopc_markers",
      .accepts = "table or schema.table, names as they are, unquoted",
      .doc = "The marker table, created if missing."},
+    {.name = "pg.write-ahead-table",
+     .type = TPC_PROP_STRING,
+     .field = PG_FIELD(write_ahead_table),
+     .set = check_table_name,
+     .def = "twopc_write_ahead",
+     .accepts = "table or schema.table, names as they are, unquoted",
+     .doc = "write-ahead: where a checkpoint's rows wait until it is complete, created if "
+            "missing."},
     {.name = "pg.connect.deadline.ms",
      .type = TPC_PROP_INT,
      .field = PG_FIELD(connect_deadline_ms),

@@ -4,6 +4,10 @@
  * Pre-commit ends the rows, adds the marker row that lets a later commit tell "already committed"
  * from "lost", and prepares the transaction under its gid. Also the open of a subtask and the
  * handle's bytes.
+ *
+ * The other ways to commit hook in here: in write-ahead mode the rows go to the write-ahead table
+ * instead of the target (pg_staged.c), and under at-least-once (or none) pre-commit is a plain
+ * COMMIT, with no marker and no prepared transaction.
  */
 #include "pg_internal.h"
 
@@ -54,6 +58,8 @@ tpc_error_t *tpc__pg_open(void *arg, const tpc_txn_subtask_t *st, void **out)
         err = tpc__pg_open_tables(c);
     if (!err)
         err = tpc__pg_ensure_marker_table(c);
+    if (!err)
+        err = tpc__pg_stage_open(c);
     if (err) {
         tpc__pg_close(c);
         return err;
@@ -69,6 +75,8 @@ void tpc__pg_close(void *conn)
     PQfinish(c->control);
     tpc__pg_close_tables(c);
     free(c->marker_q);
+    free(c->staging_q);
+    free(c->move.buf);
     free(c);
 }
 
@@ -89,7 +97,10 @@ tpc_error_t *tpc__pg_begin(void *conn, uint64_t checkpoint_id, void **txn)
                              "gid for prefix \"%s\" is longer than %d bytes", c->prefix,
                              TPC_PG_GID_MAX);
     }
+    t->kind = c->kind;
     tpc__pg_drop_rows(c);
+    if (t->kind == TPC__PG_TXN_STAGED)
+        tpc__pg_stage_begin(c, t);
     *txn = t;
     return NULL;
 }
@@ -141,9 +152,17 @@ tpc_error_t *tpc__pg_pre_commit(void *conn, void *txn, uint64_t checkpoint_id)
 {
     tpc__pg_conn_t *c = conn;
     tpc__pg_txn_t *t = txn;
+    if (c->kind == TPC__PG_TXN_STAGED)
+        return tpc__pg_stage_pre_commit(c, t, checkpoint_id);
     tpc_error_t *err = tpc__pg_end_rows(c);
     if (!err)
         err = tpc__pg_ensure_txn(c);
+    if (!err && c->kind == TPC__PG_TXN_DIRECT) {
+        c->in_txn = false;
+        err = tpc__pg_exec(c->data, "COMMIT", 0, NULL, "commit the transaction", NULL);
+        t->ckpt = err ? 0 : checkpoint_id;
+        return err;
+    }
     char sub[16], ckpt[24], floor[24];
     snprintf(sub, sizeof sub, "%d", t->subtask);
     snprintf(ckpt, sizeof ckpt, "%" PRIu64, checkpoint_id);
@@ -195,6 +214,7 @@ tpc_error_t *tpc__pg_abort(void *conn, void *txn)
     tpc__pg_conn_t *c = conn;
     (void)txn;
     tpc__pg_drop_rows(c);
+    tpc__pg_stage_abort(c);
     tpc__pg_cancel_copy(c);
     if (!c->in_txn)
         return NULL;
@@ -226,29 +246,40 @@ void tpc__pg_free_txn(void *conn, void *txn)
 void tpc__pg_describe(void *conn, const void *txn, char *buf, size_t cap)
 {
     (void)conn;
-    snprintf(buf, cap, "%s", ((const tpc__pg_txn_t *)txn)->gid);
+    const tpc__pg_txn_t *t = txn;
+    snprintf(buf, cap, "%s%s", t->gid, t->kind == TPC__PG_TXN_STAGED ? " (write-ahead)" : "");
 }
 
 /* Handle bytes, version 1, big-endian: version u8, subtask u32, parallelism u32, begin checkpoint
  * u64, pre-commit checkpoint u64, gid length u8, gid. The gid is stored whole so that a handle
- * still names its transaction after pg.gid-prefix changed. */
-#define HANDLE_VERSION 1
-#define HANDLE_FIXED   26
+ * still names its transaction after pg.gid-prefix changed. Version 2 is a write-ahead (staged)
+ * transaction: version 1's fields, then its parts u32 and rows u64 in the staging table, which the
+ * move checks before it writes. */
+#define HANDLE_VERSION        1
+#define HANDLE_VERSION_STAGED 2
+#define HANDLE_FIXED          26
+#define HANDLE_STAGED_EXTRA   12
 
 tpc_error_t *tpc__pg_serialize(void *conn, const void *txn, tpc_txn_buf_t *out)
 {
     (void)conn;
     const tpc__pg_txn_t *t = txn;
-    unsigned char b[HANDLE_FIXED + TPC_PG_GID_MAX], *p = b;
+    unsigned char b[HANDLE_FIXED + TPC_PG_GID_MAX + HANDLE_STAGED_EXTRA], *p = b;
     size_t glen = strlen(t->gid);
-    tpc_txn_put_be(&p, HANDLE_VERSION, 1);
+    bool staged = t->kind == TPC__PG_TXN_STAGED;
+    tpc_txn_put_be(&p, staged ? HANDLE_VERSION_STAGED : HANDLE_VERSION, 1);
     tpc_txn_put_be(&p, (uint64_t)t->subtask, 4);
     tpc_txn_put_be(&p, (uint64_t)t->parallelism, 4);
     tpc_txn_put_be(&p, t->begin_ckpt, 8);
     tpc_txn_put_be(&p, t->ckpt, 8);
     tpc_txn_put_be(&p, glen, 1);
     memcpy(p, t->gid, glen);
-    return tpc_txn_buf_append(out, b, HANDLE_FIXED + glen);
+    p += glen;
+    if (staged) {
+        tpc_txn_put_be(&p, t->parts, 4);
+        tpc_txn_put_be(&p, t->staged_rows, 8);
+    }
+    return tpc_txn_buf_append(out, b, (size_t)(p - b));
 }
 
 static tpc_error_t *corrupt_handle(size_t len, const char *what)
@@ -263,7 +294,9 @@ tpc_error_t *tpc__pg_deserialize(void *conn, const void *bytes, size_t len, void
 {
     (void)conn;
     const unsigned char *p = bytes;
-    if (len < HANDLE_FIXED || p[0] != HANDLE_VERSION)
+    bool staged = len > 0 && p[0] == HANDLE_VERSION_STAGED;
+    size_t extra = staged ? HANDLE_STAGED_EXTRA : 0;
+    if (len < HANDLE_FIXED || (p[0] != HANDLE_VERSION && !staged))
         return tpc_error_new(TPC_ERR_CORRUPT, TPC_ERROR_FATAL,
                              "postgres transaction handle of %zu bytes (version %u) is not one "
                              "this sink wrote",
@@ -274,7 +307,7 @@ tpc_error_t *tpc__pg_deserialize(void *conn, const void *bytes, size_t len, void
         snprintf(what, sizeof what, "gid length %zu is not between 1 and %d", glen, TPC_PG_GID_MAX);
         return corrupt_handle(len, what);
     }
-    if (len != HANDLE_FIXED + glen || memchr(p + HANDLE_FIXED, '\0', glen))
+    if (len != HANDLE_FIXED + glen + extra || memchr(p + HANDLE_FIXED, '\0', glen))
         return corrupt_handle(len, "its length does not match its gid");
     p++;
     uint64_t subtask = tpc_txn_get_be(&p, 4), parallelism = tpc_txn_get_be(&p, 4);
@@ -290,6 +323,12 @@ tpc_error_t *tpc__pg_deserialize(void *conn, const void *bytes, size_t len, void
     p++; /* gid length */
     memcpy(t->gid, p, glen);
     t->gid[glen] = '\0';
+    p += glen;
+    if (staged) {
+        t->kind = TPC__PG_TXN_STAGED;
+        t->parts = (uint32_t)tpc_txn_get_be(&p, 4);
+        t->staged_rows = tpc_txn_get_be(&p, 8);
+    }
     t->written = true;
     *txn = t;
     return NULL;
@@ -302,8 +341,14 @@ tpc_error_t *tpc__pg_describe_handle(const void *bytes, size_t len, tpc_txn_hand
     if (err)
         return err;
     const tpc__pg_txn_t *t = txn;
-    snprintf(out->line, sizeof out->line, "%s", t->gid);
+    snprintf(out->line, sizeof out->line, "%s%s", t->gid,
+             t->kind == TPC__PG_TXN_STAGED ? " (write-ahead)" : "");
     tpc_txn_handle_text(out, "gid", t->gid);
+    if (t->kind == TPC__PG_TXN_STAGED) {
+        tpc_txn_handle_text(out, "commit", "write-ahead");
+        tpc_txn_handle_number(out, "parts", (int64_t)t->parts);
+        tpc_txn_handle_number(out, "rows", (int64_t)t->staged_rows);
+    }
     tpc__pg_free_txn(NULL, txn);
     return NULL;
 }

@@ -14,7 +14,9 @@
  *   transaction of this subtask (its rows lock no key); only the merge touches the keys.
  *
  * Everything lands in the one transaction that pg_txn.c prepares, so a reader sees every table of
- * a checkpoint at once or none.
+ * a checkpoint at once or none. In write-ahead mode full buffers go to the write-ahead table
+ * instead (pg_staged.c), whose move writes them later with tpc__pg_send_rows() and
+ * tpc__pg_end_rows().
  */
 #include "pg_internal.h"
 
@@ -122,8 +124,8 @@ static char *merge_sql(tpc__pg_conn_t *c, const tpc__pg_table_t *t)
             PQfreemem(q);
         }
         snprintf(s + n, cap - n,
-                 ") INSERT INTO %s (%s) SELECT %s FROM twopc_last WHERE twopc_op = 1%s",
-                 t->table_q, cols, cols, conflict);
+                 ") INSERT INTO %s (%s) SELECT %s FROM twopc_last WHERE twopc_op = 1%s", t->table_q,
+                 cols, cols, conflict);
     }
     free(cols);
     free(keys);
@@ -211,8 +213,8 @@ tpc_error_t *tpc__pg_open_tables(tpc__pg_conn_t *c)
         if (nomem)
             err = tpc_error_nomem();
         else if (!t->name)
-            err = tpc_prop_invalid(tpc_props_find(tpc_pg_sink_properties(), "pg.table"),
-                                   "pg.table", conf->table, NULL);
+            err = tpc_prop_invalid(tpc_props_find(tpc_pg_sink_properties(), "pg.table"), "pg.table",
+                                   conf->table, NULL);
         else
             err = tpc__pg_load_columns(c, t, cols, keys);
         free(cols);
@@ -320,6 +322,8 @@ void tpc__pg_drop_rows(tpc__pg_conn_t *c)
  * subtask is prepared (they would wait for its commit, which comes on this very thread). */
 static tpc_error_t *send_due(tpc__pg_conn_t *c, tpc__pg_table_t *t)
 {
+    if (c->kind == TPC__PG_TXN_STAGED)
+        return t->out.len >= c->conf->copy_buffer ? tpc__pg_stage_table(c, t) : NULL;
     if (streaming(c))
         return t->out.len >= c->conf->copy_buffer ? send_table(c, t) : NULL;
     if (t->rows >= (size_t)t->insert_rows &&
@@ -357,12 +361,19 @@ tpc_error_t *tpc__pg_flush_rows(tpc__pg_conn_t *c)
     tpc_error_t *err = NULL;
     for (int i = 0; i < c->ntables && !err; i++) {
         tpc__pg_table_t *t = &c->tables[i];
-        if (streaming(c))
+        if (c->kind == TPC__PG_TXN_STAGED)
+            err = tpc__pg_stage_table(c, t);
+        else if (streaming(c))
             err = send_table(c, t);
         else if (c->conf->mode == TPC__PG_INSERT || c->prepared_here == 0)
             err = tpc__pg_exec_buffered(c, t);
     }
     return err;
+}
+
+tpc_error_t *tpc__pg_send_rows(tpc__pg_conn_t *c, tpc__pg_table_t *t)
+{
+    return streaming(c) ? send_table(c, t) : tpc__pg_exec_buffered(c, t);
 }
 
 tpc_error_t *tpc__pg_end_rows(tpc__pg_conn_t *c)

@@ -16,7 +16,13 @@
  * belong to. After a crash, pending transactions of the restored checkpoint are committed (a gid
  * already committed is recognised by its marker row; one that is gone without a marker is reported
  * as data loss), and prepared transactions of this sink that no checkpoint will commit are rolled
- * back; gids of other prefixes are never touched. See docs/postgres.md.
+ * back; gids of other prefixes are never touched.
+ *
+ * Servers without prepared transactions (max_prepared_transactions = 0, the default) get the
+ * write-ahead commit (pg.commit=write-ahead, or auto): at the checkpoint the rows are committed
+ * into a write-ahead table, and once the checkpoint is complete one local transaction moves them
+ * into their tables and writes the marker row, whose key makes the move happen once. at-least-once
+ * needs neither: it commits at each checkpoint. See docs/postgres.md.
  *
  * By default a record's key goes to the first column (bytea) and its value to the second (bytea
  * or text). tpc_pg_sink_set_encoder() maps records to rows of any shape, and, with
@@ -44,9 +50,9 @@ extern "C" {
  * The result is a tpc_txn_sink_t: configure it with tpc_txn_sink_set(), add it to a job with
  * tpc_txn_sink_add_to_job(), free it with tpc_txn_sink_destroy() after the job. Besides the sink
  * keys of tpc_txn_sink_set() it takes pg.conninfo and pg.table (both required), pg.columns,
- * pg.mode, pg.key-columns, pg.tombstone, pg.gid-prefix, pg.batch-size, pg.copy-buffer,
- * pg.marker-table, pg.connect.deadline.ms and pg.connect.backoff.ms: docs/configuration.md,
- * generated from tpc_pg_sink_properties().
+ * pg.mode, pg.commit, pg.key-columns, pg.tombstone, pg.gid-prefix, pg.batch-size, pg.copy-buffer,
+ * pg.marker-table, pg.write-ahead-table, pg.connect.deadline.ms and pg.connect.backoff.ms:
+ * docs/configuration.md, generated from tpc_pg_sink_properties().
  *
  * Commits that fail because the connection was lost are retried per the sink's commit.retry.* keys.
  *

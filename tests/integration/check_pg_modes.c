@@ -5,8 +5,8 @@
  * errors at configuration and at open — unknown keys and bad values, a missing table or column,
  * columns the default mapping cannot fill, rows that do not fit the table (which end a job without
  * restarts), an unreachable server (without its password in the
- * message), missing privileges, an upsert without a unique index, and a server with
- * max_prepared_transactions = 0 (a second throwaway server started with tests/services/pg.sh).
+ * message), missing privileges and an upsert without a unique index. A server without prepared
+ * transactions is check_pg_write_ahead.c's.
  */
 #include "tpc_test_check.h"
 #include "tpc_pg.h"
@@ -19,8 +19,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 static PGconn *pg;
 static char table[96], prefix[96], marker[96];
@@ -379,67 +377,6 @@ START_TEST(test_open_errors)
 }
 END_TEST
 
-static int shell(const char *fmt, const char *arg)
-{
-    char cmd[4400];
-    snprintf(cmd, sizeof cmd, fmt, arg);
-    return system(cmd);
-}
-
-START_TEST(test_max_prepared_transactions_zero)
-{
-    if (access("tests/services/pg.sh", X_OK) != 0) {
-        fprintf(stderr, "check_pg_modes: tests/services/pg.sh not found from here, so the "
-                        "max_prepared_transactions = 0 test is skipped\n");
-        return;
-    }
-    char *base = tpc_test_tmpdir("pg-noprep");
-    char dir[4200], env[4300], conninfo[512] = "";
-    snprintf(dir, sizeof dir, "%s/pg", base);
-    /* Under root the server runs as another user, who must reach the folder: a folder it cannot
-     * reach becomes a link that pg.sh cannot start a second time. */
-    chmod(base, 0755);
-    snprintf(env, sizeof env, "%s/env", dir);
-    bool up = shell("tests/services/pg.sh start %s >/dev/null 2>&1", dir) == 0;
-    FILE *f = up ? fopen(env, "r") : NULL;
-    char line[600];
-    if (f && fgets(line, sizeof line, f)) {
-        char *q = strchr(line, '\''), *e = q ? strrchr(q + 1, '\'') : NULL;
-        if (q && e)
-            snprintf(conninfo, sizeof conninfo, "%.*s", (int)(e - q - 1), q + 1);
-    }
-    if (f)
-        fclose(f);
-    PGconn *other = conninfo[0] ? PQconnectdb(conninfo) : NULL;
-    bool ok = other && PQstatus(other) == CONNECTION_OK &&
-              tpc_test_pg_exec(other, "ALTER SYSTEM SET max_prepared_transactions = 0");
-    PQfinish(other);
-    ok = ok && shell("tests/services/pg.sh stop %s >/dev/null 2>&1", dir) == 0 &&
-         shell("tests/services/pg.sh start %s >/dev/null 2>&1", dir) == 0;
-    if (ok) {
-        f = fopen(env, "r");
-        if (f && fgets(line, sizeof line, f)) {
-            char *q = strchr(line, '\''), *e = q ? strrchr(q + 1, '\'') : NULL;
-            if (q && e)
-                snprintf(conninfo, sizeof conninfo, "%.*s", (int)(e - q - 1), q + 1);
-        }
-        if (f)
-            fclose(f);
-        tpc_error_t *err = open_error(new_sink(conninfo));
-        ck_assert_msg(strstr(tpc_error_message(err), "max_prepared_transactions = 0") &&
-                          strstr(tpc_error_hint_text(err), "max_prepared_transactions"),
-                      "%s", tpc_error_message(err));
-        tpc_error_destroy(err);
-    } else {
-        fprintf(stderr, "check_pg_modes: could not start a second PostgreSQL server, so the "
-                        "max_prepared_transactions = 0 test is skipped\n");
-    }
-    shell("tests/services/pg.sh destroy %s >/dev/null 2>&1", dir);
-    tpc_test_rmdir(base);
-    free(base);
-}
-END_TEST
-
 static Suite *suite(void)
 {
     Suite *s = suite_create("pg_modes");
@@ -454,11 +391,6 @@ static Suite *suite(void)
     tcase_add_test(tc, test_configuration_errors);
     tcase_add_test(tc, test_open_errors);
     suite_add_tcase(s, tc);
-    TCase *srv = tcase_create("server");
-    tcase_set_timeout(srv, 90);
-    tcase_add_checked_fixture(srv, setup, teardown);
-    tcase_add_test(srv, test_max_prepared_transactions_zero);
-    suite_add_tcase(s, srv);
     return s;
 }
 

@@ -1,5 +1,6 @@
 /*
- * The PostgreSQL test helpers of tpc_test_pg.h.
+ * The PostgreSQL test helpers of tpc_test_pg.h, and a throwaway server of a test's own
+ * (tests/services/pg.sh).
  */
 #include "tpc_test_pg.h"
 #include "tpc_test_env.h"
@@ -8,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 PGconn *tpc_test_pg_connect(void)
 {
@@ -92,4 +94,62 @@ void tpc_test_pg_rollback_prefix(PGconn *pg, const char *prefix)
     for (int i = 0; res && i < PQntuples(res); i++)
         tpc_test_pg_exec(pg, "ROLLBACK PREPARED '%s'", PQgetvalue(res, i, 0));
     PQclear(res);
+}
+
+static int shell(const char *fmt, const char *arg)
+{
+    char cmd[4400];
+    snprintf(cmd, sizeof cmd, fmt, arg);
+    return system(cmd);
+}
+
+/* The conninfo pg.sh wrote into DIR/env: "export NAME='conninfo'". */
+static bool read_conninfo(const char *dir, char *out, size_t cap)
+{
+    char env[4200], line[600];
+    snprintf(env, sizeof env, "%s/env", dir);
+    FILE *f = fopen(env, "r");
+    bool ok = false;
+    if (f && fgets(line, sizeof line, f)) {
+        char *q = strchr(line, '\''), *e = q ? strrchr(q + 1, '\'') : NULL;
+        if (q && e && e > q + 1) {
+            snprintf(out, cap, "%.*s", (int)(e - q - 1), q + 1);
+            ok = true;
+        }
+    }
+    if (f)
+        fclose(f);
+    return ok;
+}
+
+bool tpc_test_pg_start_noprep(const char *dir, char *conninfo, size_t cap)
+{
+    if (access("tests/services/pg.sh", X_OK) != 0) {
+        fprintf(stderr, "tests/services/pg.sh not found from here\n");
+        return false;
+    }
+    bool ok = shell("tests/services/pg.sh start %s >/dev/null 2>&1", dir) == 0 &&
+              read_conninfo(dir, conninfo, cap);
+    PGconn *pg = ok ? PQconnectdb(conninfo) : NULL;
+    ok = pg && PQstatus(pg) == CONNECTION_OK &&
+         tpc_test_pg_exec(pg, "ALTER SYSTEM SET max_prepared_transactions = 0");
+    PQfinish(pg);
+    ok = ok && shell("tests/services/pg.sh stop %s >/dev/null 2>&1", dir) == 0 &&
+         shell("tests/services/pg.sh start %s >/dev/null 2>&1", dir) == 0 &&
+         read_conninfo(dir, conninfo, cap);
+    pg = ok ? PQconnectdb(conninfo) : NULL;
+    ok = pg && PQstatus(pg) == CONNECTION_OK &&
+         tpc_test_pg_long(pg, "SELECT current_setting('max_prepared_transactions')::int") == 0;
+    PQfinish(pg);
+    if (!ok)
+        fprintf(stderr,
+                "could not start a PostgreSQL server with max_prepared_transactions = 0 "
+                "in %s\n",
+                dir);
+    return ok;
+}
+
+void tpc_test_pg_destroy(const char *dir)
+{
+    shell("tests/services/pg.sh destroy %s >/dev/null 2>&1", dir);
 }

@@ -28,4 +28,13 @@ long long tpc_test_pg_prepared(PGconn *pg, const char *prefix);
 /** Roll back every prepared transaction whose gid starts with "<prefix>:". */
 void tpc_test_pg_rollback_prefix(PGconn *pg, const char *prefix);
 
+/** Start a server of the test's own in @dir with tests/services/pg.sh (run from the top of the
+ * tree), with max_prepared_transactions = 0, and write its conninfo into @conninfo (@cap bytes).
+ * @returns false after saying why on stderr. Under root, @dir's parent must be reachable by others
+ * (pg.sh runs the server as another user). */
+bool tpc_test_pg_start_noprep(const char *dir, char *conninfo, size_t cap);
+
+/** Stop the server of @dir and delete its files. */
+void tpc_test_pg_destroy(const char *dir);
+
 #endif

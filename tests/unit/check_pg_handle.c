@@ -58,6 +58,36 @@ START_TEST(test_written_handle_comes_back)
 }
 END_TEST
 
+START_TEST(test_staged_handle_comes_back)
+{
+    tpc__pg_txn_t t = {.subtask = 1,
+                       .parallelism = 2,
+                       .begin_ckpt = 9,
+                       .ckpt = 10,
+                       .kind = TPC__PG_TXN_STAGED,
+                       .parts = 3,
+                       .staged_rows = 70000};
+    strcpy(t.gid, "orders:1:2:9");
+    tpc_txn_buf_t buf = {0};
+    TPC_TEST_OK(tpc__pg_ops.serialize(NULL, &t, &buf));
+    void *txn = NULL;
+    TPC_TEST_OK(tpc__pg_ops.deserialize(NULL, buf.data, buf.len, &txn));
+    const tpc__pg_txn_t *back = txn;
+    ck_assert_str_eq(back->gid, "orders:1:2:9");
+    ck_assert_int_eq(back->kind, TPC__PG_TXN_STAGED);
+    ck_assert_uint_eq(back->parts, 3);
+    ck_assert_uint_eq(back->staged_rows, 70000);
+    ck_assert_uint_eq(back->ckpt, 10);
+    tpc__pg_ops.free_txn(NULL, txn);
+    /* Cut short by a byte, it is refused. */
+    expect_corrupt(buf.data, buf.len - 1, "length");
+    tpc_txn_handle_view_t v = {0};
+    tpc_txn_describe_handle(tpc_pg_sink_ops(), buf.data, buf.len, &v);
+    ck_assert_str_eq(v.line, "orders:1:2:9 (write-ahead)");
+    tpc__txn_buf_free(&buf);
+}
+END_TEST
+
 START_TEST(test_longest_gid_comes_back)
 {
     unsigned char b[HANDLE_FIXED + 255];
@@ -98,6 +128,7 @@ int main(void)
     Suite *s = suite_create("pg_handle");
     TCase *tc = tcase_create("core");
     tcase_add_test(tc, test_written_handle_comes_back);
+    tcase_add_test(tc, test_staged_handle_comes_back);
     tcase_add_test(tc, test_longest_gid_comes_back);
     tcase_add_test(tc, test_gid_longer_than_a_gid_refused);
     tcase_add_test(tc, test_inconsistent_handles_refused);

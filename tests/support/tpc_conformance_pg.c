@@ -1,0 +1,165 @@
+/*
+ * The PostgreSQL connector of the conformance suite (tpc_conformance_pg.h). The namespace is one
+ * unique name: the table and the gid prefix; with "_m" the marker table, with "_s" the write-ahead
+ * table. What is committed is read back by SELECT on a connection of its own; what the server
+ * holds counts the rows of all three tables and the prepared transactions of the prefix, and
+ * what is left open counts prepared transactions and those written ahead.
+ */
+#include "tpc_conformance_pg.h"
+#include "tpc_pg.h"
+#include "tpc_test_env.h"
+#include "tpc_test_pg.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#define NAME_MAX_ 96
+
+static const char *commit_mode = "prepared";
+
+static bool ns_new(char *ns, size_t cap, char *why, size_t why_len)
+{
+    PGconn *pg = tpc_test_pg_connect();
+    if (!pg) {
+        snprintf(why, why_len, "no PostgreSQL server (TWOPC_TEST_PG_CONNINFO)");
+        return false;
+    }
+    tpc_test_unique_name(ns, cap < NAME_MAX_ ? cap : NAME_MAX_, "conformance", '_');
+    bool made = tpc_test_pg_exec(pg, "CREATE TABLE %s (k bytea, v bytea)", ns);
+    PQfinish(pg);
+    if (!made)
+        snprintf(why, why_len, "could not create table %s", ns);
+    return made;
+}
+
+static void ns_free(const char *ns)
+{
+    PGconn *pg = tpc_test_pg_connect();
+    if (!pg)
+        return;
+    tpc_test_pg_rollback_prefix(pg, ns);
+    tpc_test_pg_exec(pg, "DROP TABLE IF EXISTS %s", ns);
+    tpc_test_pg_exec(pg, "DROP TABLE IF EXISTS %s_m", ns);
+    tpc_test_pg_exec(pg, "DROP TABLE IF EXISTS %s_s", ns);
+    PQfinish(pg);
+}
+
+static tpc_error_t *sink_new(const char *ns, tpc_txn_sink_t **out)
+{
+    char marker[NAME_MAX_ + 4], staging[NAME_MAX_ + 4];
+    snprintf(marker, sizeof marker, "%s_m", ns);
+    snprintf(staging, sizeof staging, "%s_s", ns);
+    const char *kv[][2] = {{"pg.conninfo", tpc_test_env("TWOPC_TEST_PG_CONNINFO")},
+                           {"pg.table", ns},
+                           {"pg.gid-prefix", ns},
+                           {"pg.marker-table", marker},
+                           {"pg.write-ahead-table", staging},
+                           {"pg.commit", commit_mode}};
+    tpc_error_t *err = tpc_pg_sink_new(out);
+    for (size_t i = 0; i < sizeof kv / sizeof *kv && !err; i++)
+        err = tpc_txn_sink_set(*out, kv[i][0], kv[i][1]);
+    return err;
+}
+
+/* Another sink into the same table, with a gid prefix that starts with this one's and the same
+ * marker and write-ahead tables, as two jobs writing one table would be configured. */
+static tpc_error_t *other_sink_new(const char *ns, tpc_txn_sink_t **out)
+{
+    char prefix[NAME_MAX_ + 4];
+    snprintf(prefix, sizeof prefix, "%s_0", ns);
+    tpc_error_t *err = sink_new(ns, out);
+    if (!err)
+        err = tpc_txn_sink_set(*out, "pg.gid-prefix", prefix);
+    return err;
+}
+
+static bool read_back(const char *ns, tpc_conformance_keys_t *out, char *why, size_t why_len)
+{
+    PGconn *pg = tpc_test_pg_connect();
+    if (!pg) {
+        snprintf(why, why_len, "no connection");
+        return false;
+    }
+    char sql[256];
+    snprintf(sql, sizeof sql, "SELECT k FROM %s", ns);
+    PGresult *res = PQexecParams(pg, sql, 0, NULL, NULL, NULL, NULL, 1);
+    bool passed = PQresultStatus(res) == PGRES_TUPLES_OK;
+    if (!passed)
+        snprintf(why, why_len, "%s: %s", sql, PQerrorMessage(pg));
+    for (int i = 0; passed && i < PQntuples(res); i++)
+        tpc_conformance_keys_add(out, PQgetvalue(res, i, 0), (size_t)PQgetlength(res, i, 0));
+    PQclear(res);
+    PQfinish(pg);
+    return passed;
+}
+
+/* count(@what) of table @ns@suffix, 0 when it does not exist, -1 on error. */
+static long long count_of(PGconn *pg, const char *what, const char *ns, const char *suffix,
+                          const char *where)
+{
+    long long has =
+        tpc_test_pg_long(pg, "SELECT count(*) FROM pg_class WHERE relname = '%s%s'", ns, suffix);
+    if (has <= 0)
+        return has;
+    return tpc_test_pg_long(pg, "SELECT count(%s) FROM %s%s%s", what, ns, suffix, where);
+}
+
+/* Rows of the table, the marker and the write-ahead table, and prepared transactions of the prefix.
+ */
+static bool footprint(const char *ns, long long *out, char *why, size_t why_len)
+{
+    PGconn *pg = tpc_test_pg_connect();
+    if (!pg) {
+        snprintf(why, why_len, "no connection");
+        return false;
+    }
+    long long rows = tpc_test_pg_long(pg, "SELECT count(*) FROM %s", ns);
+    long long markers = count_of(pg, "*", ns, "_m", "");
+    long long staged = count_of(pg, "*", ns, "_s", "");
+    long long prepared = tpc_test_pg_prepared(pg, ns);
+    PQfinish(pg);
+    if (rows < 0 || markers < 0 || staged < 0 || prepared < 0) {
+        snprintf(why, why_len, "could not count the rows of %s", ns);
+        return false;
+    }
+    *out = rows + markers + staged + prepared;
+    return true;
+}
+
+/* Prepared transactions of the prefix, and staged transactions of this sink (not the other's). */
+static bool leftovers(const char *ns, long long *out, char *why, size_t why_len)
+{
+    PGconn *pg = tpc_test_pg_connect();
+    char where[NAME_MAX_ + 32];
+    snprintf(where, sizeof where, " WHERE sink = '%s'", ns);
+    long long prepared = pg ? tpc_test_pg_prepared(pg, ns) : -1;
+    long long staged = pg ? count_of(pg, "DISTINCT gid", ns, "_s", where) : -1;
+    PQfinish(pg);
+    *out = prepared < 0 || staged < 0 ? -1 : prepared + staged;
+    if (*out < 0)
+        snprintf(why, why_len, "could not list the prepared or staged transactions");
+    return *out >= 0;
+}
+
+static tpc_conformance_t pg_connector = {
+    .name = "postgresql",
+    .ns_new = ns_new,
+    .ns_free = ns_free,
+    .sink_new = sink_new,
+    .read = read_back,
+    .footprint = footprint,
+    .leftovers = leftovers,
+    .other_sink_new = other_sink_new,
+    .other_visible = true,
+    .crash_records = 1500,
+    .crash_interval_ms = 50,
+    .crash_run_ms = 60000,
+};
+
+const tpc_conformance_t *tpc_conformance_pg(const char *commit)
+{
+    commit_mode = commit;
+    if (strcmp(commit, "prepared") != 0)
+        pg_connector.name = "postgresql write-ahead";
+    return &pg_connector;
+}
