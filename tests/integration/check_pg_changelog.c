@@ -30,10 +30,10 @@
 #include <string.h>
 #include <unistd.h>
 
-#define KEYS           97
-#define CRASH_RECORDS  20000
-#define KILLS_WANTED   22
-#define KILLS_PER_RUN  11
+#define KEYS          97
+#define CRASH_RECORDS 20000
+#define KILLS_WANTED  22
+#define KILLS_PER_RUN 11
 
 static PGconn *pg;
 static char schema[96], table[200], prefix[96], marker[200];
@@ -85,8 +85,8 @@ static tpc_error_t *changelog(void *opaque, const tpc_record_t *r, tpc_pg_row_t 
     (void)opaque;
     uint64_t i = seq_of(r);
     tpc_pg_row_op(row, is_delete(i) ? TPC_PG_OP_DELETE
-                       : i % 3 ? TPC_PG_OP_UPSERT
-                               : TPC_PG_OP_INSERT);
+                       : i % 3      ? TPC_PG_OP_UPSERT
+                                    : TPC_PG_OP_INSERT);
     tpc_pg_row_int8(row, key_of(i));
     if (is_delete(i))
         tpc_pg_row_null(row);
@@ -138,8 +138,8 @@ static long long staged_rows(PGconn *conn)
     PGresult *res = PQexec(conn, sql);
     ck_assert_int_eq(PQresultStatus(res), PGRES_TUPLES_OK);
     ck_assert_msg(PQntuples(res) == 1, "%d staging tables", PQntuples(res));
-    long long rows = tpc_test_pg_long(conn, "SELECT count(*) FROM %s.%s", schema,
-                                      PQgetvalue(res, 0, 0));
+    long long rows =
+        tpc_test_pg_long(conn, "SELECT count(*) FROM %s.%s", schema, PQgetvalue(res, 0, 0));
     PQclear(res);
     return rows;
 }
@@ -228,7 +228,7 @@ START_TEST(test_tombstone_deletes_its_key)
     TPC_TEST_OK(tpc__txn_task_complete(sub.task, 1));
     expect_rows("a=1 b=2 d=3");
     /* a goes; b changes; c comes and goes in one checkpoint; d goes and comes back. */
-    const char *const second[][2] = {{"a", NULL}, {"b", "4"}, {"c", "5"},
+    const char *const second[][2] = {{"a", NULL}, {"b", "4"},  {"c", "5"},
                                      {"c", NULL}, {"d", NULL}, {"d", "6"}};
     write_kv(second, 6);
     TPC_TEST_OK(tpc_test_txn_sub_snapshot(&sub, 2, NULL));
@@ -442,16 +442,15 @@ START_TEST(test_kill_9_changelog_applied_once)
         char *ckpt = tpc_test_tmpdir("pgchangelog-ckpt");
         snprintf(log, sizeof log, "%s.log", ckpt);
         const char *argv[] = {self, "--crash-child", ckpt, table, prefix, marker, interval, NULL};
-        tpc_test_crash_plan_t plan = {.argv = argv,
-                                      .log = log,
-                                      .kills = KILLS_PER_RUN < KILLS_WANTED - kills
-                                                   ? KILLS_PER_RUN
-                                                   : KILLS_WANTED - kills,
-                                      .early_one_in = 5,
-                                      .early_ms = 30,
-                                      .min_ms = 20,
-                                      .span_ms = 300,
-                                      .last_run_ms = 60000};
+        tpc_test_crash_plan_t plan = {
+            .argv = argv,
+            .log = log,
+            .kills = KILLS_PER_RUN < KILLS_WANTED - kills ? KILLS_PER_RUN : KILLS_WANTED - kills,
+            .early_one_in = 5,
+            .early_ms = 30,
+            .min_ms = 20,
+            .span_ms = 300,
+            .last_run_ms = 60000};
         tpc_test_crash_result_t res;
         bool ok = tpc_test_crash_run(&plan, &rng, &res);
         kills += res.kills;
