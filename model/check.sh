@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Check the Promela models of twopc's commit protocol with Spin: the job (model/twopc.pml) and one
+# Check the Promela models of twopc's commit protocol with Spin: the job (model/twopc.pml), one
 # Kafka transactional id against the transaction coordinator of protocol v1 and v2
-# (model/kafka_txn.pml).
+# (model/kafka_txn.pml), and the owners of a unit, a zombie beside the owner that took it over
+# (model/owner.pml).
 #
 #   model/check.sh [BUILD_DIR]
 #   MODEL_LARGE=1 model/check.sh     also rescale 2 -> 3 (PMAX 3): a bitstate (supertrace) search of
@@ -33,13 +34,22 @@ for c in crash rescale twocrash; do CONF[pg-$c]="-DSINK_PG ${CONF[$c]}"; done
 # one transactional id, the world touching it (3 faults), the sink beginning 3 transactions on it
 CONF[kafka-v1]="-DNT=3 -DMAXFAULT=3"
 CONF[kafka-v2]="-DTV2 -DNT=3 -DMAXFAULT=3"
-declare -A MODEL=([kafka-v1]=kafka_txn [kafka-v2]=kafka_txn) # the others: twopc
-MAIN=(crash rescale reuse twocrash pg-crash pg-rescale pg-twocrash kafka-v1 kafka-v2)
+# owners of a unit: two (the first a zombie after the take-over) with 3 records and 2 periodic
+# checkpoints per owner, or three with 1 record and only the final checkpoint
+CONF[owner]="-DNOWN=2 -DNSEG=3 -DPERIODIC=2"
+CONF[owner3]="-DNOWN=3 -DNSEG=1 -DPERIODIC=0"
+for c in owner owner3; do CONF[$c-pg]="-DSINK_PG ${CONF[$c]}"; done
+declare -A MODEL=([kafka-v1]=kafka_txn [kafka-v2]=kafka_txn
+    [owner]=owner [owner-pg]=owner [owner3]=owner [owner3-pg]=owner) # the others: twopc
+MAIN=(crash rescale reuse twocrash pg-crash pg-rescale pg-twocrash kafka-v1 kafka-v2
+    owner owner-pg owner3 owner3-pg)
 LIVE=(crash pg-crash)
 # mutant:configuration; a mutant's search stops at its first counterexample.
 MUTANTS=(INIT_EARLY:rescale OLDER:crash SNAPSHOT_COMMIT:crash BEGIN_AFTER_FINISH:crash
     NO_RECORD_ON_RESTORE:twocrash OLDER:pg-crash PG_CLEAN_ALL:pg-rescale STRICT_NEWER:crash
-    INFER_COMMITTED:kafka-v1 EPOCH_BEFORE_BUMP:kafka-v2 TRUST_SUCCESS:kafka-v1)
+    INFER_COMMITTED:kafka-v1 EPOCH_BEFORE_BUMP:kafka-v2 TRUST_SUCCESS:kafka-v1
+    NO_CAS:owner NO_CAS:owner-pg NEWER_ANY:owner3 NEWER_ANY:owner3-pg SHARED_IDS:owner
+    PG_ROLLBACK_ANY:owner-pg OVERWRITE_FILE:owner3 OVERWRITE_FILE:owner3-pg)
 
 MEMLIM=${MODEL_MEMLIM:-4000} # MB
 fail=0
