@@ -1,21 +1,31 @@
 /*
- * PostgreSQL sink throughput against a plain libpq loop, in the same run on the same server.
+ * PostgreSQL sink throughput against a plain libpq loop, in the same run on the same server, for
+ * both ways to commit exactly once.
  *
- *   sink: sequence source -> exactly-once pg sink in copy mode, checkpoints every second (each
- *         one a marker row and PREPARE TRANSACTION, then COMMIT PREPARED once it is complete)
- *   raw:  one loop encoding the same rows into binary COPY, sent in buffers of the sink's size,
- *         with PREPARE TRANSACTION + COMMIT PREPARED (from a second connection) once a second
+ *   sink:    sequence source -> exactly-once pg sink in copy mode, checkpoints every second (each
+ *            one a marker row and PREPARE TRANSACTION, then COMMIT PREPARED once it is complete)
+ *   raw:     one loop encoding the same rows into binary COPY, sent in buffers of the sink's size,
+ *            with PREPARE TRANSACTION + COMMIT PREPARED (from a second connection) once a second
+ *   wa sink: the same sink with pg.commit=write-ahead (rows committed into the write-ahead table at
+ *            the checkpoint, moved into the table by one transaction once it is complete)
+ *   wa raw:  one loop doing that by hand without prepared transactions: binary COPY of (batch, id,
+ *            payload) into a staging table, COMMIT once a second, then one transaction that inserts
+ *            a marker row, INSERT ... SELECT the batch into the table and DELETE it from staging
  *
- * Rows are (bigint, 100-byte text). Commit latency is that of each COMMIT PREPARED of the sink,
- * measured by wrapping the sink's commit. Prints
+ * Rows are (bigint, 100-byte text). Commit latency is that of each commit of the sink (COMMIT
+ * PREPARED, or the move), measured by wrapping the sink's commit; the handle size is what the sink
+ * stores per transaction in a checkpoint; the write-ahead log per row is the server's over each
+ * sink run (other sessions' included), where the write-ahead mode's double write shows. Prints
  *   bench pg <metric> <value> <unit>
- * Environment: TWOPC_TEST_PG_CONNINFO (the server), TWOPC_BENCH_ROWS (default 1000000).
+ * Environment: TWOPC_TEST_PG_CONNINFO (the server; the prepared runs need
+ * max_prepared_transactions > 0), TWOPC_BENCH_ROWS (default 1000000).
  */
 #include "tpc_pg.h"
 #include "tpc_test_bench.h"
 #include "tpc_test_env.h"
 #include "tpc_test_ops.h"
 #include "tpc_test_pg.h"
+#include "txn_internal.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -53,6 +63,16 @@ static tpc_txn_connector_ops_t timed_ops;
 static const tpc_txn_connector_ops_t *pg_ops;
 static double commit_ms[MAX_COMMITS];
 static int commits;
+static size_t handle_bytes; /* largest handle serialized */
+
+static tpc_error_t *sized_serialize(void *conn, const void *txn, tpc_txn_buf_t *out)
+{
+    size_t before = out->len;
+    tpc_error_t *err = pg_ops->serialize(conn, txn, out);
+    if (!err && out->len - before > handle_bytes)
+        handle_bytes = out->len - before;
+    return err;
+}
 
 static tpc_error_t *timed_commit(void *conn, void *txn)
 {
@@ -63,17 +83,23 @@ static tpc_error_t *timed_commit(void *conn, void *txn)
     return err;
 }
 
-static double run_sink(const char *conninfo, const char *table, uint64_t rows)
+static double run_sink(const char *conninfo, const char *table, uint64_t rows, const char *commit,
+                       const char *staging)
 {
+    commits = 0;
+    handle_bytes = 0;
     char *ckpt = tpc_test_tmpdir("bench-pg-ckpt");
     char prefix[96];
     tpc_test_unique_name(prefix, sizeof prefix, "bench-pg", '-');
     tpc_test_seq_conf_t src = {.count_default = rows, .per_poll = 256};
     tpc_txn_sink_t *conf_sink = NULL, *sink = NULL;
     tpc_error_t *err = tpc_pg_sink_new(&conf_sink);
-    const char *kv[][2] = {
-        {"pg.conninfo", conninfo}, {"pg.table", table}, {"pg.gid-prefix", prefix}};
-    for (size_t i = 0; i < 3 && !err; i++)
+    const char *kv[][2] = {{"pg.conninfo", conninfo},
+                           {"pg.table", table},
+                           {"pg.gid-prefix", prefix},
+                           {"pg.commit", commit},
+                           {"pg.write-ahead-table", staging}};
+    for (size_t i = 0; i < sizeof kv / sizeof *kv && !err; i++)
         err = tpc_txn_sink_set(conf_sink, kv[i][0], kv[i][1]);
     if (!err)
         err = tpc_pg_sink_set_encoder(conf_sink, encode, NULL);
@@ -83,6 +109,7 @@ static double run_sink(const char *conninfo, const char *table, uint64_t rows)
         timed_ops = *pg_ops;
         timed_ops.commit = timed_commit;
         timed_ops.recover_and_commit = timed_commit;
+        timed_ops.serialize = sized_serialize;
         timed_ops.configure = NULL;
         timed_ops.release = NULL;
         err = tpc_txn_sink_new(&timed_ops, tpc_txn_sink_connector_arg(conf_sink), &sink);
@@ -173,10 +200,120 @@ static double run_raw(const char *table, uint64_t rows)
     return secs;
 }
 
+/* The write-ahead work by hand: stage batch @n committed, then move it in one transaction. */
+static void stage_and_move(PGconn *pg, const char *raw, const char *staging, const char *marker,
+                           int n)
+{
+    static const unsigned char trailer[2] = {0xff, 0xff};
+    PQputCopyData(pg, (const char *)trailer, 2);
+    PQputCopyEnd(pg, NULL);
+    expect(pg, PQgetResult(pg), PGRES_COMMAND_OK, "end COPY");
+    PQclear(PQgetResult(pg));
+    expect(pg, PQexec(pg, "COMMIT"), PGRES_COMMAND_OK, "COMMIT the staged rows");
+    char sql[512];
+    expect(pg, PQexec(pg, "BEGIN"), PGRES_COMMAND_OK, "BEGIN the move");
+    snprintf(sql, sizeof sql, "INSERT INTO %s VALUES ('bench-pg-wa-%d-%d')", marker, (int)getpid(),
+             n);
+    expect(pg, PQexec(pg, sql), PGRES_COMMAND_OK, "insert the marker");
+    snprintf(sql, sizeof sql,
+             "INSERT INTO %s (id, payload) SELECT id, payload FROM %s WHERE batch = %d", raw,
+             staging, n);
+    expect(pg, PQexec(pg, sql), PGRES_COMMAND_OK, "move the rows");
+    snprintf(sql, sizeof sql, "DELETE FROM %s WHERE batch = %d", staging, n);
+    expect(pg, PQexec(pg, sql), PGRES_COMMAND_OK, "delete the staged rows");
+    expect(pg, PQexec(pg, "COMMIT"), PGRES_COMMAND_OK, "COMMIT the move");
+}
+
+static void start_staging(PGconn *pg, const char *copy)
+{
+    expect(pg, PQexec(pg, "BEGIN"), PGRES_COMMAND_OK, "BEGIN");
+    expect(pg, PQexec(pg, copy), PGRES_COPY_IN, "COPY");
+    static const unsigned char header[19] = {'P', 'G', 'C', 'O', 'P', 'Y', '\n', 0xff, '\r', '\n'};
+    PQputCopyData(pg, (const char *)header, sizeof header);
+}
+
+static double run_raw_write_ahead(PGconn *admin, const char *raw, uint64_t rows)
+{
+    char staging[96], marker[96], copy[256];
+    tpc_test_unique_name(staging, sizeof staging, "bench_pg_wa_stage", '_');
+    tpc_test_unique_name(marker, sizeof marker, "bench_pg_wa_marker", '_');
+    if (!tpc_test_pg_exec(admin, "CREATE TABLE %s (batch int, id bigint, payload text)", staging) ||
+        !tpc_test_pg_exec(admin, "CREATE TABLE %s (gid text PRIMARY KEY)", marker))
+        tpc_test_bench_die("raw write-ahead tables", NULL);
+    PGconn *pg = tpc_test_pg_connect();
+    unsigned char *buf = malloc(COPY_BUFFER + 256);
+    if (!pg || !buf)
+        tpc_test_bench_die("raw write-ahead connection", NULL);
+    snprintf(copy, sizeof copy, "COPY %s FROM STDIN (FORMAT binary)", staging);
+    double t0 = tpc_test_now_s(), next = t0 + 1.0;
+    size_t len = 0;
+    int batch = 0;
+    start_staging(pg, copy);
+    for (uint64_t i = 0; i < rows; i++) {
+        unsigned char *p = buf + len;
+        put_be(p, 3, 2);
+        put_be(p + 2, 4, 4);
+        put_be(p + 6, (uint64_t)batch, 4);
+        put_be(p + 10, 8, 4);
+        put_be(p + 14, i, 8);
+        put_be(p + 22, TEXT_BYTES, 4);
+        text_of(i, (char *)p + 26);
+        len += 26 + TEXT_BYTES;
+        if (len >= COPY_BUFFER) {
+            PQputCopyData(pg, (const char *)buf, (int)len);
+            len = 0;
+            if (tpc_test_now_s() >= next) {
+                stage_and_move(pg, raw, staging, marker, batch++);
+                start_staging(pg, copy);
+                next += 1.0;
+            }
+        }
+    }
+    PQputCopyData(pg, (const char *)buf, (int)len);
+    stage_and_move(pg, raw, staging, marker, batch++);
+    double secs = tpc_test_now_s() - t0;
+    free(buf);
+    PQfinish(pg);
+    tpc_test_pg_exec(admin, "DROP TABLE %s", staging);
+    tpc_test_pg_exec(admin, "DROP TABLE %s", marker);
+    return secs;
+}
+
 static int cmp_double(const void *a, const void *b)
 {
     double x = *(const double *)a, y = *(const double *)b;
     return x < y ? -1 : x > y;
+}
+
+static void commit_latency(const char *name)
+{
+    qsort(commit_ms, (size_t)commits, sizeof *commit_ms, cmp_double);
+    double p50 = commits ? commit_ms[commits / 2] : 0;
+    double p99 = commits ? commit_ms[(commits * 99) / 100 < commits ? (commits * 99) / 100 : 0] : 0;
+    printf("bench pg %scommit_p50_ms %.2f ms\n", name, p50);
+    printf("bench pg %scommit_p99_ms %.2f ms\n", name, p99);
+}
+
+/* A table (bigint, text) with a unique name, made on @pg. */
+static void make_table(PGconn *pg, char *name, size_t cap, const char *tag)
+{
+    tpc_test_unique_name(name, cap, tag, '_');
+    if (!tpc_test_pg_exec(pg, "CREATE TABLE %s (id bigint, payload text)", name))
+        tpc_test_bench_die("tables", NULL);
+}
+
+/* The server's write-ahead log position, in bytes. */
+static long long wal_position(PGconn *pg)
+{
+    return tpc_test_pg_long(pg, "SELECT pg_current_wal_lsn() - '0/0'::pg_lsn");
+}
+
+static void expect_rows(PGconn *pg, const char *table, uint64_t rows)
+{
+    long long got = tpc_test_pg_long(pg, "SELECT count(*) FROM %s", table);
+    tpc_test_pg_exec(pg, "DROP TABLE %s", table);
+    if (got != (long long)rows)
+        tpc_test_bench_die("a table does not hold every row", NULL);
 }
 
 int main(void)
@@ -189,27 +326,46 @@ int main(void)
     if (!rows)
         rows = 1000000;
     PGconn *pg = tpc_test_pg_connect();
-    char sink_table[96], raw_table[96];
-    tpc_test_unique_name(sink_table, sizeof sink_table, "bench_pg_sink", '_');
-    tpc_test_unique_name(raw_table, sizeof raw_table, "bench_pg_raw", '_');
-    if (!pg || !tpc_test_pg_exec(pg, "CREATE TABLE %s (id bigint, payload text)", sink_table) ||
-        !tpc_test_pg_exec(pg, "CREATE TABLE %s (id bigint, payload text)", raw_table))
-        tpc_test_bench_die("tables", NULL);
+    if (!pg)
+        tpc_test_bench_die("connection", NULL);
+    char sink_table[96], raw_table[96], wa_sink_table[96], wa_raw_table[96], staging[96];
+    make_table(pg, sink_table, sizeof sink_table, "bench_pg_sink");
+    make_table(pg, raw_table, sizeof raw_table, "bench_pg_raw");
+    make_table(pg, wa_sink_table, sizeof wa_sink_table, "bench_pg_wa_sink");
+    make_table(pg, wa_raw_table, sizeof wa_raw_table, "bench_pg_wa_raw");
+    tpc_test_unique_name(staging, sizeof staging, "bench_pg_staging", '_');
+
     double raw = run_raw(raw_table, rows);
-    double sink = run_sink(conninfo, sink_table, rows);
-    long long got = tpc_test_pg_long(pg, "SELECT count(*) FROM %s", sink_table);
-    tpc_test_pg_exec(pg, "DROP TABLE %s", sink_table);
-    tpc_test_pg_exec(pg, "DROP TABLE %s", raw_table);
-    PQfinish(pg);
-    if (got != (long long)rows)
-        tpc_test_bench_die("the sink's table does not hold every row", NULL);
-    qsort(commit_ms, (size_t)commits, sizeof *commit_ms, cmp_double);
-    double p50 = commits ? commit_ms[commits / 2] : 0;
-    double p99 = commits ? commit_ms[(commits * 99) / 100 < commits ? (commits * 99) / 100 : 0] : 0;
+    long long wal0 = wal_position(pg);
+    double sink = run_sink(conninfo, sink_table, rows, "prepared", staging);
+    long long wal1 = wal_position(pg);
+    size_t prepared_handle = handle_bytes;
     printf("bench pg sink_rows_per_s %.0f rows/s\n", (double)rows / sink);
     printf("bench pg raw_rows_per_s %.0f rows/s\n", (double)rows / raw);
     printf("bench pg ratio %.3f ratio\n", raw / sink);
-    printf("bench pg commit_p50_ms %.2f ms\n", p50);
-    printf("bench pg commit_p99_ms %.2f ms\n", p99);
+    commit_latency("");
+    printf("bench pg handle_bytes %zu bytes\n", prepared_handle);
+    printf("bench pg wal_bytes_per_row %.0f bytes\n", (double)(wal1 - wal0) / (double)rows);
+
+    double wa_raw = run_raw_write_ahead(pg, wa_raw_table, rows);
+    wal0 = wal_position(pg);
+    double wa_sink = run_sink(conninfo, wa_sink_table, rows, "write-ahead", staging);
+    wal1 = wal_position(pg);
+    printf("bench pg wa_sink_rows_per_s %.0f rows/s\n", (double)rows / wa_sink);
+    printf("bench pg wa_raw_rows_per_s %.0f rows/s\n", (double)rows / wa_raw);
+    printf("bench pg wa_ratio %.3f ratio\n", wa_raw / wa_sink);
+    printf("bench pg wa_vs_prepared %.3f ratio\n", sink / wa_sink);
+    commit_latency("wa_");
+    printf("bench pg wa_handle_bytes %zu bytes\n", handle_bytes);
+    /* The double write: WAL the server wrote per row (other sessions' too, on a shared server). */
+    printf("bench pg wa_wal_bytes_per_row %.0f bytes\n", (double)(wal1 - wal0) / (double)rows);
+    expect_rows(pg, sink_table, rows);
+    expect_rows(pg, raw_table, rows);
+    expect_rows(pg, wa_sink_table, rows);
+    expect_rows(pg, wa_raw_table, rows);
+    if (tpc_test_pg_long(pg, "SELECT count(*) FROM %s", staging) != 0)
+        tpc_test_bench_die("rows are left in the staging table", NULL);
+    tpc_test_pg_exec(pg, "DROP TABLE %s", staging);
+    PQfinish(pg);
     return 0;
 }
