@@ -6,6 +6,7 @@
  */
 #include "kafka_wire.h"
 #include "tpc_kafka.h"
+#include "tpc_kit.h"
 #include "twopc_cli.h"
 
 #include <inttypes.h>
@@ -60,24 +61,75 @@ static tpc__kafka_wire_conf_t wire_of(const twopc_kafka_conf_t *k)
     };
 }
 
-/* The pending Kafka transaction of @c that is @t: same id, producer id, epoch and (when the handle
- * names it) start time. */
-static const twopc_txn_t *promised(const twopc_checkpoint_t *c, const tpc__kafka_txn_info_t *t)
+/* A pending Kafka transaction of the restored checkpoint, as its handle names it. */
+typedef struct {
+    char id[256];
+    int64_t producer_id, producer_epoch, start_ms; /* start_ms -1: the handle does not name it */
+} promise_t;
+
+/* The checkpoint's promises, sorted by id: each listed transaction is looked up by bisection, so
+ * matching n listed ids against m promises costs O((n + m) log m), whatever the ids are. */
+typedef struct {
+    promise_t *items;
+    size_t n;
+} promises_t;
+
+static int by_promise_id(const void *a, const void *b)
 {
+    return strcmp(((const promise_t *)a)->id, ((const promise_t *)b)->id);
+}
+
+/* The pending Kafka transactions of @c (NULL: none), each handle described once. */
+static tpc_error_t *promises_of(const twopc_checkpoint_t *c, promises_t *out)
+{
+    *out = (promises_t){0};
+    size_t cap = 0;
     for (size_t i = 0; c && i < c->ntxns; i++) {
         const twopc_txn_t *x = &c->txns[i];
         tpc_txn_handle_view_t v;
         if (x->kind != TWOPC_TXN_PENDING || !twopc_txn_of(x, tpc_kafka_sink_ops(), &v))
             continue;
         const char *id = twopc_view_text(&v, "transactional_id");
-        int64_t start_ms = twopc_view_number(&v, "transaction_start_ms", -1);
-        if (id && strcmp(id, t->id) == 0 &&
-            twopc_view_number(&v, "producer_id", -1) == t->producer_id &&
-            twopc_view_number(&v, "producer_epoch", -1) == t->producer_epoch &&
-            (start_ms < 0 || start_ms == t->start_ms))
-            return x;
+        if (!id || strlen(id) >= sizeof out->items->id)
+            continue; /* no id of the cluster's can be it (listed ids over 255 bytes are cut) */
+        if (!tpc_array_grow(&out->items, &cap, out->n + 1, sizeof *out->items)) {
+            free(out->items);
+            *out = (promises_t){0};
+            return tpc_error_nomem();
+        }
+        promise_t *p = &out->items[out->n++];
+        snprintf(p->id, sizeof p->id, "%s", id);
+        p->producer_id = twopc_view_number(&v, "producer_id", -1);
+        p->producer_epoch = twopc_view_number(&v, "producer_epoch", -1);
+        p->start_ms = twopc_view_number(&v, "transaction_start_ms", -1);
     }
+    if (out->n)
+        qsort(out->items, out->n, sizeof *out->items, by_promise_id);
     return NULL;
+}
+
+/* Whether the checkpoint promised @t: a pending transaction of the same id, producer id, epoch
+ * and (when the handle names it) start time. */
+static bool promised(const promises_t *ps, const tpc__kafka_txn_info_t *t)
+{
+    if (t->id_cut || !ps->n)
+        return false;
+    /* The first promise of the id: several may share it (other producer ids or epochs). */
+    size_t lo = 0, hi = ps->n;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (strcmp(ps->items[mid].id, t->id) < 0)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    for (size_t i = lo; i < ps->n && strcmp(ps->items[i].id, t->id) == 0; i++) {
+        const promise_t *p = &ps->items[i];
+        if (p->producer_id == t->producer_id && p->producer_epoch == t->producer_epoch &&
+            (p->start_ms < 0 || p->start_ms == t->start_ms))
+            return true;
+    }
+    return false;
 }
 
 /* The checkpoint of @dir that a restart restores into *@ckpt (NULL: none, a fresh start). */
@@ -109,7 +161,10 @@ static int list(const twopc_args_t *a, const twopc_kafka_conf_t *k, int timeout_
     bool json = twopc_flag(a, "json");
     twopc_folder_t folder = {0};
     const twopc_checkpoint_t *ckpt = NULL;
+    promises_t promises = {0};
     tpc_error_t *err = dir ? restored(dir, &folder, &ckpt) : NULL;
+    if (!err && (err = promises_of(ckpt, &promises)) != NULL)
+        twopc_folder_free(&folder);
     if (err)
         return twopc_fail(cmd, err);
     tpc__kafka_wire_conf_t wire = wire_of(k);
@@ -117,6 +172,7 @@ static int list(const twopc_args_t *a, const twopc_kafka_conf_t *k, int timeout_
     size_t n = 0;
     err = tpc__kafka_list_transactions(&wire, prefix, !twopc_flag(a, "all"), timeout_ms, &txns, &n);
     if (err) {
+        free(promises.items);
         twopc_folder_free(&folder);
         return twopc_fail(cmd, tpc_error_hint(err, "%s",
                                               tpc_error_hint_text(err)
@@ -153,7 +209,7 @@ static int list(const twopc_args_t *a, const twopc_kafka_conf_t *k, int timeout_
         open += is_open;
         const char *cls = "-", *action = "none";
         if (is_open && dir) {
-            bool p = promised(ckpt, t) != NULL;
+            bool p = promised(&promises, t);
             cls = p ? "pending" : "lingering";
             action = p ? "commit" : "abort";
         } else if (is_open) {
@@ -185,6 +241,7 @@ static int list(const twopc_args_t *a, const twopc_kafka_conf_t *k, int timeout_
     if (json)
         printf("]}\n");
     free(txns);
+    free(promises.items);
     twopc_folder_free(&folder);
     return twopc_flag(a, "check") && open ? TWOPC_EXIT_PENDING : TWOPC_EXIT_OK;
 }
@@ -206,17 +263,22 @@ static int judge(const twopc_args_t *a, const char *cmd, const tpc__kafka_txn_in
                                  "--force to end it unjudged");
     twopc_folder_t folder = {0};
     const twopc_checkpoint_t *ckpt = NULL;
+    promises_t promises = {0};
     tpc_error_t *err = dir ? restored(dir, &folder, &ckpt) : NULL;
+    if (!err && (err = promises_of(ckpt, &promises)) != NULL)
+        twopc_folder_free(&folder);
     if (err)
         return twopc_fail(cmd, err);
+    bool p = promised(&promises, t);
+    free(promises.items);
     char verdict[640] = "";
-    if (dir && commit && !promised(ckpt, t))
+    if (dir && commit && !p)
         snprintf(verdict, sizeof verdict,
                  "no completed checkpoint promised transaction %s (%s%" PRIu64 " is the one a "
                  "restart restores): a restart aborts it and the job writes its records again, so "
                  "committing it duplicates them",
                  name, ckpt ? "checkpoint " : "none; ", ckpt ? ckpt->id : 0);
-    else if (dir && !commit && promised(ckpt, t))
+    else if (dir && !commit && p)
         snprintf(verdict, sizeof verdict,
                  "checkpoint %" PRIu64 " promised transaction %s: a restart commits it, so "
                  "aborting it loses its records",

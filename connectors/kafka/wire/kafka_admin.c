@@ -33,6 +33,21 @@ static tpc_error_t *unsupported(const tpc__kafka_conn_t *c, const char *what)
                           "listing transactions needs Apache Kafka 3.0 or later");
 }
 
+/* Ids kept in all, over every broker: about 0.9 KB each. */
+#define IDS_MAX 1000000
+
+/* Decoding checks the clock every this many entries: a long answer ends at the deadline too. */
+#define CLOCK_EVERY 4096
+
+static tpc_error_t *too_late(const char *what)
+{
+    return tpc_error_hint(tpc_error_new(TPC_ERR_TIMEOUT, TPC_ERROR_RETRIABLE,
+                                        "listing transactions took longer than its time limit, "
+                                        "while %s",
+                                        what),
+                          "give more time (--timeout-ms), or fewer ids (--prefix)");
+}
+
 static int by_address(const void *a, const void *b)
 {
     const broker_t *x = a, *y = b;
@@ -117,6 +132,7 @@ static tpc_error_t *list_at(tpc__kafka_conn_t *c, const char *prefix, int64_t de
     uint64_t count = tpc__kafka_r_uvarint(&r);
     if (r.bad || count > 1000000)
         return malformed(c, "ListTransactions");
+    size_t plen = prefix ? strlen(prefix) : 0;
     if (code == TPC__KAFKA_E_COORDINATOR_LOADING || code == TPC__KAFKA_E_COORDINATOR_NOT_AVAILABLE)
         return tpc_error_new(TPC_ERR_EXTERNAL, TPC_ERROR_RETRIABLE,
                              "broker \"%s\" is still loading its transactions: %s",
@@ -126,6 +142,8 @@ static tpc_error_t *list_at(tpc__kafka_conn_t *c, const char *prefix, int64_t de
                              "ListTransactions at broker \"%s\" failed: %s",
                              tpc__kafka_conn_name(c), tpc__kafka_code_name(code));
     for (uint64_t i = 1; i < count; i++) {
+        if (i % CLOCK_EVERY == 0 && tpc_clock_ms() >= deadline)
+            return too_late("reading ListTransactions");
         tpc__kafka_txn_info_t t = {.producer_epoch = -1, .start_ms = -1};
         t.id_cut = tpc__kafka_r_str(&r, true, t.id, sizeof t.id) >= (int64_t)sizeof t.id;
         t.producer_id = tpc__kafka_r_i64(&r);
@@ -133,8 +151,14 @@ static tpc_error_t *list_at(tpc__kafka_conn_t *c, const char *prefix, int64_t de
         tpc__kafka_r_skip_tags(&r);
         if (r.bad)
             return malformed(c, "ListTransactions");
-        if (prefix && strncmp(t.id, prefix, strlen(prefix)) != 0)
+        if (prefix && strncmp(t.id, prefix, plen) != 0)
             continue;
+        if (*n >= IDS_MAX)
+            return tpc_error_hint(tpc_error_new(TPC_ERR_UNSUPPORTED, TPC_ERROR_FATAL,
+                                                "the cluster lists more than %d transactional "
+                                                "ids%s",
+                                                IDS_MAX, prefix ? " of that prefix" : ""),
+                                  "narrow the listing with --prefix");
         if (!tpc_array_grow(out, cap, *n + 1, sizeof **out))
             return tpc_error_nomem();
         (*out)[(*n)++] = t;
@@ -179,6 +203,8 @@ static tpc_error_t *describe_at(tpc__kafka_conn_t *c, tpc__kafka_txn_info_t *inf
     if (r.bad || n > count + 1)
         return malformed(c, "DescribeTransactions");
     for (uint64_t i = 1; i < n; i++) {
+        if (i % CLOCK_EVERY == 0 && tpc_clock_ms() >= deadline)
+            return too_late("reading DescribeTransactions");
         tpc__kafka_txn_info_t t = {0};
         t.error = tpc__kafka_r_i16(&r);
         tpc__kafka_r_str(&r, true, t.id, sizeof t.id);
