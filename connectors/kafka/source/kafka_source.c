@@ -226,13 +226,9 @@ static tpc_error_t *compile(tpc_kafka_source_t *src)
         if (src->topic[i] == '\\')
             i++; /* an escaped character, an escaped backslash included */
     }
-    char *anchored = malloc(len + 4);
-    if (!anchored)
-        return tpc_error_nomem();
-    /* "^(...)$": a match of part of a name does not count. */
-    snprintf(anchored, len + 4, "^(%s)$", src->topic + 1);
-    int rc = regcomp(&src->pattern, anchored, REG_EXTENDED | REG_NOSUB);
-    free(anchored);
+    /* Compiled as written, so that its groups keep the numbers the user gave them; a match must
+     * span the whole name (tpc__kafka_source_matches), which needs no group of its own. */
+    int rc = regcomp(&src->pattern, src->topic, REG_EXTENDED);
     if (rc != 0) {
         char why[256];
         regerror(rc, &src->pattern, why, sizeof why);

@@ -12,6 +12,7 @@
 
 #include "kafka_wire.h"
 #include "tpc_kafka.h"
+#include "tpc_kit.h"
 
 #include <librdkafka/rdkafka.h>
 #include <pthread.h>
@@ -70,7 +71,7 @@ struct tpc_kafka_source_s {
     char **topics; /* each topic once, sorted by name; none when pattern is set */
     size_t ntopics;
     bool is_pattern; /* topic began with '^': every topic that matches it */
-    regex_t pattern;
+    regex_t pattern; /* compiled by tpc_kafka_source_new() to check it; matching compiles its own */
     bool bounded;
     tpc__kafka_start_t start;
     int64_t start_timestamp;    /* milliseconds since the epoch */
@@ -159,14 +160,35 @@ typedef struct {
     tpc__kafka_topic_meta_t *topics; /* sorted by name */
     size_t ntopics;
     rd_kafka_resp_err_t err; /* the whole request failed: no topics */
+    bool canceled;           /* cut short by the cancel test: no topics */
 } tpc__kafka_meta_t;
 
 /* Ask for the partition counts of the configured topics, or of every topic that matches the
- * pattern (names beginning with "__", Kafka's internal topics, never match). */
+ * pattern (names beginning with "__", Kafka's internal topics, never match). @canceled (NULL:
+ * never) is asked between requests and every TPC__KAFKA_META_CANCEL_EVERY names matched: when it
+ * says so, *out has no topics and canceled set. */
 void tpc__kafka_meta_read(rd_kafka_t *rk, const tpc_kafka_source_t *conf, int timeout_ms,
-                          tpc__kafka_meta_t *out);
+                          tpc_canceled_fn canceled, void *arg, tpc__kafka_meta_t *out);
+/* The topics of @md that the pattern of @conf matches, added to *@out; a cancel as above. A name
+ * is at most 249 bytes, patterns take no back-references, and the matcher's cache is dropped
+ * every few names, so one match takes bounded time and memory (kafka_source_meta.c). */
+#define TPC__KAFKA_META_CANCEL_EVERY 16
+void tpc__kafka_meta_pick(const tpc_kafka_source_t *conf, const struct rd_kafka_metadata *md,
+                          tpc_canceled_fn canceled, void *arg, tpc__kafka_meta_t *out);
 void tpc__kafka_meta_free(tpc__kafka_meta_t *m);
+/* Whether the source reads @topic: one of its topics, or a whole match of its pattern. */
 bool tpc__kafka_source_matches(const tpc_kafka_source_t *conf, const char *topic, size_t len);
+/* The same for many names in a row, with a compiled pattern of its own that never grows large:
+ * one thread's, for one run over names. */
+typedef struct {
+    const tpc_kafka_source_t *conf;
+    regex_t re;
+    bool compiled;
+    unsigned names; /* matched with re */
+} tpc__kafka_matcher_t;
+void tpc__kafka_matcher_init(tpc__kafka_matcher_t *m, const tpc_kafka_source_t *conf);
+bool tpc__kafka_matcher_test(tpc__kafka_matcher_t *m, const char *topic, size_t len);
+void tpc__kafka_matcher_free(tpc__kafka_matcher_t *m);
 
 /* A thread that reads the metadata every discovery interval, so that the subtask's polls never
  * wait for the cluster: the subtask takes the newest answer when it likes. */

@@ -15,8 +15,27 @@
 /* The longest a discovery waits for an answer: a failed one is asked again next interval. */
 #define DISCOVERY_TIMEOUT_MS 3000
 
-bool tpc__kafka_source_matches(const tpc_kafka_source_t *conf, const char *topic, size_t len)
+/* glibc's matcher keeps the states it built in the compiled pattern, for ever: over many names,
+ * a pattern such as "^(a|b)*a(a|b){20}" makes the cache grow by hundreds of states a name and
+ * every match slower (about 180 ms a 249-byte name and 1.3 GB after 2,000 names), where a fresh
+ * copy takes a few ms and MB. So the pattern is compiled afresh every MATCHER_NAMES names. */
+#define MATCHER_NAMES 16
+
+void tpc__kafka_matcher_init(tpc__kafka_matcher_t *m, const tpc_kafka_source_t *conf)
 {
+    *m = (tpc__kafka_matcher_t){.conf = conf};
+}
+
+void tpc__kafka_matcher_free(tpc__kafka_matcher_t *m)
+{
+    if (m->compiled)
+        regfree(&m->re);
+    m->compiled = false;
+}
+
+bool tpc__kafka_matcher_test(tpc__kafka_matcher_t *m, const char *topic, size_t len)
+{
+    const tpc_kafka_source_t *conf = m->conf;
     if (!conf->is_pattern) {
         for (size_t t = 0; t < conf->ntopics; t++)
             if (strlen(conf->topics[t]) == len && memcmp(conf->topics[t], topic, len) == 0)
@@ -28,7 +47,29 @@ bool tpc__kafka_source_matches(const tpc_kafka_source_t *conf, const char *topic
         return false;
     memcpy(name, topic, len);
     name[len] = '\0';
-    return regexec(&conf->pattern, name, 0, NULL, 0) == 0;
+    if (m->compiled && m->names >= MATCHER_NAMES)
+        tpc__kafka_matcher_free(m);
+    if (!m->compiled) {
+        /* As tpc_kafka_source_new() compiled it: only out of memory fails here. */
+        if (regcomp(&m->re, conf->topic, REG_EXTENDED) != 0)
+            return false;
+        m->compiled = true;
+        m->names = 0;
+    }
+    m->names++;
+    /* The whole name: POSIX takes the leftmost match and, of those, the longest, so a match of
+     * the whole name, when there is one, is the one found. */
+    regmatch_t pm[1];
+    return regexec(&m->re, name, 1, pm, 0) == 0 && pm[0].rm_so == 0 && pm[0].rm_eo == (regoff_t)len;
+}
+
+bool tpc__kafka_source_matches(const tpc_kafka_source_t *conf, const char *topic, size_t len)
+{
+    tpc__kafka_matcher_t m;
+    tpc__kafka_matcher_init(&m, conf);
+    bool yes = tpc__kafka_matcher_test(&m, topic, len);
+    tpc__kafka_matcher_free(&m);
+    return yes;
 }
 
 static int cmp_meta(const void *a, const void *b)
@@ -50,20 +91,45 @@ static void add(tpc__kafka_meta_t *out, const struct rd_kafka_metadata_topic *t,
         (tpc__kafka_topic_meta_t){.name = name, .partitions = t->partition_cnt, .err = t->err};
 }
 
+void tpc__kafka_meta_pick(const tpc_kafka_source_t *conf, const struct rd_kafka_metadata *md,
+                          tpc_canceled_fn canceled, void *arg, tpc__kafka_meta_t *out)
+{
+    tpc__kafka_matcher_t m;
+    tpc__kafka_matcher_init(&m, conf);
+    for (int i = 0; !out->err && i < md->topic_cnt; i++) {
+        if (i % TPC__KAFKA_META_CANCEL_EVERY == 0 && canceled && canceled(arg)) {
+            tpc__kafka_meta_free(out);
+            out->err = RD_KAFKA_RESP_ERR__DESTROY;
+            out->canceled = true;
+            break;
+        }
+        if (tpc__kafka_matcher_test(&m, md->topics[i].topic, strlen(md->topics[i].topic)))
+            add(out, &md->topics[i], (size_t)md->topic_cnt);
+    }
+    tpc__kafka_matcher_free(&m);
+}
+
 void tpc__kafka_meta_read(rd_kafka_t *rk, const tpc_kafka_source_t *conf, int timeout_ms,
-                          tpc__kafka_meta_t *out)
+                          tpc_canceled_fn canceled, void *arg, tpc__kafka_meta_t *out)
 {
     *out = (tpc__kafka_meta_t){0};
     const struct rd_kafka_metadata *md = NULL;
     if (conf->is_pattern) {
         out->err = rd_kafka_metadata(rk, 1, NULL, &md, timeout_ms);
-        for (int i = 0; !out->err && i < md->topic_cnt; i++)
-            if (tpc__kafka_source_matches(conf, md->topics[i].topic, strlen(md->topics[i].topic)))
-                add(out, &md->topics[i], (size_t)md->topic_cnt);
+        if (!out->err)
+            tpc__kafka_meta_pick(conf, md, canceled, arg, out);
         if (md)
             rd_kafka_metadata_destroy(md);
+        if (out->canceled)
+            return;
     } else {
         for (size_t t = 0; !out->err && t < conf->ntopics; t++) {
+            if (canceled && canceled(arg)) {
+                tpc__kafka_meta_free(out);
+                out->err = RD_KAFKA_RESP_ERR__DESTROY;
+                out->canceled = true;
+                return;
+            }
             rd_kafka_topic_t *rkt = rd_kafka_topic_new(rk, conf->topics[t], NULL);
             out->err =
                 rkt ? rd_kafka_metadata(rk, 0, rkt, &md, timeout_ms) : RD_KAFKA_RESP_ERR__FAIL;
@@ -92,7 +158,8 @@ void tpc__kafka_meta_free(tpc__kafka_meta_t *m)
         free(m->topics[i].name);
     free(m->topics);
     rd_kafka_resp_err_t err = m->err;
-    *m = (tpc__kafka_meta_t){.err = err};
+    bool canceled = m->canceled;
+    *m = (tpc__kafka_meta_t){.err = err, .canceled = canceled};
 }
 
 struct tpc__kafka_discovery_s {
@@ -104,6 +171,16 @@ struct tpc__kafka_discovery_s {
     bool stop, soon, fresh;
     tpc__kafka_meta_t latest;
 };
+
+/* Whether the discovery is being stopped: a long match of many names ends early. */
+static bool stopping(void *arg)
+{
+    tpc__kafka_discovery_t *d = arg;
+    pthread_mutex_lock(&d->lock);
+    bool stop = d->stop;
+    pthread_mutex_unlock(&d->lock);
+    return stop;
+}
 
 static void *discover_main(void *arg)
 {
@@ -120,7 +197,7 @@ static void *discover_main(void *arg)
         d->soon = false;
         pthread_mutex_unlock(&d->lock);
         tpc__kafka_meta_t m;
-        tpc__kafka_meta_read(d->rk, d->conf, timeout, &m);
+        tpc__kafka_meta_read(d->rk, d->conf, timeout, stopping, d, &m);
         pthread_mutex_lock(&d->lock);
         tpc__kafka_meta_free(&d->latest);
         d->latest = m;

@@ -106,19 +106,30 @@ static bool waiting_for_leader(const tpc__kafka_meta_t *m)
     return false;
 }
 
+static bool ctx_canceled(void *ctx)
+{
+    return tpc_ctx_is_canceled(ctx);
+}
+
 /* The topics' partition counts at open, which also shows that the cluster answers. A listed
  * topic must exist; a pattern may match nothing yet. */
 static tpc_error_t *read_metadata(source_t *s)
 {
     tpc__kafka_meta_t *m = &s->opened;
-    tpc__kafka_meta_read(s->rk, s->conf, s->conf->open_timeout_ms, m);
+    tpc__kafka_meta_read(s->rk, s->conf, s->conf->open_timeout_ms, ctx_canceled, s->ctx, m);
     /* A topic created a moment ago may have no leader yet. */
     int64_t deadline = tpc_clock_ms() + s->conf->open_timeout_ms;
     while (!m->err && waiting_for_leader(m) && tpc_clock_ms() < deadline) {
         tpc__kafka_meta_free(m);
-        tpc_sleep_ms(100, NULL, NULL);
-        tpc__kafka_meta_read(s->rk, s->conf, s->conf->open_timeout_ms, m);
+        if (!tpc_sleep_ms(100, ctx_canceled, s->ctx))
+            m->canceled = true;
+        else
+            tpc__kafka_meta_read(s->rk, s->conf, s->conf->open_timeout_ms, ctx_canceled, s->ctx, m);
     }
+    if (m->canceled)
+        return tpc_error_new(TPC_ERR_CANCELED, 0,
+                             "kafka source: canceled while reading the "
+                             "topics' metadata");
     if (m->err) {
         tpc_error_t *err = tpc_error_new(TPC_ERR_CONNECT, TPC_ERROR_RETRIABLE,
                                          "could not reach kafka at \"%s\" within %d ms: %s",
