@@ -1,6 +1,7 @@
 /*
  * docs/configuration.md from the property tables (tpc_props.h): every key of the job, the
- * transactional sink and each connector, with what it takes, its default and what it does.
+ * transactional sink and each connector, with what it takes, its default and what it does, after
+ * how files and environment variables name them.
  *
  *   twopc config                 print the page
  *   twopc config --check FILE    exit 1 (and say how to fix it) when FILE is not the page
@@ -17,6 +18,64 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* The format of configuration files and environment variables (runtime/config.c, tpc_props.h). */
+static const char files_and_environment[] =
+    "## Files and the environment\n\n"
+    "A program can also take these keys from a file and from `TWOPC_` environment variables, so\n"
+    "that an operator changes a setting without a rebuild (`tpc_config_t` in `tpc_props.h`). It\n"
+    "reads them with `tpc_config_read_file()` and `tpc_config_read_env()`, hands them to each\n"
+    "component with `tpc_job_configure()`, `tpc_txn_sink_configure()` and\n"
+    "`tpc_kafka_source_configure()`, each under the name of its vertex, and ends with\n"
+    "`tpc_config_check_used()`. Every key goes through the component's own setter: the keys,\n"
+    "values and messages are those of the tables below.\n\n"
+    "The file, one entry a line:\n\n"
+    "```\n"
+    "# the job's keys come first, or under [job]\n"
+    "checkpoint.dir = /var/lib/orders/checkpoints\n"
+    "checkpoint.interval.ms = 2000\n"
+    "\n"
+    "[source]                    # the vertex named \"source\"\n"
+    "kafka.security.protocol = ssl\n"
+    "\n"
+    "[postgres]\n"
+    "pg.mode = insert\n"
+    "```\n\n"
+    "- `key = value`: the key and the value with the spaces around them trimmed; the value is\n"
+    "  the rest of the line after the first `=` (`=` and `#` included, no quotes, no escapes) and\n"
+    "  may be empty;\n"
+    "- `[name]` starts the keys of the component whose vertex is named so; `[job]` (and the\n"
+    "  lines before the first section) are the job's, so no vertex may be named `job`;\n"
+    "- a line starting with `#` is a comment, blank lines are skipped; lines end with LF or "
+    "CRLF.\n\n"
+    "Refused, with the file and the line (`orders.conf:12: ...`) and a hint: a line of any\n"
+    "other shape (no `=`, a key with a space, a section without `]`), a key given twice in a\n"
+    "section, a section started twice, a control character, a file over 1 MiB; when the\n"
+    "component takes its section, a key it does not know or a value it refuses; and, after\n"
+    "every component was configured, a key that none took (a misspelt section, a vertex the\n"
+    "program does not have).\n\n"
+    "The environment: `TWOPC_<KEY>` is a job key and `TWOPC_<NAME>__<KEY>` (two underscores) a\n"
+    "key of the vertex NAME, where KEY and NAME are written in upper case with every character\n"
+    "other than a letter or digit as `_`:\n\n"
+    "| variable | key |\n"
+    "|---|---|\n"
+    "| `TWOPC_CHECKPOINT_INTERVAL_MS=500` | `checkpoint.interval.ms` of the job |\n"
+    "| `TWOPC_CHECKPOINT_MAX_CONCURRENT=2` | `checkpoint.max-concurrent` of the job |\n"
+    "| `TWOPC_POSTGRES__PG_MODE=insert` | `pg.mode` of the vertex `postgres` |\n"
+    "| `TWOPC_KAFKA_OUT__KAFKA_LINGER_MS=5` | `kafka.linger.ms` of the vertex `kafka-out` |\n\n"
+    "No two keys of a component share a name in the environment. Under a `kafka.*` row every `_`\n"
+    "after `KAFKA_` becomes a `.` (librdkafka's names have only dots). Values are taken as they\n"
+    "are, not trimmed. A variable for a vertex the program does not have is refused like a\n"
+    "key of the file. `TWOPC_` variables without `__` that name no job key belong to other\n"
+    "programs and are left alone: `TWOPC_PG_CONNINFO` and `TWOPC_KAFKA_BOOTSTRAP` are not\n"
+    "keys but the servers of the examples and the tests (the default of their `--pg` and\n"
+    "`--bootstrap`), and `TWOPC_TEST_...` the tests' own; one that starts with the first word\n"
+    "of a job key (`TWOPC_CHECKPOINT_...`, `TWOPC_RESTART_...`) is refused as a misspelt key.\n\n"
+    "Which value wins, lowest first: the default below; what the program set before it\n"
+    "configured the component; the file; the environment (so that a deployment overrides one\n"
+    "key of a shared file); what the program sets after (the examples: options given on their\n"
+    "command line). Values of secret keys (`pg.conninfo`, librdkafka's passwords) appear in no\n"
+    "message; give them in the environment rather than in a file others can read.\n\n";
+
 static void page(FILE *out)
 {
     fputs(
@@ -29,6 +88,7 @@ static void page(FILE *out)
         "config`);\n"
         "a unit test fails when it differs from them.\n\n",
         out);
+    fputs(files_and_environment, out);
     const tpc_props_t *tables[] = {
         tpc_job_properties(),     tpc_txn_sink_properties(),   tpc_file_sink_properties(),
         tpc_pg_sink_properties(), tpc_kafka_sink_properties(), tpc_kafka_source_properties(),

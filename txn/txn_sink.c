@@ -213,6 +213,21 @@ tpc_error_t *tpc_txn_sink_set(tpc_txn_sink_t *sink, const char *key, const char 
     return err;
 }
 
+static tpc_error_t *sink_set(void *sink, const char *key, const char *value)
+{
+    return tpc_txn_sink_set(sink, key, value);
+}
+
+tpc_error_t *tpc_txn_sink_configure(tpc_txn_sink_t *sink, tpc_config_t *cfg, const char *name)
+{
+    if (!sink || !cfg || !name)
+        return tpc_error_new(TPC_ERR_INVALID_ARG, TPC_ERROR_FATAL,
+                             "configuring a sink needs a sink, a configuration and its name");
+    const tpc_props_t *own = connector_props(sink->ops);
+    const tpc_props_t *tables[] = {own ? own : &sink_table, &sink_table};
+    return tpc_config_apply(cfg, name, tables, own ? 2 : 1, sink_set, sink);
+}
+
 tpc_error_t *tpc_txn_sink_add_to_job(tpc_txn_sink_t *sink, tpc_job_t *job, const char *name,
                                      int parallelism, int *vertex_id)
 {

@@ -192,6 +192,16 @@ TPC_API tpc_error_t *tpc_kafka_source_new(const char *bootstrap, const char *top
 TPC_API tpc_error_t *tpc_kafka_source_set(tpc_kafka_source_t *src, const char *key,
                                           const char *value);
 
+/**
+ * @brief Set the keys that @p cfg holds for the component named @p name (its section [name] of
+ * a file, its `TWOPC_<NAME>__<KEY>` environment variables; tpc_props.h) through
+ * tpc_kafka_source_set(), before tpc_kafka_source_add_to_job(). Give the name the source's
+ * vertex will have.
+ * @returns NULL, or TPC_ERR_CONFIG starting with the file and line or the variable's name.
+ */
+TPC_API tpc_error_t *tpc_kafka_source_configure(tpc_kafka_source_t *src, tpc_config_t *cfg,
+                                                const char *name);
+
 /** @returns the Kafka source's keys (tpc_kafka_source_set()). */
 TPC_API const tpc_props_t *tpc_kafka_source_properties(void);
 

@@ -334,6 +334,17 @@ TPC_API const tpc_props_t *tpc_txn_sink_properties(void);
 TPC_API tpc_error_t *tpc_txn_sink_set(tpc_txn_sink_t *sink, const char *key, const char *value);
 
 /**
+ * @brief Set the keys that @p cfg holds for the component named @p name (its section [name] of
+ * a file, its `TWOPC_<NAME>__<KEY>` environment variables; tpc_props.h) through
+ * tpc_txn_sink_set(), before tpc_txn_sink_add_to_job(). Give the name the sink's vertex will
+ * have. The file and the environment override what the program set before; what it sets after
+ * overrides them.
+ * @returns NULL, or TPC_ERR_CONFIG starting with the file and line or the variable's name.
+ */
+TPC_API tpc_error_t *tpc_txn_sink_configure(tpc_txn_sink_t *sink, tpc_config_t *cfg,
+                                            const char *name);
+
+/**
  * @brief Add the sink as a vertex of @p job (job thread, before tpc_job_run()). The sink is
  * borrowed by the job: destroy it only after the job. A sink is added to one job once.
  * @param[out] vertex_id the vertex's id for tpc_job_connect().

@@ -161,6 +161,22 @@ tpc_error_t *tpc_kafka_source_set(tpc_kafka_source_t *src, const char *key, cons
     return err;
 }
 
+static tpc_error_t *source_set(void *src, const char *key, const char *value)
+{
+    return tpc_kafka_source_set(src, key, value);
+}
+
+tpc_error_t *tpc_kafka_source_configure(tpc_kafka_source_t *src, tpc_config_t *cfg,
+                                        const char *name)
+{
+    if (!src || !cfg || !name)
+        return tpc_error_new(TPC_ERR_INVALID_ARG, TPC_ERROR_FATAL,
+                             "configuring a kafka source needs a source, a configuration and its "
+                             "name");
+    const tpc_props_t *tables[] = {&source_table};
+    return tpc_config_apply(cfg, name, tables, 1, source_set, src);
+}
+
 static int cmp_name(const void *a, const void *b)
 {
     return strcmp(*(char *const *)a, *(char *const *)b);
