@@ -42,6 +42,9 @@
  *     --restore-fallback F   refuse (default) or at-least-once: what to do when the newest
  *                            completed checkpoint is damaged or missing
  *     --interval MS          checkpoint interval (default 500)
+ *     --config FILE          keys of the job and of the vertices "source", "postgres" and "kafka"
+ *                            (docs/examples.md); TWOPC_<KEY> and TWOPC_<VERTEX>__<KEY> variables
+ *                            override it, options given here override both
  *     --records N            records to write with --fill (default 100000)
  *     --first FIRST          with --fill: the number of the first record (default 0), to add
  *                            input for a running --unbounded job; verify_output then wants
@@ -319,7 +322,7 @@ static tpc_error_t *build_job(const options_t *opt, tpc_job_t *job, tpc_kafka_so
     /* Kafka: partition p of the input belongs to subtask (FNV-1a(topic) + p) % P; bounded = up to
      * the end at the first start, unbounded = new input and new partitions as they come. */
     if (!err)
-        err = ex_kafka_source_new(o->bootstrap, opt->input, !opt->unbounded, source);
+        err = ex_kafka_source_new(o->bootstrap, opt->input, opt->unbounded, o->config, source);
     char discovery[32];
     snprintf(discovery, sizeof discovery, "%d", opt->discovery_ms);
     if (!err && opt->discovery_ms)
@@ -333,7 +336,7 @@ static tpc_error_t *build_job(const options_t *opt, tpc_job_t *job, tpc_kafka_so
 
     /* PostgreSQL: binary COPY into (id, k, v); gids start with the table's name. */
     if (!err && opt->to_pg)
-        err = ex_pg_sink_new(o->pg, opt->table, "id,k,v", "copy", pg_sink);
+        err = ex_pg_sink_new(o->pg, opt->table, "id,k,v", "copy", o->config, pg_sink);
     if (!err && opt->to_pg)
         err = tpc_pg_sink_set_encoder(*pg_sink, encode_row, NULL);
     if (!err && opt->to_pg)
@@ -343,11 +346,14 @@ static tpc_error_t *build_job(const options_t *opt, tpc_job_t *job, tpc_kafka_so
 
     /* Kafka: transactional ids "<topic>-<subtask>-<n>", stable across restarts of this job. */
     if (!err && opt->to_kafka)
-        err = ex_kafka_sink_new(o->bootstrap, opt->topic, o->interval_ms, kafka_sink);
+        err = ex_kafka_sink_new(o->bootstrap, opt->topic, o->config, kafka_sink);
     if (!err && opt->to_kafka)
         err = tpc_txn_sink_add_to_job(*kafka_sink, job, "kafka", o->kafka_par, &to_kafka);
     if (!err && opt->to_kafka)
         err = tpc_job_connect(job, xf, to_kafka, TPC_EDGE_HASH);
+    /* Whatever the configuration holds for a vertex this job does not have is a mistake. */
+    if (!err)
+        err = tpc_config_check_used(o->config);
     return err;
 }
 
@@ -363,7 +369,8 @@ static int usage(const char *msg)
         "         [--input T] [--progress tty|lines|off] [--discovery-ms MS]\n"
         "         [--fill [--first FIRST] [--grow-to F [--grow]]]\n"
         "         [--source-parallelism P] [--pg-parallelism P] [--kafka-parallelism P]\n"
-        "         [--restore-mode auto|fresh|required] [--restore-fallback refuse|at-least-once]\n",
+        "         [--restore-mode auto|fresh|required] [--restore-fallback refuse|at-least-once]\n"
+        "         [--config FILE]\n",
         msg);
     return 2;
 }
@@ -482,8 +489,12 @@ int main(int argc, char **argv)
     const ex_options_t *o = &opt.common;
     if (o->fill)
         return create_topic(&opt, opt.input) ? fill_input(&opt) : 1;
-    if ((opt.to_pg && !create_table(&opt)) || (opt.to_kafka && !create_topic(&opt, opt.topic)))
+    if (!ex_config_load(PROGRAM, &opt.common))
         return 1;
+    if ((opt.to_pg && !create_table(&opt)) || (opt.to_kafka && !create_topic(&opt, opt.topic))) {
+        tpc_config_destroy(opt.common.config);
+        return 1;
+    }
 
     tpc_job_t *job = tpc_job_new(o->name);
     tpc_kafka_source_t *source = NULL;
@@ -527,6 +538,7 @@ int main(int argc, char **argv)
     tpc_txn_sink_destroy(kafka_sink);
     tpc_kafka_source_destroy(source);
     tpc_error_destroy(err);
+    tpc_config_destroy(opt.common.config);
     pthread_mutex_destroy(&p.mu);
     return rc;
 }

@@ -8,6 +8,7 @@
 #define EXAMPLE_COMMON_H
 
 #include <tpc_pg.h>
+#include <tpc_props.h>
 #include <tpc_runtime.h>
 
 #include <getopt.h>
@@ -33,7 +34,10 @@ static inline double ex_now_s(void)
 /* The options with the same name and meaning in both programs. */
 typedef struct {
     const char *bootstrap, *pg, *name, *ckpt_dir, *restore_mode; /* restore_mode NULL: auto */
+    const char *config_path;                                     /* --config; NULL: none */
+    tpc_config_t *config; /* --config and the TWOPC_ environment (ex_config_load) */
     char ckpt_buf[512];
+    bool ckpt_given, interval_given; /* on the command line, which wins over the configuration */
     int parallelism, interval_ms;
     int source_par, pg_par, kafka_par; /* 0: --parallelism */
     uint64_t records;
@@ -57,7 +61,8 @@ typedef struct {
     {"restore-mode", required_argument, 0, 'M'},                                                   \
     {"source-parallelism", required_argument, 0, 'S'},                                             \
     {"pg-parallelism", required_argument, 0, 'G'},                                                 \
-    {"kafka-parallelism", required_argument, 0, 'K'}
+    {"kafka-parallelism", required_argument, 0, 'K'},                                             \
+    {"config", required_argument, 0, 'C'}
 /* clang-format on */
 
 /* The defaults: servers from $TWOPC_KAFKA_BOOTSTRAP and $TWOPC_PG_CONNINFO, job @name, parallelism
@@ -87,12 +92,14 @@ static inline bool ex_option(ex_options_t *o, int c, char *arg)
         break;
     case 'c':
         o->ckpt_dir = arg;
+        o->ckpt_given = true;
         break;
     case 'p':
         o->parallelism = atoi(arg);
         break;
     case 'i':
         o->interval_ms = atoi(arg);
+        o->interval_given = true;
         break;
     case 'r':
         o->records = strtoull(arg, NULL, 10);
@@ -114,6 +121,9 @@ static inline bool ex_option(ex_options_t *o, int c, char *arg)
         break;
     case 'K':
         o->kafka_par = atoi(arg);
+        break;
+    case 'C':
+        o->config_path = arg;
         break;
     default:
         return false;
@@ -180,8 +190,10 @@ static inline void ex_pace(ex_pace_t *pace, const tpc_ctx_t *ctx, size_t n)
 /* ---- the job ------------------------------------------------------------------------------- */
 
 /* Set what both jobs want: checkpoints in o->ckpt_dir every o->interval_ms, up to 20 restarts half
- * a second apart, o->restore_mode and, with --rate, small channels and batches (a paced job's
- * barriers then wait behind fewer records). */
+ * a second apart and, with --rate, small channels and batches (a paced job's barriers then wait
+ * behind fewer records); then the job's keys of the configuration file and the environment over
+ * these, and the options given on the command line (--checkpoint-dir, --interval, --restore-mode)
+ * over everything. */
 static inline tpc_error_t *ex_job_configure(tpc_job_t *job, const ex_options_t *o)
 {
     char interval[32];
@@ -193,12 +205,18 @@ static inline tpc_error_t *ex_job_configure(tpc_job_t *job, const ex_options_t *
         err = tpc_job_set(job, "restart.attempts", "20");
     if (!err)
         err = tpc_job_set(job, "restart.delay.ms", "500");
-    if (!err && o->restore_mode)
-        err = tpc_job_set(job, "restore.mode", o->restore_mode);
     if (!err && o->rate > 0)
         err = tpc_job_set(job, "channel.capacity", "2");
     if (!err && o->rate > 0)
         err = tpc_job_set(job, "batch.size", "64");
+    if (!err)
+        err = tpc_job_configure(job, o->config);
+    if (!err && o->ckpt_given)
+        err = tpc_job_set(job, "checkpoint.dir", o->ckpt_dir);
+    if (!err && o->interval_given)
+        err = tpc_job_set(job, "checkpoint.interval.ms", interval);
+    if (!err && o->restore_mode)
+        err = tpc_job_set(job, "restore.mode", o->restore_mode);
     return err;
 }
 
@@ -213,6 +231,55 @@ static inline int ex_failure(const char *program, const tpc_error_t *err)
     fprintf(stderr, "%s: %s%s: %s%s%s\n", program, refused ? "refused: " : "", tpc_err_name(code),
             tpc_error_message(err), hint ? "\nhint: " : "", hint ? hint : "");
     return code == TPC_ERR_DATA_LOSS ? 3 : refused ? 4 : 1;
+}
+
+/* ---- --config FILE and the environment ----------------------------------------------------- */
+
+/* Keys of the examples' components that the program sets itself: it creates the table and the
+ * topics on those servers, under those names, and its encoder fills those columns. */
+static const char *const ex_program_keys[][3] = {
+    {"postgres", "pg.conninfo", "--pg (or TWOPC_PG_CONNINFO)"},
+    {"postgres", "pg.table", "--name"},
+    {"postgres", "pg.columns", "the program"},
+    {"postgres", "pg.key-columns", "the program"},
+    {"kafka", "topic", "--name"},
+    {"kafka", "kafka.bootstrap.servers", "--bootstrap (or TWOPC_KAFKA_BOOTSTRAP)"},
+    {"source", "kafka.bootstrap.servers", "--bootstrap (or TWOPC_KAFKA_BOOTSTRAP)"},
+};
+
+/* Read --config FILE (when given) and the TWOPC_ environment into o->config: the job's keys and
+ * those of the vertices "source", "postgres" and "kafka" (docs/examples.md). The checkpoint
+ * directory and interval it names become o's unless the command line gave them. False after
+ * saying why on stderr. */
+static inline bool ex_config_load(const char *program, ex_options_t *o)
+{
+    o->config = tpc_config_new();
+    tpc_error_t *err = o->config ? NULL : tpc_error_nomem();
+    if (!err && o->config_path)
+        err = tpc_config_read_file(o->config, o->config_path);
+    if (!err)
+        err = tpc_config_read_env(o->config, NULL);
+    for (size_t i = 0; !err && i < sizeof ex_program_keys / sizeof *ex_program_keys; i++) {
+        const char *const *k = ex_program_keys[i], *origin;
+        if (tpc_config_get(o->config, k[0], k[1], &origin))
+            err = tpc_error_hint(tpc_error_new(TPC_ERR_CONFIG, TPC_ERROR_FATAL,
+                                               "%s: \"%s\" of [%s] is set by the program", origin,
+                                               k[1], k[0]),
+                                 "remove it from the configuration; give it with %s", k[2]);
+    }
+    const char *v;
+    if (!err && !o->interval_given &&
+        (v = tpc_config_get(o->config, NULL, "checkpoint.interval.ms", NULL)))
+        o->interval_ms = atoi(v);
+    if (!err && !o->ckpt_given && (v = tpc_config_get(o->config, NULL, "checkpoint.dir", NULL)))
+        o->ckpt_dir = v;
+    if (!err)
+        return true;
+    ex_failure(program, err);
+    tpc_error_destroy(err);
+    tpc_config_destroy(o->config);
+    o->config = NULL;
+    return false;
 }
 
 /* ---- PostgreSQL ---------------------------------------------------------------------------- */
@@ -243,10 +310,11 @@ static inline bool ex_create_table(const char *program, const char *conninfo, co
 
 /* A PostgreSQL sink into @table's @columns in @mode ("copy", "upsert", ...), its prepared
  * transactions' gids starting with the table's name, with a minute to connect and two to retry
- * a commit. On an error *sink may still need tpc_txn_sink_destroy. */
+ * a commit; then the keys of [postgres] in @config over these. On an error *sink may still need
+ * tpc_txn_sink_destroy. */
 static inline tpc_error_t *ex_pg_sink_new(const char *conninfo, const char *table,
                                           const char *columns, const char *mode,
-                                          tpc_txn_sink_t **sink)
+                                          tpc_config_t *config, tpc_txn_sink_t **sink)
 {
     tpc_error_t *err = tpc_pg_sink_new(sink);
     const char *kv[][2] = {{"pg.conninfo", conninfo},
@@ -258,6 +326,8 @@ static inline tpc_error_t *ex_pg_sink_new(const char *conninfo, const char *tabl
                            {"pg.connect.deadline.ms", "60000"}};
     for (size_t i = 0; !err && i < sizeof kv / sizeof kv[0]; i++)
         err = tpc_txn_sink_set(*sink, kv[i][0], kv[i][1]);
+    if (!err)
+        err = tpc_txn_sink_configure(*sink, config, "postgres");
     return err;
 }
 

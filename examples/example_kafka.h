@@ -145,40 +145,44 @@ static inline rd_kafka_resp_err_t ex_produce(rd_kafka_t *rk, const char *topic, 
     return err;
 }
 
-/* The replayable source of @topic: @bounded reads up to the end the topic had when the job first
- * started, else for ever; a minute to reach the brokers. On an error *source may still need
- * tpc_kafka_source_destroy. */
+/* The replayable source of @topic, reading up to the end the topic had when the job first started
+ * (bounded) with a minute to reach the brokers; then the keys of [source] in @config over these;
+ * then, when @unbounded (given on the command line), for ever. On an error *source may still
+ * need tpc_kafka_source_destroy. */
 static inline tpc_error_t *ex_kafka_source_new(const char *bootstrap, const char *topic,
-                                               bool bounded, tpc_kafka_source_t **source)
+                                               bool unbounded, tpc_config_t *config,
+                                               tpc_kafka_source_t **source)
 {
     tpc_error_t *err = tpc_kafka_source_new(bootstrap, topic, source);
     if (!err)
-        err = tpc_kafka_source_set(*source, "bounded", bounded ? "true" : "false");
+        err = tpc_kafka_source_set(*source, "bounded", "true");
     if (!err)
         err = tpc_kafka_source_set(*source, "open.timeout.ms", "60000");
+    if (!err)
+        err = tpc_kafka_source_configure(*source, config, "source");
+    if (!err && unbounded)
+        err = tpc_kafka_source_set(*source, "bounded", "false");
     return err;
 }
 
 /* The transactional sink into @topic: transactional ids "<topic>-<subtask>-<n>", stable across
- * restarts of the job; a transaction timeout of a minute, checked at open against the checkpoint
- * interval @interval_ms; a minute to reach the brokers, two to recover and to retry a commit. On
- * an error *sink may still need tpc_txn_sink_destroy. */
+ * restarts of the job; a transaction timeout of a minute, checked at open against the job's
+ * checkpoint interval; a minute to reach the brokers, two to recover and to retry a commit; then
+ * the keys of [kafka] in @config over these. On an error *sink may still need
+ * tpc_txn_sink_destroy. */
 static inline tpc_error_t *ex_kafka_sink_new(const char *bootstrap, const char *topic,
-                                             int interval_ms, tpc_txn_sink_t **sink)
+                                             tpc_config_t *config, tpc_txn_sink_t **sink)
 {
-    char interval[32];
-    snprintf(interval, sizeof interval, "%d", interval_ms);
     tpc_error_t *err = tpc_kafka_sink_new(bootstrap, topic, sink);
-    const char *kv[][2] = {{"transactional.id.prefix", topic},
-                           {"kafka.transaction.timeout.ms", "60000"},
-                           {"transaction.timeout.ms", "60000"},
-                           {"checkpoint.interval.ms", interval},
-                           {"kafka.linger.ms", "5"},
-                           {"open.timeout.ms", "60000"},
-                           {"recovery.timeout.ms", "120000"},
-                           {"commit.retry.deadline.ms", "120000"}};
+    const char *kv[][2] = {
+        {"transactional.id.prefix", topic},    {"kafka.transaction.timeout.ms", "60000"},
+        {"transaction.timeout.ms", "60000"},   {"kafka.linger.ms", "5"},
+        {"open.timeout.ms", "60000"},          {"recovery.timeout.ms", "120000"},
+        {"commit.retry.deadline.ms", "120000"}};
     for (size_t i = 0; !err && i < sizeof kv / sizeof kv[0]; i++)
         err = tpc_txn_sink_set(*sink, kv[i][0], kv[i][1]);
+    if (!err)
+        err = tpc_txn_sink_configure(*sink, config, "kafka");
     return err;
 }
 

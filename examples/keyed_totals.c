@@ -26,6 +26,8 @@
  *     --source-parallelism P / --totals-parallelism P / --pg-parallelism P / --kafka-parallelism P
  *     --restore-mode M       auto, fresh or required
  *     --interval MS          checkpoint interval (default 500)
+ *     --config FILE          keys of the job and of the vertices "source", "postgres" and "kafka",
+ *                            as exactly_once_pipeline (docs/examples.md)
  *     --records N            purchases written by --fill (default 20000)
  *     --users U              distinct users (default 300)
  *     --rate R               purchases per second through `parse`, all subtasks together
@@ -209,7 +211,7 @@ static tpc_error_t *build_job(const options_t *opt, tpc_job_t *job, tpc_kafka_so
     tpc_error_t *err = ex_job_configure(job, o);
 
     if (!err)
-        err = ex_kafka_source_new(o->bootstrap, opt->input, true, source);
+        err = ex_kafka_source_new(o->bootstrap, opt->input, false, o->config, source);
     if (!err)
         err = tpc_kafka_source_add_to_job(*source, job, "source", o->source_par, &src);
     if (!err)
@@ -224,7 +226,7 @@ static tpc_error_t *build_job(const options_t *opt, tpc_job_t *job, tpc_kafka_so
 
     /* PostgreSQL: one row per user, updated in place (upsert on user_id). */
     if (!err)
-        err = ex_pg_sink_new(o->pg, opt->table, "user_id,n,total", "upsert", pg_sink);
+        err = ex_pg_sink_new(o->pg, opt->table, "user_id,n,total", "upsert", o->config, pg_sink);
     if (!err)
         err = tpc_txn_sink_set(*pg_sink, "pg.key-columns", "user_id");
     if (!err)
@@ -235,11 +237,13 @@ static tpc_error_t *build_job(const options_t *opt, tpc_job_t *job, tpc_kafka_so
         err = tpc_job_connect(job, totals, to_pg, TPC_EDGE_HASH);
 
     if (!err)
-        err = ex_kafka_sink_new(o->bootstrap, opt->topic, o->interval_ms, kafka_sink);
+        err = ex_kafka_sink_new(o->bootstrap, opt->topic, o->config, kafka_sink);
     if (!err)
         err = tpc_txn_sink_add_to_job(*kafka_sink, job, "kafka", o->kafka_par, &to_kafka);
     if (!err)
         err = tpc_job_connect(job, totals, to_kafka, TPC_EDGE_HASH);
+    if (!err)
+        err = tpc_config_check_used(o->config);
     return err;
 }
 
@@ -252,7 +256,7 @@ static int usage(const char *msg)
                     "         [--checkpoint-dir DIR] [--parallelism P] [--interval MS]\n"
                     "         [--records N] [--users U] [--rate R] [--restore-mode M]\n"
                     "         [--source-parallelism P] [--totals-parallelism P]\n"
-                    "         [--pg-parallelism P] [--kafka-parallelism P]\n",
+                    "         [--pg-parallelism P] [--kafka-parallelism P] [--config FILE]\n",
             msg);
     return 2;
 }
@@ -308,8 +312,12 @@ int main(int argc, char **argv)
     if (o->fill)
         return ex_create_topic(PROGRAM, o->bootstrap, opt.input, o->parallelism) ? fill_input(&opt)
                                                                                  : 1;
-    if (!create_table(&opt) || !ex_create_topic(PROGRAM, o->bootstrap, opt.topic, o->parallelism))
+    if (!ex_config_load(PROGRAM, &opt.common))
         return 1;
+    if (!create_table(&opt) || !ex_create_topic(PROGRAM, o->bootstrap, opt.topic, o->parallelism)) {
+        tpc_config_destroy(opt.common.config);
+        return 1;
+    }
 
     tpc_job_t *job = tpc_job_new(o->name);
     tpc_kafka_source_t *source = NULL;
@@ -331,5 +339,6 @@ int main(int argc, char **argv)
     tpc_txn_sink_destroy(kafka_sink);
     tpc_kafka_source_destroy(source);
     tpc_error_destroy(err);
+    tpc_config_destroy(opt.common.config);
     return rc;
 }
