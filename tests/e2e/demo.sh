@@ -41,13 +41,24 @@ trap 'exit 143' TERM
 rate=$((RECORDS / 8 > 1000 ? RECORDS / 8 : 1000))
 progress=lines
 [ ! -t 2 ] || progress="tty"
-args=(--name "$name" --checkpoint-dir "$work/checkpoints" --parallelism 2 --interval 500
+# The job's settings come from a file, as an operator would give them (docs/examples.md, --config);
+# the servers from TWOPC_PG_CONNINFO and TWOPC_KAFKA_BOOTSTRAP.
+cat >"$work/pipeline.conf" <<EOF
+# exactly_once_pipeline's job and its vertices (docs/configuration.md)
+checkpoint.dir = $work/checkpoints
+checkpoint.interval.ms = 500
+restart.attempts = 20
+
+[kafka]
+kafka.linger.ms = 5
+EOF
+args=(--name "$name" --config "$work/pipeline.conf" --parallelism 2
     --records "$RECORDS" --rate "$rate" --progress "$progress")
 
 echo "== 1. write $RECORDS records into the input topic $name-in"
 "$E2E_PIPELINE" --fill "${args[@]}" || e2e_die "could not write the input topic"
 
-echo "== 2. run the pipeline, and kill -9 it half-way"
+echo "== 2. run the pipeline, configured by ${work#"$E2E_ROOT"/}/pipeline.conf, and kill -9 it half-way"
 # Its stderr (the progress line) also goes to a file, to see how far it got.
 "$E2E_PIPELINE" "${args[@]}" 2> >(tee "$work/first-run.log" >&2) &
 E2E_PID=$!
