@@ -107,7 +107,8 @@ TWOPC_CMD := $(BUILD)/bin/twopc
 
 .PHONY: all lib tools test-install deps deps-build test test-unit test-integration test-kafka tests-build examples \
         install format format-check lint services-up services-down clean docs \
-        bench-runtime bench-file bench-kafka bench-pg bench-compare demo torture soak fuzz fuzz-run model
+        bench-runtime bench-file bench-kafka bench-pg bench-compare demo torture soak fuzz fuzz-run model \
+        dashboard-png
 .DEFAULT_GOAL := all
 
 all: deps-build lib tools examples
@@ -252,6 +253,13 @@ bench-latency: deps $(BUILD)/bench/bench_latency
 	@tests/services/deps.sh plot && if command -v gnuplot > /dev/null; then \
 	    gnuplot -e "dir='$(BUILD)/bench-latency'" tests/bench/latency_plot.gp && \
 	    echo "bench-latency: distributions and latency.png in $(BUILD)/bench-latency"; fi
+# docs/img/twopc-dashboard.png: the dashboard's queries over a real run, drawn by gnuplot
+# (tests/bench/dashboard_png.sh; Prometheus, gnuplot and python3).
+DASHBOARD_SECONDS ?= 150
+dashboard-png: deps $(BUILD)/bench/dashboard_job
+	@tests/services/deps.sh plot
+	@tests/services/with-services.sh tests/bench/dashboard_png.sh $(DASHBOARD_SECONDS)
+
 # twopc beside Apache Flink (MiniCluster, KafkaSink EXACTLY_ONCE) on the same job and broker.
 COMPARE_BINS := $(BUILD)/bench/compare_twopc_job $(BUILD)/bench/compare_topic_tool
 $(BUILD)/bench/compare_%: tests/bench/compare/%.c $(STATIC)

@@ -517,7 +517,7 @@ START_TEST(test_oldest_pending_transaction)
 END_TEST
 
 /* docs/metrics.md names every family the library's sources write, each with a type and a unit,
- * and no family that none writes. */
+ * and no family that none writes; the dashboard and the alert rules use only those. */
 START_TEST(test_doc_lists_every_family)
 {
     static tpc_test_metric_doc_t doc[256];
@@ -555,6 +555,31 @@ START_TEST(test_doc_lists_every_family)
     ck_assert_int_gt(written, 20);
     for (int i = 0; i < n; i++)
         ck_assert_msg(listed[i], "docs/metrics.md lists %s, which no source writes", doc[i].name);
+
+    /* The dashboard and the alert rules ask only for families that exist. */
+    f = popen("grep -ohE 'twopc_[a-z0-9_]+' docs/grafana/twopc-dashboard.json "
+              "docs/prometheus/twopc-alerts.yml | sort -u",
+              "r");
+    ck_assert_ptr_nonnull(f);
+    int asked = 0;
+    while (fgets(line, sizeof line, f)) {
+        line[strcspn(line, "\n")] = 0;
+        static const char *const suffixes[] = {"_bucket", "_sum", "_count"};
+        for (size_t k = 0; k < sizeof suffixes / sizeof suffixes[0]; k++) {
+            size_t l = strlen(line), sl = strlen(suffixes[k]);
+            if (l > sl && strcmp(line + l - sl, suffixes[k]) == 0)
+                line[l - sl] = 0;
+        }
+        int found = -1;
+        for (int i = 0; i < n && found < 0; i++)
+            if (strcmp(doc[i].name, line) == 0)
+                found = i;
+        ck_assert_msg(found >= 0, "the dashboard or the alerts ask for %s, which no source writes",
+                      line);
+        asked++;
+    }
+    ck_assert_int_eq(pclose(f), 0);
+    ck_assert_int_gt(asked, 10);
 }
 END_TEST
 
