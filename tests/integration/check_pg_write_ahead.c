@@ -11,6 +11,9 @@
  *   invisible until the checkpoint completes;
  * - a second mover of a staged transaction waits for the first mover's transaction, then does
  *   nothing if it committed and moves the rows if it rolled back;
+ * - kill -9 at random moments (start, recovery, writing ahead, committing, moving) and restarts
+ *   until a run ends on its own leave every record in the table exactly once and nothing written
+ *   ahead behind (the child is this binary with --write-ahead-child; TWOPC_CRASH_SEED repeats);
  * - the whole connector conformance suite passes in write-ahead mode, its kill -9 check included:
  *   before pre-commit, after the staged rows committed, after the checkpoint completed but before
  *   the move, during the move, after the move before the notify returned, during recovery and its
@@ -20,6 +23,7 @@
 #include "tpc_conformance_pg.h"
 #include "tpc_pg.h"
 #include "tpc_test_check.h"
+#include "tpc_test_crash.h"
 #include "tpc_test_ops.h"
 #include "tpc_test_pg.h"
 #include "tpc_test_txn_drive.h"
@@ -31,6 +35,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 static char shared[600]; /* the shared server, with prepared transactions */
 static char noprep[600]; /* the server of this test, without */
@@ -339,6 +344,112 @@ START_TEST(test_second_mover_waits_then_does_nothing)
 }
 END_TEST
 
+/* ---- kill -9 at random moments, as check_pg_crash.c does with prepared transactions -----------
+ */
+
+#define CRASH_RECORDS 20000
+#define CRASH_KILLS   22
+
+/* argv: self --write-ahead-child CHECKPOINT_DIR TABLE PREFIX MARKER WRITE_AHEAD INTERVAL */
+static int crash_child(char **argv)
+{
+    tpc_test_seq_conf_t src = {.count_default = CRASH_RECORDS, .per_poll = 16, .sleep_us = 500};
+    tpc_job_t *job = tpc_job_new("pgwacrash");
+    tpc_txn_sink_t *sink = NULL;
+    int s, k;
+    tpc_error_t *err = tpc_job_set(job, "checkpoint.dir", argv[2]);
+    if (!err)
+        err = tpc_job_set(job, "checkpoint.interval.ms", argv[7]);
+    if (!err)
+        err = tpc_job_set(job, "restart.delay.ms", "200");
+    if (!err)
+        err = tpc_pg_sink_new(&sink);
+    const char *kv[][2] = {{"pg.conninfo", tpc_test_env("TWOPC_TEST_PG_CONNINFO")},
+                           {"pg.table", argv[3]},
+                           {"pg.gid-prefix", argv[4]},
+                           {"pg.marker-table", argv[5]},
+                           {"pg.write-ahead-table", argv[6]},
+                           {"pg.copy-buffer", "4096"},
+                           {"commit.retry.backoff.ms", "20"}};
+    for (size_t i = 0; i < sizeof kv / sizeof *kv && !err; i++)
+        err = tpc_txn_sink_set(sink, kv[i][0], kv[i][1]);
+    if (!err)
+        err = tpc_job_add_vertex(job, "source", 1, &tpc_test_seq_source_ops, &src, &s);
+    if (!err)
+        err = tpc_txn_sink_add_to_job(sink, job, "rows", 1, &k);
+    if (!err)
+        err = tpc_job_connect(job, s, k, TPC_EDGE_FORWARD);
+    tpc_job_result_t result = TPC_JOB_CANCELED;
+    if (!err)
+        err = tpc_job_run(job, &result);
+    if (!err && result != TPC_JOB_FINISHED)
+        err = tpc_error_new(TPC_ERR_STATE, 0, "job did not finish");
+    if (err)
+        fprintf(stderr, "write-ahead crash child: %s\n", tpc_error_message(err));
+    int rc = err ? 1 : 0;
+    tpc_error_destroy(err);
+    tpc_job_destroy(job);
+    tpc_txn_sink_destroy(sink);
+    return rc;
+}
+
+START_TEST(test_kill_9_at_random_moments)
+{
+    uint64_t seed = tpc_test_crash_seed();
+    tpc_test_rng_t rng;
+    tpc_test_rng_init(&rng, seed);
+    char self[4096];
+    ck_assert(tpc_test_self_path(self, sizeof self));
+    int kills = 0, runs = 0, scenarios = 0;
+    while (kills < CRASH_KILLS) {
+        char interval[16], log[4200];
+        /* Each scenario its own names: setup() made the first ones. */
+        if (scenarios++) {
+            tpc_test_unique_name(table, sizeof table, "pgwa", '_');
+            tpc_test_unique_name(prefix, sizeof prefix, "pgwa", '-');
+        }
+        snprintf(interval, sizeof interval, "%d", 50 + (int)(tpc_test_rng_next(&rng) % 151));
+        ck_assert(tpc_test_pg_exec(pg, "CREATE TABLE %s (k bytea, v bytea)", table));
+        char *ckpt = tpc_test_tmpdir("pgwa-crash");
+        snprintf(log, sizeof log, "%s.log", ckpt);
+        const char *argv[] = {
+            self, "--write-ahead-child", ckpt, table, prefix, marker, staging, interval, NULL};
+        tpc_test_crash_plan_t plan = {.argv = argv,
+                                      .log = log,
+                                      .kills = 11,
+                                      .early_one_in = 5,
+                                      .early_ms = 30,
+                                      .min_ms = 20,
+                                      .span_ms = 300,
+                                      .last_run_ms = 60000};
+        tpc_test_crash_result_t res;
+        bool ok = tpc_test_crash_run(&plan, &rng, &res);
+        kills += res.kills;
+        runs += res.runs;
+        if (!ok)
+            tpc_test_dump_log(log);
+        ck_assert_msg(ok, "child run %d (seed %llu) %s", runs, (unsigned long long)seed,
+                      res.ended ? "failed" : "did not end");
+        long long rows = tpc_test_pg_long(pg, "SELECT count(*) FROM %s", table);
+        long long distinct = tpc_test_pg_long(pg, "SELECT count(DISTINCT k) FROM %s", table);
+        long long clean = tpc_test_pg_long(pg, "SELECT count(*) FROM %s WHERE k = v", table);
+        ck_assert_msg(rows == CRASH_RECORDS && distinct == CRASH_RECORDS && clean == CRASH_RECORDS,
+                      "after %d kills (seed %llu, interval %s ms): %lld rows, %lld distinct keys, "
+                      "expected %d each",
+                      res.kills, (unsigned long long)seed, interval, rows, distinct, CRASH_RECORDS);
+        ck_assert_msg(staged(pg) == 0, "rows written ahead are left after the job (seed %llu)",
+                      (unsigned long long)seed);
+        tpc_test_pg_exec(pg, "DROP TABLE %s", table);
+        unlink(log);
+        tpc_test_rmdir(ckpt);
+        free(ckpt);
+    }
+    printf("pg write-ahead crash test: %d kill -9 over %d runs in %d scenarios, seed %llu\n", kills,
+           runs, scenarios, (unsigned long long)seed);
+    fflush(stdout);
+}
+END_TEST
+
 static int run_own_checks(void)
 {
     Suite *s = suite_create("pg_write_ahead");
@@ -351,6 +462,11 @@ static int run_own_checks(void)
     tcase_add_test(tc, test_write_ahead_writes_what_prepared_writes);
     tcase_add_test(tc, test_second_mover_waits_then_does_nothing);
     suite_add_tcase(s, tc);
+    TCase *crash = tcase_create("kill-9");
+    tcase_set_timeout(crash, 300);
+    tcase_add_checked_fixture(crash, setup, teardown);
+    tcase_add_test(crash, test_kill_9_at_random_moments);
+    suite_add_tcase(s, crash);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);
     int failed = srunner_ntests_failed(sr);
@@ -363,6 +479,8 @@ int main(int argc, char **argv)
     const tpc_conformance_t *conformance = tpc_conformance_pg("write-ahead");
     if (tpc_conformance_is_child(argc, argv))
         return tpc_conformance_child_main(conformance, argc, argv);
+    if (argc == 8 && strcmp(argv[1], "--write-ahead-child") == 0)
+        return crash_child(argv);
     const char *env = tpc_test_env_require("TWOPC_TEST_PG_CONNINFO");
     if (!env)
         return EXIT_FAILURE;
