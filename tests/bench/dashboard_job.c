@@ -103,6 +103,20 @@ static void create_topic(const char *bootstrap, const char *topic)
     rd_kafka_destroy(rk);
 }
 
+static void delete_topic(const char *bootstrap, const char *topic)
+{
+    rd_kafka_t *rk = client(bootstrap, RD_KAFKA_PRODUCER);
+    rd_kafka_DeleteTopic_t *t = rd_kafka_DeleteTopic_new(topic);
+    rd_kafka_queue_t *q = rd_kafka_queue_new(rk);
+    rd_kafka_DeleteTopics(rk, &t, 1, NULL, q);
+    rd_kafka_event_t *ev = rd_kafka_queue_poll(q, 30000);
+    if (ev)
+        rd_kafka_event_destroy(ev);
+    rd_kafka_queue_destroy(q);
+    rd_kafka_DeleteTopic_destroy(t);
+    rd_kafka_destroy(rk);
+}
+
 typedef struct {
     const char *bootstrap, *topic;
 } fill_t;
@@ -267,5 +281,7 @@ int main(int argc, char **argv)
     tpc_kafka_source_destroy(src);
     snprintf(sql, sizeof sql, "DROP TABLE %s", table);
     pg_exec(conninfo, sql);
+    delete_topic(bootstrap, in);
+    delete_topic(bootstrap, out);
     return 0;
 }
