@@ -7,8 +7,8 @@
  *   server (TWOPC_TEST_PG_CONNINFO);
  * - at-least-once runs there whatever pg.commit says;
  * - the write-ahead mode writes the very rows the prepared mode writes, in copy, insert, upsert and
- *   changelog mode (deletes and skips too; a serial column shows their order), in parts of 4 KiB,
- *   invisible until the checkpoint completes;
+ *   changelog mode (deletes and skips too; a serial column shows their order), into one table or
+ *   two, in parts of 4 KiB, invisible until the checkpoint completes;
  * - a second mover of a staged transaction waits for the first mover's transaction, then does
  *   nothing if it committed and moves the rows if it rolled back;
  * - kill -9 at random moments (start, recovery, writing ahead, committing, moving) and restarts
@@ -207,24 +207,60 @@ static tpc_error_t *mod10_changes(void *opaque, const tpc_record_t *r, tpc_pg_ro
     return mod10(opaque, r, row);
 }
 
+/* Two tables: each record's row into the first, and odd records a second row into the second;
+ * the rows as mod10_changes makes them when @opaque is not NULL, else as mod10. */
+static tpc_error_t *mod10_two(void *opaque, const tpc_record_t *r, tpc_pg_row_t *row)
+{
+    tpc_pg_encoder_t one = opaque ? mod10_changes : mod10;
+    tpc_error_t *err = one(opaque, r, row);
+    if (!err && key_of(r) % 2) {
+        tpc_pg_row_table(row, 1);
+        err = one(opaque, r, row);
+    }
+    return err;
+}
+
+/* @c's @name as one string of its rows in id order (malloc'd); the table is dropped. */
+static char *table_text(PGconn *c, const char *name)
+{
+    char sql[300];
+    snprintf(sql, sizeof sql,
+             "SELECT coalesce(string_agg(id || ':' || encode(k, 'hex') || ':' || v, ',' ORDER BY "
+             "id), '') FROM %s",
+             name);
+    PGresult *res = PQexec(c, sql);
+    ck_assert_int_eq(PQresultStatus(res), PGRES_TUPLES_OK);
+    char *out = strdup(PQgetvalue(res, 0, 0));
+    PQclear(res);
+    tpc_test_pg_exec(c, "DROP TABLE %s", name);
+    return out;
+}
+
 /* Three checkpoints into @c's table in @mode, committed as @commit; @returns the table's rows as
  * one string in id order (malloc'd). Parts of 4 KiB: several per checkpoint. */
-static char *rows_written(PGconn *c, const char *conninfo, const char *commit, const char *mode)
+static char *rows_written(PGconn *c, const char *conninfo, const char *commit, const char *mode,
+                          bool two)
 {
     bool changelog = strcmp(mode, "changelog") == 0;
     bool upsert = changelog || strcmp(mode, "upsert") == 0;
-    ck_assert(tpc_test_pg_exec(c, "CREATE TABLE %s (id bigserial, k bytea%s, v int8)", table,
-                               upsert ? " PRIMARY KEY" : ""));
+    char second[120], tables[240];
+    snprintf(second, sizeof second, "%s_b", table);
+    snprintf(tables, sizeof tables, "%s%s%s", table, two ? "," : "", two ? second : "");
+    for (int i = 0; i < 1 + two; i++)
+        ck_assert(tpc_test_pg_exec(c, "CREATE TABLE %s (id bigserial, k bytea%s, v int8)",
+                                   i ? second : table, upsert ? " PRIMARY KEY" : ""));
     tpc_txn_sink_t *sink = new_sink(conninfo, commit);
     const char *kv[][2] = {{"pg.mode", mode},
-                           {"pg.columns", "k,v"},
+                           {"pg.table", tables},
+                           {"pg.columns", two ? "k,v;k,v" : "k,v"},
                            {"pg.batch-size", "7"},
                            {"pg.copy-buffer", "4096"}};
     for (size_t i = 0; i < sizeof kv / sizeof *kv; i++)
         TPC_TEST_OK(tpc_txn_sink_set(sink, kv[i][0], kv[i][1]));
     if (upsert)
-        TPC_TEST_OK(tpc_txn_sink_set(sink, "pg.key-columns", "k"));
-    TPC_TEST_OK(tpc_pg_sink_set_encoder(sink, changelog ? mod10_changes : mod10, NULL));
+        TPC_TEST_OK(tpc_txn_sink_set(sink, "pg.key-columns", two ? "k;k" : "k"));
+    tpc_pg_encoder_t encoder = two ? mod10_two : changelog ? mod10_changes : mod10;
+    TPC_TEST_OK(tpc_pg_sink_set_encoder(sink, encoder, changelog ? (void *)sink : NULL));
     TPC_TEST_OK(tpc_test_txn_sub_start(&sub, sink, 0, NULL));
     write_range(0, 600);
     TPC_TEST_OK(tpc_test_txn_sub_snapshot(&sub, 1, NULL));
@@ -239,31 +275,37 @@ static char *rows_written(PGconn *c, const char *conninfo, const char *commit, c
     TPC_TEST_OK(tpc__txn_task_complete(sub.task, 3));
     tpc_test_txn_sub_close(&sub);
     tpc_txn_sink_destroy(sink);
-    char sql[300];
-    snprintf(sql, sizeof sql,
-             "SELECT string_agg(id || ':' || encode(k, 'hex') || ':' || v, ',' ORDER BY id) "
-             "FROM %s",
-             table);
-    PGresult *res = PQexec(c, sql);
-    ck_assert_int_eq(PQresultStatus(res), PGRES_TUPLES_OK);
-    char *out = strdup(PQgetvalue(res, 0, 0));
-    PQclear(res);
-    tpc_test_pg_exec(c, "DROP TABLE %s", table);
+    char *out = table_text(c, table);
+    if (two) {
+        char *b = table_text(c, second);
+        size_t len = strlen(out) + strlen(b) + 2;
+        out = realloc(out, len);
+        ck_assert_ptr_nonnull(out);
+        strcat(out, "|");
+        strcat(out, b);
+        free(b);
+    }
     return out;
 }
 
 START_TEST(test_write_ahead_writes_what_prepared_writes)
 {
     static const char *const modes[] = {"copy", "insert", "upsert", "changelog"};
+    size_t n = sizeof modes / sizeof *modes;
     PGconn *other = PQconnectdb(shared);
     ck_assert_int_eq(PQstatus(other), CONNECTION_OK);
-    for (size_t m = 0; m < sizeof modes / sizeof *modes; m++) {
-        char *prepared = rows_written(other, shared, "prepared", modes[m]);
-        char *ahead = rows_written(pg, noprep, "write-ahead", modes[m]);
+    for (size_t m = 0; m < 2 * n; m++) {
+        /* Each mode into one table, then copy and changelog into two. */
+        bool two = m >= n;
+        const char *mode = modes[m % n];
+        if (two && strcmp(mode, "copy") != 0 && strcmp(mode, "changelog") != 0)
+            continue;
+        char *prepared = rows_written(other, shared, "prepared", mode, two);
+        char *ahead = rows_written(pg, noprep, "write-ahead", mode, two);
         ck_assert_msg(strcmp(prepared, ahead) == 0,
-                      "%s mode: write-ahead wrote\n%.300s\nprepared\n%.300s", modes[m], ahead,
-                      prepared);
-        ck_assert_msg(strlen(ahead) > 60, "%s mode wrote almost nothing: %s", modes[m], ahead);
+                      "%s mode%s: write-ahead wrote\n%.300s\nprepared\n%.300s", mode,
+                      two ? ", two tables" : "", ahead, prepared);
+        ck_assert_msg(strlen(ahead) > 60, "%s mode wrote almost nothing: %s", mode, ahead);
         ck_assert_int_eq(staged(pg), 0);
         free(prepared);
         free(ahead);
