@@ -25,6 +25,7 @@
 #include "tpc_test_ops.h"
 #include "tpc_test_pg.h"
 
+#include <math.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -68,6 +69,27 @@ static double wait_for(const char *q, double above)
     printf("%-78s %g\n", q, v);
     fflush(stdout);
     return v;
+}
+
+/* The runtime's hook for checkpoint writes (runtime/storage.c): the next write takes 3 s. */
+extern tpc_error_t *(*tpc__checkpoint_write_fault)(uint64_t id);
+static atomic_int slow_writes;
+
+static tpc_error_t *slow_write(uint64_t id)
+{
+    (void)id;
+    if (atomic_exchange(&slow_writes, 0))
+        sleep(3);
+    return NULL;
+}
+
+/* The value of the sample in @text that starts with @prefix (name and labels), or -1. */
+static double sample_of(const char *text, const char *prefix)
+{
+    for (const char *l = text; l && *l; l = strchr(l, '\n') ? strchr(l, '\n') + 1 : NULL)
+        if (strncmp(l, prefix, strlen(prefix)) == 0 && l[strlen(prefix)] == ' ')
+            return strtod(l + strlen(prefix) + 1, NULL);
+    return -1;
 }
 
 /* Run @cmd (which ends with `echo rc=$?`), print what it says: true when it exited 0. */
@@ -201,22 +223,26 @@ START_TEST(test_prometheus_scrapes_the_job)
         char why[256];
         ck_assert_msg(tpc_test_metrics_doc_check(body, why, sizeof why), "%s", why);
     }
-    for (const char *l = body; l && *l; l = strchr(l, '\n') ? strchr(l, '\n') + 1 : NULL) {
-        double a, left;
-        const char *t =
-            "twopc_sink_oldest_pending_transaction_timeout_remaining_seconds{sink=\"kafka\"} ";
-        if (strncmp(l, t, strlen(t)) == 0) {
-            /* One reading of the clock: age and time left add up to the timeout. */
-            left = strtod(l + strlen(t), NULL);
-            const char *agel =
-                strstr(body, "twopc_sink_oldest_pending_transaction_age_seconds{sink=\"kafka\"} ");
-            ck_assert_ptr_nonnull(agel);
-            a = strtod(strchr(agel, ' ') + 1, NULL);
-            printf("a pending Kafka transaction: %.3f s old, %.3f s left\n", a, left);
-            ck_assert_msg(a > 0 && a + left > 59.99 && a + left < 60.01, "age %g, left %g", a,
-                          left);
-        }
+    /* A slow disk: one checkpoint write takes 3 s, so the Kafka sink's transactions of that
+     * checkpoint wait for their commit; meanwhile the oldest ages, and age and time left (read
+     * from one clock reading) add up to the broker's timeout. */
+    atomic_store(&slow_writes, 1);
+    tpc__checkpoint_write_fault = slow_write;
+    double a = 0, left = -1;
+    for (int i = 0; i < 500 && a < 2; i++) {
+        usleep(10 * 1000);
+        ck_assert_int_eq(tpc_test_http_get(port, "/metrics", body, sizeof body), 200);
+        a = sample_of(body, "twopc_sink_oldest_pending_transaction_age_seconds{sink=\"kafka\"}");
+        left = sample_of(
+            body,
+            "twopc_sink_oldest_pending_transaction_timeout_remaining_seconds{sink=\"kafka\"}");
     }
+    printf("while a checkpoint write takes 3 s: the oldest pending Kafka transaction is %.3f s "
+           "old, %.3f s left\n",
+           a, left);
+    ck_assert_msg(a >= 2 && a < 30 && fabs(a + left - 60) < 0.002, "age %g, left %g", a, left);
+    ck_assert(sample_of(body, "twopc_sink_pending_transactions{sink=\"kafka\"}") >= 1);
+    tpc__checkpoint_write_fault = NULL;
     snprintf(cmd, sizeof cmd, "%s/scrape.txt", pdir);
     FILE *out = fopen(cmd, "w");
     ck_assert_ptr_nonnull(out);
