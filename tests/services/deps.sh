@@ -61,7 +61,8 @@ fi
 echo "deps.sh: installing ${missing[*]}" >&2
 export DEBIAN_FRONTEND=noninteractive
 apt-get update -q >&2
-# Prometheus without what it recommends (node exporter services): the metrics test starts it itself.
+# Prometheus without what it recommends (node exporter services): the metrics test starts it itself,
+# and runs the package's promtool on the job's page and on docs/prometheus/'s alert rules.
 plain=() bare=()
 for pkg in "${missing[@]}"; do
     if [ "$pkg" = prometheus ]; then bare+=("$pkg"); else plain+=("$pkg"); fi
