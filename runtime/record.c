@@ -12,28 +12,34 @@
  * id before any task opens: the checkpoints before it belong to the state the job gave up, whose
  * transactions the new start aborts, so no later restore may go back to them.
  *
+ * The owner epoch says which process holds the checkpoints when a job runs as units on several
+ * processes: a process that takes a unit over raises it by compare-and-set (tpc__record_claim()),
+ * and an older owner, a zombie that resumes after the take-over, can then no longer write the
+ * record, so it fails before it tells any sink that a checkpoint completed (docs/model.md,
+ * "Owners of a unit"). Without owners the epoch is 0 and the record keeps its version 2 layout.
+ *
  * Layout: magic "TPCDONE1", u32 version, job name (u32 length + bytes), u64 newest, u64 first
- * (version 2), u32 vertex count, then per vertex its name and u32 highest parallelism, then a
- * SHA-256 of all before it. Integers are encoded as in the checkpoint files (docs/architecture.md).
+ * (version 2), u64 owner epoch (version 3), u32 vertex count, then per vertex its name and u32
+ * highest parallelism, then a SHA-256 of all before it. Integers are encoded as in the checkpoint
+ * files (docs/architecture.md). The record lives in the checkpoint storage (store.c) as
+ * "completed".
  */
 #include "runtime_internal.h"
 
 #include <errno.h>
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #define RECORD_MAGIC   "TPCDONE1"
-#define RECORD_VERSION 2u /* 1 had no first id */
+#define RECORD_VERSION 3u /* 1 had no first id, 2 no owner epoch */
 #define RECORD_NAME    "completed"
 #define DIGEST         32
 
 static char *record_path(const char *dir)
 {
-    size_t n = strlen(dir) + sizeof RECORD_NAME + 2;
-    char *p = tpc__xmalloc(n);
-    snprintf(p, n, "%s/%s", dir, RECORD_NAME);
-    return p;
+    return tpc__store_folder_path(dir, RECORD_NAME);
 }
 
 void tpc__record_free(tpc__record_t *rec)
@@ -43,6 +49,7 @@ void tpc__record_free(tpc__record_t *rec)
     free(rec->names);
     free(rec->highest);
     free(rec->job_name);
+    free(rec->version);
     *rec = (tpc__record_t){0};
 }
 
@@ -76,6 +83,7 @@ tpc_error_t *tpc__record_decode(const char *path, const uint8_t *p, size_t len, 
     out->job_name = tpc__rd_string(&r);
     out->newest = tpc__rd_u64(&r);
     out->first = version >= 2 ? tpc__rd_u64(&r) : 0;
+    out->owner_epoch = version >= 3 ? tpc__rd_u64(&r) : 0;
     uint32_t nv = tpc__rd_u32(&r);
     if (r.bad || nv > (r.len - r.off) / 8)
         goto bad;
@@ -101,44 +109,109 @@ tpc_error_t *tpc__record_read(const char *dir, tpc__record_t *out, bool *found)
 {
     *out = (tpc__record_t){0};
     *found = false;
-    char *path = record_path(dir);
-    uint8_t *p;
-    size_t len;
-    int errnum;
-    tpc_error_t *err = tpc__file_read(path, &p, &len, &errnum);
-    if (err && errnum == ENOENT) {
-        tpc_error_destroy(err);
-        err = NULL; /* no record: a new folder, or one of an older version */
-    } else if (!err) {
+    tpc__store_folder_t f;
+    tpc__store_folder_init(&f, dir);
+    uint8_t *p = NULL;
+    size_t len = 0;
+    char *version = NULL;
+    bool there;
+    /* no record: a new folder, or one of an older version */
+    tpc_error_t *err = f.base.ops->get(&f.base, RECORD_NAME, &p, &len, &version, &there);
+    if (!err && there) {
+        char *path = record_path(dir);
         err = tpc__record_decode(path, p, len, out);
+        free(path);
         *found = !err;
+        if (!err) {
+            out->version = version;
+            version = NULL;
+        }
     }
+    free(version);
     free(p);
-    free(path);
+    return err;
+}
+
+static void encode(const tpc__record_t *rec, tpc__buf_t *b)
+{
+    tpc__buf_put(b, RECORD_MAGIC, 8);
+    tpc__buf_put_u32(b, rec->owner_epoch ? 3u : 2u);
+    tpc__buf_put_bytes(b, rec->job_name, strlen(rec->job_name));
+    tpc__buf_put_u64(b, rec->newest);
+    tpc__buf_put_u64(b, rec->first);
+    if (rec->owner_epoch)
+        tpc__buf_put_u64(b, rec->owner_epoch);
+    tpc__buf_put_u32(b, (uint32_t)rec->nvertices);
+    for (int v = 0; v < rec->nvertices; v++) {
+        tpc__buf_put_bytes(b, rec->names[v], strlen(rec->names[v]));
+        tpc__buf_put_u32(b, (uint32_t)rec->highest[v]);
+    }
+    uint8_t digest[DIGEST];
+    tpc__sha256(b->data, b->len, digest);
+    tpc__buf_put(b, digest, DIGEST);
+}
+
+static tpc_error_t *fenced(const char *dir, const char *what)
+{
+    return tpc_error_hint(
+        tpc_error_new(TPC_ERR_FENCED, TPC_ERROR_FATAL,
+                      "the completion record in \"%s\" %s: another owner has taken the job's "
+                      "checkpoints over, and this process must not tell any sink that a "
+                      "checkpoint completed",
+                      dir, what),
+        "stop this process; the job runs on in the owner that took it over");
+}
+
+tpc_error_t *tpc__record_swap(const char *dir, const tpc__record_t *rec, const char *expected,
+                              char **version)
+{
+    tpc__buf_t b = {0};
+    encode(rec, &b);
+    tpc__store_folder_t f;
+    tpc__store_folder_init(&f, dir);
+    bool stale = false;
+    tpc_error_t *err =
+        f.base.ops->swap(&f.base, RECORD_NAME, expected, b.data, b.len, &stale, version);
+    tpc__buf_free(&b);
+    if (!err && stale)
+        err = fenced(dir, expected == TPC__STORE_ABSENT ? "was created by another process"
+                                                        : "changed since this process read it");
     return err;
 }
 
 tpc_error_t *tpc__record_write(const char *dir, const tpc__record_t *rec)
 {
-    tpc__buf_t b = {0};
-    tpc__buf_put(&b, RECORD_MAGIC, 8);
-    tpc__buf_put_u32(&b, RECORD_VERSION);
-    tpc__buf_put_bytes(&b, rec->job_name, strlen(rec->job_name));
-    tpc__buf_put_u64(&b, rec->newest);
-    tpc__buf_put_u64(&b, rec->first);
-    tpc__buf_put_u32(&b, (uint32_t)rec->nvertices);
-    for (int v = 0; v < rec->nvertices; v++) {
-        tpc__buf_put_bytes(&b, rec->names[v], strlen(rec->names[v]));
-        tpc__buf_put_u32(&b, (uint32_t)rec->highest[v]);
+    return tpc__record_swap(dir, rec, TPC__STORE_ANY, NULL);
+}
+
+tpc_error_t *tpc__record_claim(const char *dir, const char *job, uint64_t epoch, tpc__record_t *out)
+{
+    for (;;) {
+        bool found;
+        tpc_error_t *err = tpc__record_read(dir, out, &found);
+        if (err)
+            return err;
+        if (found && out->owner_epoch >= epoch) {
+            char what[96];
+            snprintf(what, sizeof what, "holds owner epoch %" PRIu64 ", not older than %" PRIu64,
+                     out->owner_epoch, epoch);
+            tpc__record_free(out);
+            return fenced(dir, what);
+        }
+        if (!found)
+            out->job_name = tpc__xstrdup(job);
+        char *expected = out->version; /* NULL when there is none: TPC__STORE_ABSENT */
+        out->version = NULL;
+        out->owner_epoch = epoch;
+        err = tpc__record_swap(dir, out, expected, &out->version);
+        free(expected);
+        if (!err)
+            return NULL;
+        tpc__record_free(out);
+        if (tpc_error_code(err) != TPC_ERR_FENCED)
+            return err;
+        tpc_error_destroy(err); /* another writer came first: read again */
     }
-    uint8_t digest[DIGEST];
-    tpc__sha256(b.data, b.len, digest);
-    tpc__buf_put(&b, digest, DIGEST);
-    char *path = record_path(dir);
-    tpc_error_t *err = tpc__file_replace(dir, path, b.data, b.len);
-    free(path);
-    tpc__buf_free(&b);
-    return err;
 }
 
 int tpc__record_highest(const tpc__record_t *rec, const char *name)

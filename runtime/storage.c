@@ -1,10 +1,9 @@
 /*
  * Durable checkpoint files. A checkpoint is one file, `chk-<id>` (or `savepoint-<id>`), holding
  * the metadata (job, vertices, which subtasks had closed or finished) and every subtask's state,
- * followed by a SHA-256 of everything before it. It is written to a temporary name of its own,
- * fsynced, linked into place (never over an existing file: that one was written by another
- * instance of the job) and the directory fsynced, so a crash leaves either the old set of files or
- * the new one. Readers verify the checksum and the structure; a torn or corrupt file is an error
+ * followed by a SHA-256 of everything before it. It is put into the checkpoint storage (store.c)
+ * create-only, whole or not at all: an existing file of that name was written by another instance
+ * of the job. Readers verify the checksum and the structure; a torn or corrupt file is an error
  * that recovery reports and skips. The layout is described in docs/architecture.md.
  */
 #include "runtime_internal.h"
@@ -210,55 +209,6 @@ static tpc_error_t *io_error(const char *what, const char *path)
                           "check that \"checkpoint.dir\" is writable and the disk is not full");
 }
 
-static tpc_error_t *fsync_dir(const char *dir)
-{
-    int fd = open(dir, O_RDONLY | O_DIRECTORY);
-    if (fd < 0)
-        return io_error("open directory", dir);
-    int rc = fsync(fd);
-    close(fd);
-    return rc ? io_error("fsync directory", dir) : NULL;
-}
-
-static tpc_error_t *write_all(int fd, const uint8_t *p, size_t n, const char *path)
-{
-    while (n) {
-        ssize_t w = write(fd, p, n);
-        if (w < 0 && errno == EINTR)
-            continue;
-        if (w < 0)
-            return io_error("write", path);
-        p += w;
-        n -= (size_t)w;
-    }
-    return NULL;
-}
-
-tpc_error_t *tpc__file_replace(const char *dir, const char *path, const uint8_t *p, size_t n)
-{
-    size_t cap = strlen(path) + 64;
-    char *tmp = tpc__xmalloc(cap);
-    snprintf(tmp, cap, "%s.%ld.tmp", path, (long)getpid());
-    tpc_error_t *err = NULL;
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (fd < 0) {
-        err = io_error("create", tmp);
-    } else {
-        err = write_all(fd, p, n, tmp);
-        if (!err && fsync(fd) != 0)
-            err = io_error("fsync", tmp);
-        close(fd);
-        if (!err && rename(tmp, path) != 0)
-            err = io_error("rename", tmp);
-        if (!err)
-            err = fsync_dir(dir);
-        if (err)
-            unlink(tmp);
-    }
-    free(tmp);
-    return err;
-}
-
 void tpc__checkpoint_dir_clean(const char *dir)
 {
     DIR *d = opendir(dir);
@@ -334,36 +284,6 @@ static tpc_error_t *taken(const char *path)
                             path);
 }
 
-/* Put the finished temporary file in place unless a file of that name exists. link() refuses to
- * replace; where the file system has no hard links, a check and rename() have to do. */
-static tpc_error_t *put_in_place(const char *dir, const char *tmp, const char *path)
-{
-    if (link(tmp, path) == 0) {
-        unlink(tmp);
-        return NULL;
-    }
-    int link_errno = errno;
-    if (link_errno == EEXIST) {
-        /* Over NFS a retransmitted link() can report EEXIST for a link it made. */
-        struct stat a, b;
-        if (stat(tmp, &a) == 0 && stat(path, &b) == 0 && a.st_dev == b.st_dev &&
-            a.st_ino == b.st_ino) {
-            unlink(tmp);
-            return NULL;
-        }
-        return taken(path);
-    }
-    if (link_errno == ENOENT && access(dir, F_OK) == 0) /* someone else cleans this directory */
-        return tpc_error_prefix(tpc__checkpoint_other_writer(),
-                                "\"%s\" was removed while it was written", tmp);
-    errno = link_errno;
-    if (errno != EPERM && errno != ENOTSUP && errno != EOPNOTSUPP && errno != ENOSYS)
-        return io_error("link", tmp);
-    if (access(path, F_OK) == 0)
-        return taken(path);
-    return rename(tmp, path) == 0 ? NULL : io_error("rename", tmp);
-}
-
 tpc_error_t *tpc__checkpoint_write(const char *dir, const tpc__checkpoint_t *c, char **path_out)
 {
     if (tpc__checkpoint_write_fault) {
@@ -373,33 +293,18 @@ tpc_error_t *tpc__checkpoint_write(const char *dir, const tpc__checkpoint_t *c, 
     }
     tpc__buf_t b = {0};
     encode(c, &b);
-    size_t n = strlen(dir) + 128;
-    char *tmp = tpc__xmalloc(n), *path = tpc__xmalloc(n);
-    const char *kind = c->savepoint ? "savepoint" : "chk";
-    /* A name no other writer uses, even another instance that took the same checkpoint id. */
-    snprintf(tmp, n, "%s/.%s-%020" PRIu64 ".%ld-%" PRIu64 ".tmp", dir, kind, c->id, (long)getpid(),
-             tpc__now_us());
-    snprintf(path, n, "%s/%s-%020" PRIu64, dir, kind, c->id);
-    tpc_error_t *err = NULL;
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-    if (fd < 0) {
-        err = io_error("create", tmp);
-    } else {
-        err = write_all(fd, b.data, b.len, tmp);
-        if (!err && fsync(fd) != 0)
-            err = io_error("fsync", tmp);
-        close(fd);
-        if (!err)
-            err = check_newest(dir, c->id);
-        if (!err)
-            err = put_in_place(dir, tmp, path);
-        if (!err)
-            err = fsync_dir(dir);
-        if (err)
-            unlink(tmp);
-    }
+    char name[64];
+    snprintf(name, sizeof name, "%s-%020" PRIu64, c->savepoint ? "savepoint" : "chk", c->id);
+    char *path = tpc__store_folder_path(dir, name);
+    tpc__store_folder_t f;
+    tpc__store_folder_init(&f, dir);
+    bool exists = false;
+    tpc_error_t *err = check_newest(dir, c->id);
+    if (!err)
+        err = f.base.ops->put_new(&f.base, name, b.data, b.len, &exists);
+    if (!err && exists)
+        err = taken(path);
     tpc__buf_free(&b);
-    free(tmp);
     if (err) {
         free(path);
         return err;
@@ -471,31 +376,28 @@ tpc_error_t *tpc__checkpoint_list(const char *dir, tpc__checkpoint_file_t **file
 {
     *files = NULL;
     *n = 0;
-    DIR *d = opendir(dir);
-    if (!d) {
-        if (errno == ENOENT)
-            return NULL;
-        return io_error("open directory", dir);
-    }
+    tpc__store_folder_t f;
+    tpc__store_folder_init(&f, dir);
+    char **names;
+    size_t nn;
+    tpc_error_t *err = f.base.ops->list(&f.base, "", &names, &nn);
+    if (err)
+        return err;
     size_t cap = 0;
-    struct dirent *e;
-    while ((e = readdir(d))) {
+    for (size_t i = 0; i < nn; i++) {
         uint64_t id;
         bool sp;
         char tail;
-        if (sscanf(e->d_name, "chk-%" SCNu64 "%c", &id, &tail) == 1)
+        if (sscanf(names[i], "chk-%" SCNu64 "%c", &id, &tail) == 1)
             sp = false;
-        else if (sscanf(e->d_name, "savepoint-%" SCNu64 "%c", &id, &tail) == 1)
+        else if (sscanf(names[i], "savepoint-%" SCNu64 "%c", &id, &tail) == 1)
             sp = true;
         else
             continue;
         tpc__xgrow(files, &cap, *n + 1, sizeof **files);
-        size_t len = strlen(dir) + strlen(e->d_name) + 2;
-        char *path = tpc__xmalloc(len);
-        snprintf(path, len, "%s/%s", dir, e->d_name);
-        (*files)[(*n)++] = (tpc__checkpoint_file_t){id, sp, path};
+        (*files)[(*n)++] = (tpc__checkpoint_file_t){id, sp, tpc__store_folder_path(dir, names[i])};
     }
-    closedir(d);
+    tpc__store_names_free(names, nn);
     if (*n)
         qsort(*files, *n, sizeof(**files), by_id_desc);
     return NULL;
@@ -517,12 +419,16 @@ void tpc__checkpoint_retain(const char *dir, int retained)
         tpc_error_destroy(err);
         return;
     }
+    tpc__store_folder_t f;
+    tpc__store_folder_init(&f, dir);
     int kept = 0;
     for (size_t i = 0; i < n; i++) {
         if (files[i].savepoint)
             continue;
-        if (kept++ >= retained)
-            unlink(files[i].path);
+        if (kept++ < retained)
+            continue;
+        const char *name = strrchr(files[i].path, '/');
+        tpc_error_destroy(f.base.ops->remove(&f.base, name ? name + 1 : files[i].path));
     }
     tpc__checkpoint_files_free(files, n);
 }

@@ -1,0 +1,334 @@
+/*
+ * Checkpoint storage, the promises every backend keeps (runtime_internal.h, "checkpoint
+ * storage"), checked through the interface alone so that each backend runs the same cases (here:
+ * the local folder): a second create of a name is refused and leaves the first object as it was;
+ * a compare-and-set against a stale version is refused and writes nothing, and of several
+ * processes that race with the same version exactly one wins; listing shows the objects of a
+ * prefix and nothing being written; kill -9 during a write leaves no partial object. Then the
+ * completion record's owner epoch: a take-over raises it by compare-and-set, an older owner can no
+ * longer write the record, and without owners the record keeps its version 2 layout.
+ */
+#include "runtime_internal.h"
+#include "tpc_test_check.h"
+#include "tpc_test_ops.h"
+
+#include <check.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+typedef struct {
+    tpc__store_folder_t folder;
+    tpc__store_t *s;
+    char *dir;
+} fixture_t;
+
+static void open_store(fixture_t *f, const char *tag)
+{
+    f->dir = tpc_test_tmpdir(tag);
+    tpc__store_folder_init(&f->folder, f->dir);
+    f->s = &f->folder.base;
+}
+
+static void close_store(fixture_t *f)
+{
+    tpc_test_rmdir(f->dir);
+    free(f->dir);
+}
+
+/* The object's contents as a string ("" when missing), and its version (free both). */
+static char *get_str(tpc__store_t *s, const char *name, char **version)
+{
+    uint8_t *p = NULL;
+    size_t n = 0;
+    bool found;
+    TPC_TEST_OK(s->ops->get(s, name, &p, &n, version, &found));
+    char *str = tpc__xmalloc(n + 1);
+    if (found)
+        memcpy(str, p, n);
+    str[found ? n : 0] = 0;
+    free(p);
+    return str;
+}
+
+static bool put_new(tpc__store_t *s, const char *name, const char *text)
+{
+    bool exists = true;
+    TPC_TEST_OK(s->ops->put_new(s, name, (const uint8_t *)text, strlen(text), &exists));
+    return !exists;
+}
+
+/* compare-and-set; true when it was written */
+static bool swap(tpc__store_t *s, const char *name, const char *expected, const char *text,
+                 char **version)
+{
+    bool stale = true;
+    TPC_TEST_OK(
+        s->ops->swap(s, name, expected, (const uint8_t *)text, strlen(text), &stale, version));
+    return !stale;
+}
+
+START_TEST(test_create_only)
+{
+    fixture_t f;
+    open_store(&f, "store-create");
+    ck_assert_msg(put_new(f.s, "chk-1", "first"), "a first create must succeed");
+    ck_assert_msg(!put_new(f.s, "chk-1", "second"), "a second create of chk-1 was not refused");
+    char *v = NULL, *got = get_str(f.s, "chk-1", &v);
+    ck_assert_str_eq(got, "first");
+    ck_assert_ptr_nonnull(v);
+    free(got);
+    free(v);
+    got = get_str(f.s, "chk-2", &v);
+    ck_assert_msg(got[0] == 0 && v == NULL, "a missing object must read as not found");
+    free(got);
+    close_store(&f);
+}
+END_TEST
+
+START_TEST(test_compare_and_set)
+{
+    fixture_t f;
+    open_store(&f, "store-cas");
+    char *v1 = NULL, *v2 = NULL, *v3 = NULL, *now = NULL;
+    ck_assert(swap(f.s, "completed", TPC__STORE_ABSENT, "one", &v1));
+    ck_assert_ptr_nonnull(v1);
+    ck_assert_msg(!swap(f.s, "completed", TPC__STORE_ABSENT, "again", NULL),
+                  "create-if-absent of an existing object was not refused");
+    ck_assert(swap(f.s, "completed", v1, "two", &v2));
+    ck_assert_str_ne(v1, v2);
+    ck_assert_msg(!swap(f.s, "completed", v1, "stale", NULL),
+                  "a compare-and-set against a stale version was not refused");
+    char *got = get_str(f.s, "completed", &now);
+    ck_assert_str_eq(got, "two");
+    ck_assert_str_eq(now, v2);
+    free(got);
+    free(now);
+    ck_assert(swap(f.s, "completed", TPC__STORE_ANY, "three", &v3));
+    ck_assert_msg(!swap(f.s, "completed", v2, "stale", NULL), "the version must change");
+    TPC_TEST_OK(f.s->ops->remove(f.s, "completed"));
+    ck_assert_msg(!swap(f.s, "completed", v3, "gone", NULL),
+                  "a compare-and-set of a removed object must be refused");
+    free(v1);
+    free(v2);
+    free(v3);
+    close_store(&f);
+}
+END_TEST
+
+/* Several processes race to replace the same version: exactly one may win, every round. */
+START_TEST(test_compare_and_set_race)
+{
+    fixture_t f;
+    open_store(&f, "store-race");
+    char *v = NULL;
+    ck_assert(swap(f.s, "completed", TPC__STORE_ABSENT, "round 0", &v));
+    enum { RACERS = 6, ROUNDS = 15 };
+    for (int round = 1; round <= ROUNDS; round++) {
+        pid_t pids[RACERS];
+        for (int i = 0; i < RACERS; i++) {
+            pids[i] = fork();
+            ck_assert_int_ge(pids[i], 0);
+            if (pids[i] == 0) {
+                char text[64];
+                snprintf(text, sizeof text, "round %d racer %d", round, i);
+                bool stale = true;
+                tpc_error_t *err = f.s->ops->swap(f.s, "completed", v, (const uint8_t *)text,
+                                                  strlen(text), &stale, NULL);
+                _exit(err ? 2 : stale ? 1 : 0);
+            }
+        }
+        int won = 0;
+        for (int i = 0; i < RACERS; i++) {
+            int st;
+            ck_assert_int_eq(waitpid(pids[i], &st, 0), pids[i]);
+            ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) < 2, "a racer failed with an error");
+            won += WEXITSTATUS(st) == 0;
+        }
+        ck_assert_msg(won == 1, "round %d: %d processes replaced the same version", round, won);
+        free(v);
+        free(get_str(f.s, "completed", &v));
+    }
+    free(v);
+    close_store(&f);
+}
+END_TEST
+
+static bool has(char **names, size_t n, const char *name)
+{
+    for (size_t i = 0; i < n; i++)
+        if (strcmp(names[i], name) == 0)
+            return true;
+    return false;
+}
+
+START_TEST(test_list_and_remove)
+{
+    fixture_t f;
+    open_store(&f, "store-list");
+    ck_assert(put_new(f.s, "chk-1", "a"));
+    ck_assert(put_new(f.s, "chk-2", "b"));
+    ck_assert(put_new(f.s, "savepoint-3", "c"));
+    ck_assert(swap(f.s, "completed", TPC__STORE_ABSENT, "r", NULL));
+    char **names;
+    size_t n;
+    TPC_TEST_OK(f.s->ops->list(f.s, "chk-", &names, &n));
+    ck_assert_uint_eq(n, 2);
+    ck_assert(has(names, n, "chk-1") && has(names, n, "chk-2"));
+    tpc__store_names_free(names, n);
+    TPC_TEST_OK(f.s->ops->list(f.s, "", &names, &n));
+    ck_assert_msg(n == 4, "%zu objects listed, not 4 (lock or temporary files listed?)", n);
+    tpc__store_names_free(names, n);
+    TPC_TEST_OK(f.s->ops->remove(f.s, "chk-1"));
+    TPC_TEST_OK(f.s->ops->remove(f.s, "chk-1")); /* gone already: no error */
+    TPC_TEST_OK(f.s->ops->list(f.s, "chk-", &names, &n));
+    ck_assert_uint_eq(n, 1);
+    ck_assert(has(names, n, "chk-2"));
+    tpc__store_names_free(names, n);
+    close_store(&f);
+}
+END_TEST
+
+/* kill -9 of a process while it writes a large object: afterwards the object is absent or whole,
+ * never partial, and nothing of the write is listed. */
+START_TEST(test_kill_during_write)
+{
+    fixture_t f;
+    open_store(&f, "store-kill");
+    size_t big = 48u << 20;
+    uint8_t *data = tpc__xmalloc(big);
+    for (size_t i = 0; i < big; i++)
+        data[i] = (uint8_t)(i * 7 + 3);
+    int partial_kills = 0;
+    for (int round = 0; round < 3; round++) {
+        char name[32];
+        snprintf(name, sizeof name, "chk-%d", round + 1);
+        pid_t pid = fork();
+        ck_assert_int_ge(pid, 0);
+        if (pid == 0) {
+            bool exists;
+            tpc_error_t *err = f.s->ops->put_new(f.s, name, data, big, &exists);
+            _exit(err ? 2 : 0);
+        }
+        /* kill it once its write is under way: after 0, 20 or 60 ms */
+        usleep((useconds_t)(round * round * 20000 + 1000));
+        kill(pid, SIGKILL);
+        int st;
+        ck_assert_int_eq(waitpid(pid, &st, 0), pid);
+        partial_kills += WIFSIGNALED(st);
+        uint8_t *p = NULL;
+        size_t n = 0;
+        bool found;
+        TPC_TEST_OK(f.s->ops->get(f.s, name, &p, &n, NULL, &found));
+        ck_assert_msg(!found || (n == big && memcmp(p, data, big) == 0),
+                      "%s is visible but not whole (%zu of %zu bytes) after kill -9", name, n, big);
+        free(p);
+        char **names;
+        size_t nn;
+        TPC_TEST_OK(f.s->ops->list(f.s, "", &names, &nn));
+        ck_assert_msg(nn <= (size_t)round + 1, "a write in flight is listed");
+        tpc__store_names_free(names, nn);
+    }
+    ck_assert_msg(partial_kills > 0, "no write was killed while under way: the test saw nothing");
+    free(data);
+    close_store(&f);
+}
+END_TEST
+
+START_TEST(test_record_owner_epoch)
+{
+    char *dir = tpc_test_tmpdir("record-epoch");
+    tpc__record_t a, b, rec;
+    bool found;
+    TPC_TEST_OK(tpc__record_claim(dir, "j", 1, &a));
+    ck_assert_uint_eq(a.owner_epoch, 1);
+    ck_assert_ptr_nonnull(a.version);
+    TPC_TEST_OK(tpc__record_read(dir, &rec, &found));
+    ck_assert(found);
+    ck_assert_uint_eq(rec.owner_epoch, 1);
+    ck_assert_str_eq(rec.job_name, "j");
+    tpc__record_free(&rec);
+
+    /* the owner of epoch 1 completes checkpoint 4 against the version it holds */
+    a.newest = 4;
+    char *v = NULL;
+    TPC_TEST_OK(tpc__record_swap(dir, &a, a.version, &v));
+    free(a.version);
+    a.version = v;
+
+    /* an equal or older epoch is refused; a newer one takes over from what is there */
+    tpc_error_t *err = tpc__record_claim(dir, "j", 1, &b);
+    ck_assert_ptr_nonnull(err);
+    ck_assert_int_eq(tpc_error_code(err), TPC_ERR_FENCED);
+    tpc_error_destroy(err);
+    TPC_TEST_OK(tpc__record_claim(dir, "j", 2, &b));
+    ck_assert_uint_eq(b.owner_epoch, 2);
+    ck_assert_uint_eq(b.newest, 4);
+
+    /* the zombie of epoch 1 completes checkpoint 5: refused, the record is untouched */
+    a.newest = 5;
+    err = tpc__record_swap(dir, &a, a.version, NULL);
+    ck_assert_ptr_nonnull(err);
+    ck_assert_int_eq(tpc_error_code(err), TPC_ERR_FENCED);
+    ck_assert_msg(strstr(tpc_error_message(err), "another owner"), "%s", tpc_error_message(err));
+    tpc_error_destroy(err);
+    TPC_TEST_OK(tpc__record_read(dir, &rec, &found));
+    ck_assert_uint_eq(rec.owner_epoch, 2);
+    ck_assert_uint_eq(rec.newest, 4);
+    tpc__record_free(&rec);
+    tpc__record_free(&a);
+    tpc__record_free(&b);
+    tpc_test_rmdir(dir);
+    free(dir);
+}
+END_TEST
+
+/* Without owners the record is written as before: version 2, no epoch, readable by older
+ * versions of the library. */
+START_TEST(test_record_without_owner_keeps_layout)
+{
+    char *dir = tpc_test_tmpdir("record-v2");
+    tpc__record_t rec = {.job_name = "j", .newest = 7, .first = 3};
+    TPC_TEST_OK(tpc__record_write(dir, &rec));
+    char *path = tpc__store_folder_path(dir, "completed");
+    uint8_t *p;
+    size_t n;
+    int errnum;
+    TPC_TEST_OK(tpc__file_read(path, &p, &n, &errnum));
+    ck_assert_uint_eq(n, 8 + 4 + 4 + 1 + 8 + 8 + 4 + 32);
+    ck_assert_int_eq(memcmp(p, "TPCDONE1\2\0\0\0", 12), 0);
+    free(p);
+    free(path);
+    tpc__record_t back;
+    bool found;
+    TPC_TEST_OK(tpc__record_read(dir, &back, &found));
+    ck_assert(found && back.newest == 7 && back.first == 3 && back.owner_epoch == 0);
+    tpc__record_free(&back);
+    tpc_test_rmdir(dir);
+    free(dir);
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("storage");
+    TCase *tc = tcase_create("folder");
+    tcase_set_timeout(tc, 120);
+    tcase_add_test(tc, test_create_only);
+    tcase_add_test(tc, test_compare_and_set);
+    tcase_add_test(tc, test_compare_and_set_race);
+    tcase_add_test(tc, test_list_and_remove);
+    tcase_add_test(tc, test_kill_during_write);
+    tcase_add_test(tc, test_record_owner_epoch);
+    tcase_add_test(tc, test_record_without_owner_keeps_layout);
+    suite_add_tcase(s, tc);
+    SRunner *sr = srunner_create(s);
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? 1 : 0;
+}
