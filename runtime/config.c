@@ -552,7 +552,10 @@ tpc_error_t *tpc_config_check_used(const tpc_config_t *cfg)
         return NULL;
     for (size_t i = 0; i < cfg->n; i++) {
         const entry_t *e = &cfg->entries[i];
-        if (e->used || (e->env && !e->section))
+        /* A job-level variable is another program's unless it reads like a job key. */
+        const tpc_props_t *job[] = {tpc_job_properties()};
+        if (e->used || (e->env && !e->section &&
+                        (was_applied(cfg, "job") || !looks_like_job_key(job, 1, e->key))))
             continue;
         char names[1024];
         size_t len = 0;
@@ -566,10 +569,13 @@ tpc_error_t *tpc_config_check_used(const tpc_config_t *cfg)
                               e->origin, e->key, e->section),
                 "configuring \"%s\" stopped at an error before this key", e->section);
         tpc_error_t *err =
-            e->env ? tpc_error_new(TPC_ERR_CONFIG, TPC_ERROR_FATAL,
-                                   "%s: no component of the program is named \"%s\" in "
-                                   "the environment's upper case",
-                                   e->origin, e->section)
+            e->env && !e->section
+                ? tpc_error_new(TPC_ERR_CONFIG, TPC_ERROR_FATAL,
+                                "%s: the program configures no job from the environment", e->origin)
+            : e->env ? tpc_error_new(TPC_ERR_CONFIG, TPC_ERROR_FATAL,
+                                     "%s: no component of the program is named \"%s\" in "
+                                     "the environment's upper case",
+                                     e->origin, e->section)
             : e->section
                 ? tpc_error_new(TPC_ERR_CONFIG, TPC_ERROR_FATAL,
                                 "%s: \"%s\" of [%s]: no component of the program is named \"%s\"",

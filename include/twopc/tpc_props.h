@@ -233,9 +233,10 @@ TPC_API const char *tpc_config_get(const tpc_config_t *cfg, const char *name, co
                                    const char **origin);
 
 /**
- * @brief After the program configured every component: refuse a key of the file or a
- * `TWOPC_<NAME>__<KEY>` variable that no component took (a misspelt section, a component the
- * program does not have), so that nothing written there is silently ignored.
+ * @brief After the program configured every component: refuse a key of the file, a
+ * `TWOPC_<NAME>__<KEY>` variable or a job key's `TWOPC_<KEY>` variable that no component took
+ * (a misspelt section, a component the program does not have, a job it configures in code
+ * only), so that nothing written there is silently ignored.
  * @returns NULL, or TPC_ERR_CONFIG with its origin and the names the program configured.
  */
 TPC_API tpc_error_t *tpc_config_check_used(const tpc_config_t *cfg);

@@ -317,10 +317,22 @@ START_TEST(test_keys_nobody_took)
            "environment variable TWOPC_WRITTER__MAX_RETRIES: ", "WRITTER");
     tpc_config_destroy(cfg);
 
-    /* The job's keys of a program that configures no job. */
+    /* The job's keys of a program that configures no job, from the file and the environment;
+     * other programs' variables stay allowed. */
     cfg = config_of("checkpoint.interval.ms = 100\n[c]\nmax-retries = 2\n", NULL);
     ck_assert_ptr_null(comp_configure(cfg, "c", &c));
     EXPECT(tpc_config_check_used(cfg), "app.conf:1: ", "configures no job");
+    tpc_config_destroy(cfg);
+    char *job_env[] = {"TWOPC_PG_CONNINFO=host=x", "TWOPC_RESTART_ATTEMPTS=9", NULL};
+    cfg = config_of("[c]\nmax-retries = 2\n", job_env);
+    ck_assert_ptr_null(comp_configure(cfg, "c", &c));
+    EXPECT(tpc_config_check_used(cfg), "environment variable TWOPC_RESTART_ATTEMPTS: ",
+           "configures no job from the environment");
+    tpc_config_destroy(cfg);
+    char *foreign_env[] = {"TWOPC_PG_CONNINFO=host=x", "TWOPC_KAFKA_BOOTSTRAP=h:1", NULL};
+    cfg = config_of("[c]\nmax-retries = 2\n", foreign_env);
+    ck_assert_ptr_null(comp_configure(cfg, "c", &c));
+    ck_assert_ptr_null(tpc_config_check_used(cfg));
     tpc_config_destroy(cfg);
     tpc_props_free(&comp_table, &c);
 }
