@@ -478,62 +478,30 @@ tpc_error_t *tpc__pg_load_columns(tpc__pg_conn_t *c, tpc__pg_table_t *t, const c
     return !err && keyed ? check_unique_index(c, t, key_columns) : err;
 }
 
-/* "twopc_stage_<hash>" beside the table: the hash of the table and its written columns, so sinks
- * that write other columns of the same table stage apart. */
-tpc_error_t *tpc__pg_ensure_stage_table(tpc__pg_conn_t *c, tpc__pg_table_t *t)
+tpc_error_t *tpc__pg_check_stage_schema(tpc__pg_conn_t *c, tpc__pg_table_t *t)
 {
-    char *cols = tpc__pg_column_list(c, t, "", false);
-    if (!cols)
-        return tpc_error_nomem();
-    uint32_t h = 2166136261u;
-    for (const char *p = t->table_q; *p; p++)
-        h = (h ^ (unsigned char)*p) * 16777619u;
-    for (const char *p = cols; *p; p++)
-        h = (h ^ (unsigned char)*p) * 16777619u;
-    const char *dot = strchr(t->name, '.');
-    char name[256];
-    snprintf(name, sizeof name, "%.*s%stwopc_stage_%08x", dot ? (int)(dot - t->name) : 0, t->name,
-             dot ? "." : "", h);
-    t->stage_q = tpc__pg_quote_qualified(c->control, name);
-    size_t cap = strlen(cols) + 2 * strlen(t->table_q) + 256;
-    char *ddl = t->stage_q ? malloc(cap) : NULL;
-    if (ddl)
-        snprintf(ddl, cap,
-                 "CREATE UNLOGGED TABLE IF NOT EXISTS %s AS SELECT 0::int2 AS twopc_op, "
-                 "0::int8 AS twopc_seq, %s FROM %s WITH NO DATA",
-                 t->stage_q, cols, t->table_q);
-    free(cols);
-    if (!ddl)
-        return tpc_error_nomem();
-    const char *params[] = {t->stage_q};
+    const char *params[] = {t->table_q};
     PGresult *res = NULL;
-    tpc_error_t *err = tpc__pg_exec(c->control, "SELECT to_regclass($1) IS NOT NULL", 1, params,
-                                    "look up a staging table", &res);
-    bool exists = !err && strcmp(PQgetvalue(res, 0, 0), "t") == 0;
-    PQclear(res);
-    if (err || exists) {
-        free(ddl);
+    tpc_error_t *err = tpc__pg_exec(c->control,
+                                    "SELECT n.nspname, has_schema_privilege(n.oid, 'CREATE'), "
+                                    "current_user FROM pg_class r JOIN pg_namespace n "
+                                    "ON n.oid = r.relnamespace WHERE r.oid = $1::regclass",
+                                    1, params, "look up the table's schema", &res);
+    if (err)
         return err;
-    }
-    /* Subtasks open at once; a lock keeps two CREATEs of the same table from colliding. */
-    err = tpc__pg_exec(c->control, "BEGIN", 0, NULL, "create a staging table", NULL);
-    if (!err)
-        err = tpc__pg_exec(c->control, "SELECT pg_advisory_xact_lock(hashtext($1))", 1, params,
-                           "create a staging table", NULL);
-    if (!err)
-        err = tpc__pg_exec(c->control, ddl, 0, NULL, "create a staging table", NULL);
-    if (!err)
-        err = tpc__pg_exec(c->control, "COMMIT", 0, NULL, "create a staging table", NULL);
-    if (err) {
-        PQclear(PQexec(c->control, "ROLLBACK"));
-        err = tpc_error_prefix(err, "staging table %s of table \"%s\"", t->stage_q, t->name);
-        err = tpc_error_hint(err,
-                             "pg.mode=changelog stages rows in an unlogged table beside the "
-                             "target; create it once as a role that may: %s; then GRANT SELECT, "
-                             "INSERT, DELETE ON %s TO the sink's role",
-                             ddl, t->stage_q);
-    }
-    free(ddl);
+    const char *schema = PQgetvalue(res, 0, 0);
+    t->schema_q = PQntuples(res) ? PQescapeIdentifier(c->control, schema, strlen(schema)) : NULL;
+    if (t->schema_q && strcmp(PQgetvalue(res, 0, 1), "t") != 0)
+        err = tpc_error_hint(
+            tpc_error_new(TPC_ERR_CONFIG, TPC_ERROR_FATAL,
+                          "permission denied for schema \"%s\": pg.mode=changelog stages the rows "
+                          "of table \"%s\" in a table it creates there for each transaction",
+                          schema, t->name),
+            "GRANT CREATE ON SCHEMA %s TO \"%s\", or use another mode", t->schema_q,
+            PQgetvalue(res, 0, 2));
+    else if (!t->schema_q)
+        err = tpc__pg_result_error(c->control, NULL, "quote a schema name");
+    PQclear(res);
     return err;
 }
 

@@ -183,9 +183,7 @@ static tpc_error_t *exec_batch(tpc__pg_conn_t *c, tpc__pg_table_t *t, int rows)
         batch_name(c, t, name, sizeof name);
         res = PQexecPrepared(c->data, name, rows * t->ncols, t->values, t->lengths, t->formats, 1);
     } else {
-        char *cols = tpc__pg_column_list(c, t, "", false);
-        char *sql = cols ? tpc__pg_insert_sql(c, t, cols, rows) : NULL;
-        free(cols);
+        char *sql = tpc__pg_insert_sql(c, t, t->cols_sql, rows);
         if (!sql)
             return tpc_error_nomem();
         res = PQexecParams(c->data, sql, rows * t->ncols, t->types, t->values, t->lengths,

@@ -89,10 +89,14 @@ typedef struct {
     int ncols;
     int nkeys;
     bool value_is_text;  /* default mapping: second column is text-like */
-    char *copy_sql;      /* COPY into the table, or into its staging table (changelog) */
+    char *copy_sql;      /* copy: COPY into the table */
     char *insert_sql;    /* insert / upsert of a full batch, prepared as "tpc_batch_<index>" */
-    char *stage_q;       /* changelog: the staging table, quoted */
-    char *merge_sql;     /* changelog: staging table -> table, latest operation per key */
+    char *cols_sql;      /* the written columns, quoted, apart by commas */
+    char *keys_sql;      /* the key columns, quoted, apart by commas */
+    char *match_sql;     /* changelog: " AND twopc_target.k = twopc_last.k" for each key */
+    char *conflict_sql;  /* upsert, changelog: " ON CONFLICT (keys) DO ..." */
+    char *schema_q;      /* changelog: the table's schema, quoted */
+    char stage[48];      /* changelog: this transaction's staging table, "" before it has one */
     int insert_rows;     /* rows per full batch */
     tpc__pg_buf_t out;   /* tuples not sent yet */
     size_t rows;         /* tuples in out (insert, upsert); of the transaction (copy, changelog) */
@@ -134,6 +138,7 @@ typedef struct {
     int ntables;
     tpc_pg_row_t row;        /* the encoder's builder */
     char *marker_q;          /* quoted marker table */
+    uint64_t stage_id;       /* changelog: names the staging tables of the current transaction */
     int copying;             /* table whose COPY is open on the data connection, -1 none */
     bool in_txn;             /* BEGIN was sent on the data connection */
     int prepared_here;       /* prepared by this instance and not yet committed */
@@ -185,8 +190,9 @@ tpc_error_t *tpc__pg_check_server(tpc__pg_conn_t *c);
  * none) and check them against the mode. */
 tpc_error_t *tpc__pg_load_columns(tpc__pg_conn_t *c, tpc__pg_table_t *t, const char *columns,
                                   const char *keys);
-/* Changelog: make table @t's staging table unless it exists. */
-tpc_error_t *tpc__pg_ensure_stage_table(tpc__pg_conn_t *c, tpc__pg_table_t *t);
+/* Changelog: find table @t's schema, where its staging tables go, and check that the role may
+ * create tables there. */
+tpc_error_t *tpc__pg_check_stage_schema(tpc__pg_conn_t *c, tpc__pg_table_t *t);
 tpc_error_t *tpc__pg_ensure_marker_table(tpc__pg_conn_t *c);
 /* Make sure the sink's @what ("marker table") @name (key @key) exists and may be used, creating it
  * as "CREATE TABLE <name> @columns" and then @after (one %s for the name; NULL: none); *@quoted
@@ -214,7 +220,12 @@ long tpc__pg_numeric_binary(const char *s, unsigned char *out);
 /* Tables, statements and buffers of a subtask whose connections are open. */
 tpc_error_t *tpc__pg_open_tables(tpc__pg_conn_t *c);
 void tpc__pg_close_tables(tpc__pg_conn_t *c);
-/* Forget the rows not sent (a new or aborted transaction). */
+/* Changelog: name the staging tables that the rows sent from now on go to after the transaction
+ * @gid (the current one, or one that the write-ahead move applies). */
+void tpc__pg_stage_name(tpc__pg_conn_t *c, const char *gid);
+/* A new transaction named @gid, without rows. */
+void tpc__pg_new_rows(tpc__pg_conn_t *c, const char *gid);
+/* Forget the rows not sent (an aborted transaction). */
 void tpc__pg_drop_rows(tpc__pg_conn_t *c);
 /* Encode and buffer @records, sending full buffers; @returns whether any row was made. */
 tpc_error_t *tpc__pg_write_rows(tpc__pg_conn_t *c, const tpc_record_t *records, size_t count,

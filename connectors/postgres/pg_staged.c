@@ -322,6 +322,7 @@ static tpc_error_t *move_rows(tpc__pg_conn_t *c, const tpc__pg_txn_t *t, uint64_
         c->tables[i].out = (tpc__pg_buf_t){0};
         c->tables[i].rows = 0;
     }
+    tpc__pg_stage_name(c, t->gid);
     for (uint32_t i = 0; i < t->parts && !err; i++)
         err = move_part(c, t, i);
     if (!err)

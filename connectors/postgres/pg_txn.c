@@ -98,7 +98,7 @@ tpc_error_t *tpc__pg_begin(void *conn, uint64_t checkpoint_id, void **txn)
                              TPC_PG_GID_MAX);
     }
     t->kind = c->kind;
-    tpc__pg_drop_rows(c);
+    tpc__pg_new_rows(c, t->gid);
     if (t->kind == TPC__PG_TXN_STAGED)
         tpc__pg_stage_begin(c, t);
     *txn = t;

@@ -6,12 +6,15 @@
  *   the whole transaction; with several, one COPY is open at a time, and a full buffer of another
  *   table ends it and starts one into that table.
  * - insert, upsert: a full buffer becomes INSERT statements (pg_insert.c).
- * - changelog: tuples carry their operation and a sequence number, and go by binary COPY into the
- *   table's staging table (an unlogged table, since a prepared transaction may not touch temporary
- *   ones). At pre-commit one statement applies them: the latest operation of each key wins, deletes
- *   by DELETE ... USING, upserts by INSERT ... ON CONFLICT DO UPDATE, and the staged rows are
- *   deleted again, all in the checkpoint's transaction. Staging never waits for a prepared
- *   transaction of this subtask (its rows lock no key); only the merge touches the keys.
+ * - changelog: tuples carry their operation and a sequence number, and go by binary COPY into a
+ *   staging table that the transaction creates beside the table (unlogged, since a prepared
+ *   transaction may not touch temporary tables) and drops again. At pre-commit one statement
+ *   applies them: the latest operation of each key wins, deletes by DELETE ... USING, upserts by
+ *   INSERT ... ON CONFLICT DO UPDATE, all in the checkpoint's transaction. A staging table of its
+ *   own per transaction, named after the gid, is read by nobody else, never waits for a lock, and
+ *   leaves no dead rows behind (a shared one, emptied by DELETE, made every merge scan the dead
+ *   rows of earlier transactions, as long as anything held vacuum back). Staging never waits for a
+ *   prepared transaction of this subtask (its rows lock no key); only the merge touches the keys.
  *
  * Everything lands in the one transaction that pg_txn.c prepares, so a reader sees every table of
  * a checkpoint at once or none. In write-ahead mode full buffers go to the write-ahead table
@@ -20,6 +23,7 @@
  */
 #include "pg_internal.h"
 
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -81,71 +85,51 @@ static tpc_error_t *list_mismatch(const char *key, int parts, int tables)
                           "by ';' (\"id,total;order_id,line\")");
 }
 
-/* COPY into the table, or into its staging table with the operation and sequence columns. */
-static char *copy_sql(tpc__pg_conn_t *c, const tpc__pg_table_t *t)
+/* " AND twopc_target.k = twopc_last.k" for each key column. */
+static char *match_sql(tpc__pg_conn_t *c, const tpc__pg_table_t *t)
 {
-    char *cols = tpc__pg_column_list(c, t, "", false);
-    if (!cols)
-        return NULL;
-    size_t len = strlen(t->stage_q ? t->stage_q : t->table_q) + strlen(cols) + 96;
-    char *sql = malloc(len);
-    if (sql)
-        snprintf(sql, len, "COPY %s (%s%s) FROM STDIN (FORMAT binary)",
-                 t->stage_q ? t->stage_q : t->table_q, t->stage_q ? "twopc_op, twopc_seq, " : "",
-                 cols);
-    free(cols);
-    return sql;
-}
-
-/* The merge of a changelog: one statement, so one round trip and one scan of the staged rows. */
-static char *merge_sql(tpc__pg_conn_t *c, const tpc__pg_table_t *t)
-{
-    char *cols = tpc__pg_column_list(c, t, "", false);
-    char *keys = tpc__pg_column_list(c, t, "", true);
-    char *conflict = tpc__pg_conflict_sql(c, t);
-    size_t cap = 2 * strlen(t->table_q) + 2 * strlen(t->stage_q) + 2 * (cols ? strlen(cols) : 0) +
-                 3 * (keys ? strlen(keys) : 0) + (conflict ? strlen(conflict) : 0) +
-                 (size_t)t->nkeys * 64 + 512;
-    char *s = cols && keys && conflict ? malloc(cap) : NULL;
-    if (s) {
-        size_t n = (size_t)snprintf(
-            s, cap,
-            "WITH twopc_last AS (SELECT DISTINCT ON (%s) * FROM %s ORDER BY %s, twopc_seq DESC), "
-            "twopc_gone AS (DELETE FROM %s), "
-            "twopc_deleted AS (DELETE FROM %s twopc_target USING twopc_last "
-            "WHERE twopc_last.twopc_op = 2",
-            keys, t->stage_q, keys, t->stage_q, t->table_q);
-        for (int i = 0; i < t->ncols; i++) {
-            if (!t->cols[i].key)
-                continue;
-            char *q = PQescapeIdentifier(c->data, t->cols[i].name, strlen(t->cols[i].name));
-            n += (size_t)snprintf(s + n, cap - n, " AND twopc_target.%s = twopc_last.%s",
-                                  q ? q : "", q ? q : "");
-            PQfreemem(q);
+    size_t cap = 1, n = 0;
+    for (int i = 0; i < t->ncols; i++)
+        cap += t->cols[i].key ? 2 * strlen(t->cols[i].name) + 64 : 0;
+    char *s = malloc(cap);
+    for (int i = 0; s && i < t->ncols; i++) {
+        if (!t->cols[i].key)
+            continue;
+        char *q = PQescapeIdentifier(c->data, t->cols[i].name, strlen(t->cols[i].name));
+        if (!q) {
+            free(s);
+            return NULL;
         }
-        snprintf(s + n, cap - n,
-                 ") INSERT INTO %s (%s) SELECT %s FROM twopc_last WHERE twopc_op = 1%s", t->table_q,
-                 cols, cols, conflict);
+        n += (size_t)snprintf(s + n, cap - n, " AND twopc_target.%s = twopc_last.%s", q, q);
+        PQfreemem(q);
     }
-    free(cols);
-    free(keys);
-    free(conflict);
+    if (s)
+        s[n] = '\0';
     return s;
 }
 
 static tpc_error_t *build_statements(tpc__pg_conn_t *c, tpc__pg_table_t *t)
 {
+    t->cols_sql = tpc__pg_column_list(c, t, "", false);
+    if (!t->cols_sql)
+        return tpc_error_nomem();
     if (c->conf->mode == TPC__PG_CHANGELOG) {
-        tpc_error_t *err = tpc__pg_ensure_stage_table(c, t);
+        tpc_error_t *err = tpc__pg_check_stage_schema(c, t);
         if (err)
             return err;
-        if (!(t->merge_sql = merge_sql(c, t)))
-            return tpc_error_nomem();
+        t->keys_sql = tpc__pg_column_list(c, t, "", true);
+        t->match_sql = match_sql(c, t);
+        t->conflict_sql = tpc__pg_conflict_sql(c, t);
+        return t->keys_sql && t->match_sql && t->conflict_sql ? NULL : tpc_error_nomem();
     }
-    if (!(t->copy_sql = copy_sql(c, t)))
-        return tpc_error_nomem();
-    if (c->conf->mode != TPC__PG_INSERT && c->conf->mode != TPC__PG_UPSERT)
+    if (c->conf->mode == TPC__PG_COPY) {
+        size_t len = strlen(t->table_q) + strlen(t->cols_sql) + 64;
+        if (!(t->copy_sql = malloc(len)))
+            return tpc_error_nomem();
+        snprintf(t->copy_sql, len, "COPY %s (%s) FROM STDIN (FORMAT binary)", t->table_q,
+                 t->cols_sql);
         return NULL;
+    }
     int rows = (int)c->conf->batch_size;
     if (rows * t->ncols > 65535) /* the protocol's limit of parameters */
         rows = 65535 / t->ncols;
@@ -158,9 +142,7 @@ static tpc_error_t *build_statements(tpc__pg_conn_t *c, tpc__pg_table_t *t)
     for (t->seen_cap = 16; t->seen_cap < (size_t)rows * 2; t->seen_cap *= 2)
         ;
     t->seen = calloc(t->seen_cap, sizeof *t->seen);
-    char *cols = tpc__pg_column_list(c, t, "", false);
-    t->insert_sql = cols ? tpc__pg_insert_sql(c, t, cols, rows) : NULL;
-    free(cols);
+    t->insert_sql = tpc__pg_insert_sql(c, t, t->cols_sql, rows);
     if (!t->values || !t->lengths || !t->formats || !t->types || !t->seen || !t->insert_sql)
         return tpc_error_nomem();
     for (size_t i = 0; i < params; i++) {
@@ -168,6 +150,61 @@ static tpc_error_t *build_statements(tpc__pg_conn_t *c, tpc__pg_table_t *t)
         t->types[i] = t->cols[i % (size_t)t->ncols].type;
     }
     return NULL;
+}
+
+/* Run @fmt (one or more statements, no parameters) on the data connection. */
+static tpc_error_t *exec_sql(tpc__pg_conn_t *c, const char *what, const char *fmt, ...)
+    TPC_PRINTF(3, 4);
+
+static tpc_error_t *exec_sql(tpc__pg_conn_t *c, const char *what, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(NULL, 0, fmt, ap);
+    va_end(ap);
+    char *sql = n >= 0 ? malloc((size_t)n + 1) : NULL;
+    if (!sql)
+        return tpc_error_nomem();
+    va_start(ap, fmt);
+    vsnprintf(sql, (size_t)n + 1, fmt, ap);
+    va_end(ap);
+    PGresult *res = PQexec(c->data, sql);
+    free(sql);
+    ExecStatusType st = PQresultStatus(res);
+    if (st != PGRES_COMMAND_OK && st != PGRES_TUPLES_OK && st != PGRES_COPY_IN)
+        return tpc__pg_result_error(c->data, res, what);
+    PQclear(res);
+    return NULL;
+}
+
+/* Changelog: this transaction's staging table for @t, made at its first rows. */
+static tpc_error_t *create_stage(tpc__pg_conn_t *c, tpc__pg_table_t *t)
+{
+    snprintf(t->stage, sizeof t->stage, "twopc_stage_%016llx_%d", (unsigned long long)c->stage_id,
+             (int)(t - c->tables));
+    tpc_error_t *err = exec_sql(c, "create the staging table",
+                                "CREATE UNLOGGED TABLE %s.%s AS SELECT 0::int2 AS twopc_op, "
+                                "0::int8 AS twopc_seq, %s FROM %s WITH NO DATA",
+                                t->schema_q, t->stage, t->cols_sql, t->table_q);
+    if (err)
+        t->stage[0] = '\0';
+    return err;
+}
+
+/* Changelog: the latest operation of each key into the table, then the staging table goes. One
+ * round trip, one scan of the staged rows. */
+static tpc_error_t *merge_stage(tpc__pg_conn_t *c, tpc__pg_table_t *t)
+{
+    tpc_error_t *err = exec_sql(
+        c, "apply the changelog",
+        "WITH twopc_last AS (SELECT DISTINCT ON (%s) * FROM %s.%s ORDER BY %s, twopc_seq DESC), "
+        "twopc_deleted AS (DELETE FROM %s twopc_target USING twopc_last "
+        "WHERE twopc_last.twopc_op = 2%s) "
+        "INSERT INTO %s (%s) SELECT %s FROM twopc_last WHERE twopc_op = 1%s; DROP TABLE %s.%s",
+        t->keys_sql, t->schema_q, t->stage, t->keys_sql, t->table_q, t->match_sql, t->table_q,
+        t->cols_sql, t->cols_sql, t->conflict_sql, t->schema_q, t->stage);
+    t->stage[0] = '\0';
+    return err;
 }
 
 tpc_error_t *tpc__pg_open_tables(tpc__pg_conn_t *c)
@@ -238,8 +275,11 @@ void tpc__pg_close_tables(tpc__pg_conn_t *c)
         tpc__pg_free_cols(t->cols, t->ncols);
         free(t->copy_sql);
         free(t->insert_sql);
-        free(t->stage_q);
-        free(t->merge_sql);
+        free(t->cols_sql);
+        free(t->keys_sql);
+        free(t->match_sql);
+        free(t->conflict_sql);
+        PQfreemem(t->schema_q);
         free(t->out.buf);
         free(t->values);
         free(t->lengths);
@@ -281,10 +321,17 @@ static tpc_error_t *send_table(tpc__pg_conn_t *c, tpc__pg_table_t *t)
     if (!err && c->copying != i) {
         if ((err = tpc__pg_ensure_txn(c)) != NULL)
             return err;
-        PGresult *res = PQexec(c->data, t->copy_sql);
-        if (PQresultStatus(res) != PGRES_COPY_IN)
-            return tpc__pg_result_error(c->data, res, "start COPY");
-        PQclear(res);
+        bool staged = c->conf->mode == TPC__PG_CHANGELOG;
+        if (staged && !t->stage[0] && (err = create_stage(c, t)) != NULL)
+            return err;
+        if (staged)
+            err = exec_sql(c, "start COPY",
+                           "COPY %s.%s (twopc_op, twopc_seq, %s) FROM STDIN (FORMAT binary)",
+                           t->schema_q, t->stage, t->cols_sql);
+        else
+            err = exec_sql(c, "start COPY", "%s", t->copy_sql);
+        if (err)
+            return err;
         c->copying = i;
         if (PQputCopyData(c->data, (const char *)copy_header, sizeof copy_header) != 1)
             return tpc__pg_result_error(c->data, NULL, "send COPY data");
@@ -314,8 +361,26 @@ void tpc__pg_drop_rows(tpc__pg_conn_t *c)
     for (int i = 0; i < c->ntables; i++) {
         c->tables[i].out.len = 0;
         c->tables[i].rows = 0;
+        c->tables[i].stage[0] = '\0'; /* went with the transaction */
     }
     c->row.seq = 0;
+}
+
+void tpc__pg_stage_name(tpc__pg_conn_t *c, const char *gid)
+{
+    /* The gid is unique among the transactions that may be open or prepared at once, and so is
+     * a staging table named after it (up to a hash collision, which would make the CREATE wait,
+     * never mix rows). */
+    uint64_t h = 14695981039346656037ull;
+    for (const char *p = gid; *p; p++)
+        h = (h ^ (unsigned char)*p) * 1099511628211ull;
+    c->stage_id = h;
+}
+
+void tpc__pg_new_rows(tpc__pg_conn_t *c, const char *gid)
+{
+    tpc__pg_drop_rows(c);
+    tpc__pg_stage_name(c, gid);
 }
 
 /* Send what is due: a full COPY buffer; a full batch, except upserts while a transaction of this
@@ -383,10 +448,10 @@ tpc_error_t *tpc__pg_end_rows(tpc__pg_conn_t *c)
         err = streaming(c) ? send_table(c, &c->tables[i]) : tpc__pg_exec_buffered(c, &c->tables[i]);
     if (!err)
         err = end_copy(c);
-    for (int i = 0; i < c->ntables && !err && c->conf->mode == TPC__PG_CHANGELOG; i++) {
+    for (int i = 0; i < c->ntables && !err; i++) {
         tpc__pg_table_t *t = &c->tables[i];
-        if (t->rows)
-            err = tpc__pg_exec(c->data, t->merge_sql, 0, NULL, "apply the changelog", NULL);
+        if (t->stage[0])
+            err = merge_stage(c, t);
         t->rows = 0;
     }
     return err;

@@ -11,6 +11,14 @@
  *   wa raw:  one loop doing that by hand without prepared transactions: binary COPY of (batch, id,
  *            payload) into a staging table, COMMIT once a second, then one transaction that inserts
  *            a marker row, INSERT ... SELECT the batch into the table and DELETE it from staging
+ *   changelog sink: the sink with pg.mode=changelog (prepared commit): record i upserts key
+ *            (i * 7919) mod KEYS with its text, one in ten deletes it instead, into a table with a
+ *            primary key
+ *   changelog raw: one loop doing that by hand: per transaction an unlogged staging table, binary
+ *            COPY of (operation, sequence, id, text) into it, and once a second the merge
+ *            statement (latest operation per key, DELETE ... USING, INSERT ... ON CONFLICT DO
+ *            UPDATE), DROP TABLE, PREPARE TRANSACTION and COMMIT PREPARED; both tables must end as
+ *            the changelog applied once
  *
  * Rows are (bigint, 100-byte text). Commit latency is that of each commit of the sink (COMMIT
  * PREPARED, or the move), measured by wrapping the sink's commit; the handle size is what the sink
@@ -35,6 +43,18 @@
 #define TEXT_BYTES  100
 #define COPY_BUFFER (256u << 10)
 #define MAX_COMMITS 4096
+#define KEYS        100000
+
+/* The changelog: record i upserts key_of(i), or deletes it when is_delete(i). */
+static bool is_delete(uint64_t seq)
+{
+    return seq % 10 == 9;
+}
+
+static int64_t key_of(uint64_t seq)
+{
+    return (int64_t)((seq * 7919) % KEYS);
+}
 
 /* The text column: the row number in decimal, padded with letters to TEXT_BYTES. */
 static void text_of(uint64_t seq, char *out)
@@ -54,6 +74,24 @@ static tpc_error_t *encode(void *opaque, const tpc_record_t *r, tpc_pg_row_t *ro
     char text[TEXT_BYTES];
     text_of(seq, text);
     tpc_pg_row_int8(row, (int64_t)seq);
+    tpc_pg_row_text(row, text, TEXT_BYTES);
+    return NULL;
+}
+
+static tpc_error_t *encode_changelog(void *opaque, const tpc_record_t *r, tpc_pg_row_t *row)
+{
+    (void)opaque;
+    int subtask;
+    uint64_t seq;
+    tpc_test_seq_decode(r->key, r->key_len, &subtask, &seq);
+    tpc_pg_row_int8(row, key_of(seq));
+    if (is_delete(seq)) {
+        tpc_pg_row_op(row, TPC_PG_OP_DELETE);
+        tpc_pg_row_null(row);
+        return NULL;
+    }
+    char text[TEXT_BYTES];
+    text_of(seq, text);
     tpc_pg_row_text(row, text, TEXT_BYTES);
     return NULL;
 }
@@ -83,8 +121,9 @@ static tpc_error_t *timed_commit(void *conn, void *txn)
     return err;
 }
 
+/* @changelog: pg.mode=changelog with encode_changelog(), into a table whose key is id. */
 static double run_sink(const char *conninfo, const char *table, uint64_t rows, const char *commit,
-                       const char *staging)
+                       const char *staging, bool changelog)
 {
     commits = 0;
     handle_bytes = 0;
@@ -101,8 +140,12 @@ static double run_sink(const char *conninfo, const char *table, uint64_t rows, c
                            {"pg.write-ahead-table", staging}};
     for (size_t i = 0; i < sizeof kv / sizeof *kv && !err; i++)
         err = tpc_txn_sink_set(conf_sink, kv[i][0], kv[i][1]);
+    if (!err && changelog)
+        err = tpc_txn_sink_set(conf_sink, "pg.mode", "changelog");
+    if (!err && changelog)
+        err = tpc_txn_sink_set(conf_sink, "pg.key-columns", "id");
     if (!err)
-        err = tpc_pg_sink_set_encoder(conf_sink, encode, NULL);
+        err = tpc_pg_sink_set_encoder(conf_sink, changelog ? encode_changelog : encode, NULL);
     if (!err) {
         /* conf_sink keeps owning the configuration; the timed sink borrows it. */
         pg_ops = tpc_txn_sink_connector_ops(conf_sink);
@@ -279,6 +322,113 @@ static double run_raw_write_ahead(PGconn *admin, const char *raw, uint64_t rows)
     return secs;
 }
 
+/* One staged changelog tuple (op, seq, id, text or NULL) of record @i into @p; @returns its
+ * length. */
+static size_t changelog_tuple(unsigned char *p, uint64_t i)
+{
+    bool del = is_delete(i);
+    put_be(p, 4, 2);
+    put_be(p + 2, 2, 4);
+    put_be(p + 6, del ? 2 : 1, 2);
+    put_be(p + 8, 8, 4);
+    put_be(p + 12, i, 8);
+    put_be(p + 20, 8, 4);
+    put_be(p + 24, (uint64_t)key_of(i), 8);
+    if (del) {
+        put_be(p + 32, 0xffffffffu, 4);
+        return 36;
+    }
+    put_be(p + 32, TEXT_BYTES, 4);
+    text_of(i, (char *)p + 36);
+    return 36 + TEXT_BYTES;
+}
+
+/* The changelog by hand into @table (key id): a staging table per transaction, merged at its end
+ * in one statement with its DROP, then PREPARE TRANSACTION and COMMIT PREPARED. */
+static double run_raw_changelog(const char *table, uint64_t rows)
+{
+    PGconn *data = tpc_test_pg_connect(), *control = tpc_test_pg_connect();
+    unsigned char *buf = malloc(COPY_BUFFER + 256);
+    if (!data || !control || !buf)
+        tpc_test_bench_die("raw changelog connections", NULL);
+    char create[256], copy[256], merge[1024];
+    snprintf(create, sizeof create,
+             "BEGIN; CREATE UNLOGGED TABLE %s_stage (op int2, seq int8, id bigint, payload text)",
+             table);
+    snprintf(copy, sizeof copy, "COPY %s_stage FROM STDIN (FORMAT binary)", table);
+    snprintf(merge, sizeof merge,
+             "WITH last AS (SELECT DISTINCT ON (id) * FROM %s_stage ORDER BY id, seq DESC), "
+             "deleted AS (DELETE FROM %s t USING last WHERE last.op = 2 AND t.id = last.id) "
+             "INSERT INTO %s (id, payload) SELECT id, payload FROM last WHERE op = 1 "
+             "ON CONFLICT (id) DO UPDATE SET payload = EXCLUDED.payload; DROP TABLE %s_stage",
+             table, table, table, table);
+    static const unsigned char header[19] = {'P', 'G', 'C', 'O', 'P', 'Y', '\n', 0xff, '\r', '\n'};
+    static const unsigned char trailer[2] = {0xff, 0xff};
+    double t0 = tpc_test_now_s(), next = t0 + 1.0;
+    size_t len = 0;
+    int txns = 0;
+    for (uint64_t i = 0; i < rows;) {
+        expect(data, PQexec(data, create), PGRES_COMMAND_OK, "create the staging table");
+        expect(data, PQexec(data, copy), PGRES_COPY_IN, "COPY");
+        PQputCopyData(data, (const char *)header, sizeof header);
+        for (; i < rows; i++) {
+            len += changelog_tuple(buf + len, i);
+            if (len >= COPY_BUFFER) {
+                PQputCopyData(data, (const char *)buf, (int)len);
+                len = 0;
+                if (tpc_test_now_s() >= next) {
+                    next += 1.0;
+                    i++;
+                    break;
+                }
+            }
+        }
+        PQputCopyData(data, (const char *)buf, (int)len);
+        len = 0;
+        PQputCopyData(data, (const char *)trailer, 2);
+        PQputCopyEnd(data, NULL);
+        expect(data, PQgetResult(data), PGRES_COMMAND_OK, "end COPY");
+        PQclear(PQgetResult(data));
+        expect(data, PQexec(data, merge), PGRES_COMMAND_OK, "merge");
+        char sql[128];
+        snprintf(sql, sizeof sql, "PREPARE TRANSACTION 'bench-pg-cl-%d-%d'", (int)getpid(), txns);
+        expect(data, PQexec(data, sql), PGRES_COMMAND_OK, "PREPARE TRANSACTION");
+        snprintf(sql, sizeof sql, "COMMIT PREPARED 'bench-pg-cl-%d-%d'", (int)getpid(), txns++);
+        expect(control, PQexec(control, sql), PGRES_COMMAND_OK, "COMMIT PREPARED");
+    }
+    double secs = tpc_test_now_s() - t0;
+    free(buf);
+    PQfinish(data);
+    PQfinish(control);
+    return secs;
+}
+
+/* Dies unless @table holds exactly what the changelog of @rows records leaves; drops it. */
+static void expect_changelog(PGconn *pg, const char *table, uint64_t rows)
+{
+    int64_t *last = malloc(KEYS * sizeof *last);
+    if (!last)
+        tpc_test_bench_die("memory", NULL);
+    for (int k = 0; k < KEYS; k++)
+        last[k] = -1;
+    for (uint64_t i = 0; i < rows; i++)
+        last[key_of(i)] = is_delete(i) ? -1 : (int64_t)i;
+    long long present = 0, sum = 0;
+    for (int k = 0; k < KEYS; k++)
+        if (last[k] >= 0) {
+            present++;
+            sum += last[k];
+        }
+    free(last);
+    /* Each row's text starts with the number of the record that wrote it. */
+    long long n = tpc_test_pg_long(pg, "SELECT count(*) FROM %s", table);
+    long long s = tpc_test_pg_long(
+        pg, "SELECT coalesce(sum(substring(payload FROM '^[0-9]+')::int8), 0) FROM %s", table);
+    tpc_test_pg_exec(pg, "DROP TABLE %s", table);
+    if (n != present || s != sum)
+        tpc_test_bench_die("a changelog table is not the changelog applied once", NULL);
+}
+
 static int cmp_double(const void *a, const void *b)
 {
     double x = *(const double *)a, y = *(const double *)b;
@@ -337,7 +487,7 @@ int main(void)
 
     double raw = run_raw(raw_table, rows);
     long long wal0 = wal_position(pg);
-    double sink = run_sink(conninfo, sink_table, rows, "prepared", staging);
+    double sink = run_sink(conninfo, sink_table, rows, "prepared", staging, false);
     long long wal1 = wal_position(pg);
     size_t prepared_handle = handle_bytes;
     printf("bench pg sink_rows_per_s %.0f rows/s\n", (double)rows / sink);
@@ -349,7 +499,7 @@ int main(void)
 
     double wa_raw = run_raw_write_ahead(pg, wa_raw_table, rows);
     wal0 = wal_position(pg);
-    double wa_sink = run_sink(conninfo, wa_sink_table, rows, "write-ahead", staging);
+    double wa_sink = run_sink(conninfo, wa_sink_table, rows, "write-ahead", staging, false);
     wal1 = wal_position(pg);
     printf("bench pg wa_sink_rows_per_s %.0f rows/s\n", (double)rows / wa_sink);
     printf("bench pg wa_raw_rows_per_s %.0f rows/s\n", (double)rows / wa_raw);
@@ -359,6 +509,24 @@ int main(void)
     printf("bench pg wa_handle_bytes %zu bytes\n", handle_bytes);
     /* The double write: WAL the server wrote per row (other sessions' too, on a shared server). */
     printf("bench pg wa_wal_bytes_per_row %.0f bytes\n", (double)(wal1 - wal0) / (double)rows);
+
+    char cl_sink_table[96], cl_raw_table[96];
+    tpc_test_unique_name(cl_sink_table, sizeof cl_sink_table, "bench_pg_cl_sink", '_');
+    tpc_test_unique_name(cl_raw_table, sizeof cl_raw_table, "bench_pg_cl_raw", '_');
+    if (!tpc_test_pg_exec(pg, "CREATE TABLE %s (id bigint PRIMARY KEY, payload text)",
+                          cl_sink_table) ||
+        !tpc_test_pg_exec(pg, "CREATE TABLE %s (id bigint PRIMARY KEY, payload text)",
+                          cl_raw_table))
+        tpc_test_bench_die("tables", NULL);
+    double cl_raw = run_raw_changelog(cl_raw_table, rows);
+    double cl_sink = run_sink(conninfo, cl_sink_table, rows, "prepared", staging, true);
+    printf("bench pg changelog_sink_rows_per_s %.0f rows/s\n", (double)rows / cl_sink);
+    printf("bench pg changelog_raw_rows_per_s %.0f rows/s\n", (double)rows / cl_raw);
+    printf("bench pg changelog_ratio %.3f ratio\n", cl_raw / cl_sink);
+    printf("bench pg changelog_vs_copy %.3f ratio\n", sink / cl_sink);
+    commit_latency("changelog_");
+    expect_changelog(pg, cl_sink_table, rows);
+    expect_changelog(pg, cl_raw_table, rows);
     expect_rows(pg, sink_table, rows);
     expect_rows(pg, raw_table, rows);
     expect_rows(pg, wa_sink_table, rows);
