@@ -134,7 +134,8 @@ TPC_API void tpc_props_markdown(const tpc_props_t *table, FILE *out);
  *     checkpoint.dir = /var/lib/orders/checkpoints
  *     checkpoint.interval.ms = 2000
  *
- *     [postgres]                 # the vertex named "postgres"
+ *     # the vertex named "postgres"
+ *     [postgres]
  *     pg.mode = upsert
  *
  * and `TWOPC_CHECKPOINT_INTERVAL_MS=500` (a job key) or `TWOPC_POSTGRES__PG_MODE=insert`

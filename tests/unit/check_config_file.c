@@ -524,6 +524,40 @@ START_TEST(test_read_file)
 }
 END_TEST
 
+/* The example file of docs/configuration.md is read, and taken by the job and the components
+ * it names, as the page says. */
+START_TEST(test_documented_example)
+{
+    static char page[1 << 16];
+    FILE *f = fopen("docs/configuration.md", "r");
+    ck_assert_ptr_nonnull(f);
+    page[fread(page, 1, sizeof page - 1, f)] = '\0';
+    fclose(f);
+    const char *section = strstr(page, "## Files and the environment");
+    ck_assert_ptr_nonnull(section);
+    const char *start = strstr(section, "```\n"), *end = start ? strstr(start + 4, "```") : NULL;
+    ck_assert_ptr_nonnull(end);
+    tpc_config_t *cfg = tpc_config_new();
+    tpc_error_t *err =
+        tpc_config_read_text(cfg, "configuration.md", start + 4, (size_t)(end - start - 4));
+    ck_assert_msg(!err, "%s", err ? tpc_error_message(err) : "");
+    tpc_job_t *job = tpc_job_new("doc");
+    tpc_kafka_source_t *src = NULL;
+    tpc_txn_sink_t *pg = NULL;
+    ck_assert_ptr_null(tpc_kafka_source_new("127.0.0.1:9", "t", &src));
+    ck_assert_ptr_null(tpc_pg_sink_new(&pg));
+    ck_assert_ptr_null(tpc_job_configure(job, cfg));
+    ck_assert_ptr_null(tpc_kafka_source_configure(src, cfg, "source"));
+    ck_assert_ptr_null(tpc_txn_sink_configure(pg, cfg, "postgres"));
+    ck_assert_ptr_null(tpc_config_check_used(cfg));
+    ck_assert_str_eq(tpc_config_get(cfg, "source", "kafka.security.protocol", NULL), "ssl");
+    tpc_job_destroy(job);
+    tpc_kafka_source_destroy(src);
+    tpc_txn_sink_destroy(pg);
+    tpc_config_destroy(cfg);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("config_file");
@@ -540,6 +574,7 @@ int main(void)
     tcase_add_test(tc, test_library_components);
     tcase_add_test(tc, test_environment_names_distinct);
     tcase_add_test(tc, test_read_file);
+    tcase_add_test(tc, test_documented_example);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);
