@@ -6,7 +6,8 @@
  * the reverse order of the request. The listing must ask that broker once (not once per copy, each
  * keeping a copy of every id), match every description to its id (by bisection, not every answer
  * against every id), and end well within --timeout-ms; an answer that takes longer than the time
- * limit to arrive ends the listing at the deadline with TPC_ERR_TIMEOUT.
+ * limit to arrive ends the listing at the deadline with TPC_ERR_TIMEOUT. Ids over 255 bytes are
+ * listed marked as cut, two of them never as one, and never described.
  */
 #include "kafka_wire.h"
 #include "tpc_kit.h"
@@ -27,9 +28,79 @@
 typedef struct {
     int listen_fd, port;
     int stall_ms; /* before answering DescribeTransactions */
+    bool cut;     /* list two ids of 300 bytes that share their first 255, and one short one */
     int asked[128];
+    int described; /* ids the last DescribeTransactions asked for */
     pthread_t thread;
 } broker_t;
+
+static char long_id[2][301];
+
+/* The ids a DescribeTransactions request (header version 2) asks for. */
+static int ids_asked(const unsigned char *req, size_t n)
+{
+    tpc__kafka_rbuf_t r = {.p = req, .len = n};
+    char id[512];
+    tpc__kafka_r_i16(&r);
+    tpc__kafka_r_i16(&r);
+    tpc__kafka_r_i32(&r);
+    tpc__kafka_r_str(&r, false, id, sizeof id); /* client id */
+    tpc__kafka_r_skip_tags(&r);
+    uint64_t count = tpc__kafka_r_uvarint(&r);
+    for (uint64_t i = 1; i < count; i++)
+        tpc__kafka_r_str(&r, true, id, sizeof id);
+    ck_assert(!r.bad);
+    return count ? (int)count - 1 : 0;
+}
+
+/* The cut case: what is listed, and the description of the short id alone. */
+static void answer_cut(int api, tpc__kafka_wbuf_t *w, int port)
+{
+    switch (api) {
+    case TPC__KAFKA_API_METADATA:
+        tpc__kafka_w_i32(w, 0);
+        tpc__kafka_w_i32(w, 1);
+        tpc__kafka_w_i32(w, 1);
+        tpc__kafka_w_str(w, "127.0.0.1", false);
+        tpc__kafka_w_i32(w, port);
+        tpc__kafka_w_i16(w, -1);
+        tpc__kafka_w_i16(w, -1);
+        tpc__kafka_w_i32(w, 1);
+        tpc__kafka_w_i32(w, 0);
+        break;
+    case TPC__KAFKA_API_LIST_TRANSACTIONS:
+        tpc__kafka_w_no_tags(w);
+        tpc__kafka_w_i32(w, 0);
+        tpc__kafka_w_i16(w, 0);
+        tpc__kafka_w_uvarint(w, 1);
+        tpc__kafka_w_uvarint(w, 4);
+        for (int i = 0; i < 3; i++) {
+            tpc__kafka_w_str(w, i < 2 ? long_id[i] : "short-1", true);
+            tpc__kafka_w_i64(w, 7000 + i);
+            tpc__kafka_w_str(w, "Ongoing", true);
+            tpc__kafka_w_no_tags(w);
+        }
+        tpc__kafka_w_no_tags(w);
+        break;
+    case TPC__KAFKA_API_DESCRIBE_TRANSACTIONS:
+        tpc__kafka_w_no_tags(w);
+        tpc__kafka_w_i32(w, 0);
+        tpc__kafka_w_uvarint(w, 2);
+        tpc__kafka_w_i16(w, 0);
+        tpc__kafka_w_str(w, "short-1", true);
+        tpc__kafka_w_str(w, "Ongoing", true);
+        tpc__kafka_w_i32(w, 60000);
+        tpc__kafka_w_i64(w, 1700000000000);
+        tpc__kafka_w_i64(w, 7002);
+        tpc__kafka_w_i16(w, 5);
+        tpc__kafka_w_uvarint(w, 1);
+        tpc__kafka_w_no_tags(w);
+        tpc__kafka_w_no_tags(w);
+        break;
+    default:
+        break;
+    }
+}
 
 static bool read_full(int fd, void *buf, size_t n)
 {
@@ -149,11 +220,16 @@ static void *serve(void *arg)
             int api = (int)tpc_load_be(req, 2);
             if (api >= 0 && api < 128)
                 b->asked[api]++;
+            if (api == TPC__KAFKA_API_DESCRIBE_TRANSACTIONS)
+                b->described = ids_asked(req, n);
             tpc__kafka_wbuf_t w = {0};
             tpc__kafka_w_i32(&w, 0);                                /* the size, below */
             tpc__kafka_w_i32(&w, (int32_t)tpc_load_be(req + 4, 4)); /* the correlation id */
             free(req);
-            answer(b, api, &w);
+            if (b->cut && api != TPC__KAFKA_API_VERSIONS)
+                answer_cut(api, &w, b->port);
+            else
+                answer(b, api, &w);
             tpc_store_be(w.data, w.len - 4, 4);
             bool ok = !w.oom && write_full(c, w.data, w.len);
             tpc__kafka_wbuf_free(&w);
@@ -165,9 +241,9 @@ static void *serve(void *arg)
     return NULL;
 }
 
-static void broker_start(broker_t *b, int stall_ms)
+static void broker_start(broker_t *b, int stall_ms, bool cut)
 {
-    *b = (broker_t){.stall_ms = stall_ms};
+    *b = (broker_t){.stall_ms = stall_ms, .cut = cut};
     b->listen_fd = socket(AF_INET, SOCK_STREAM, 0);
     struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
     socklen_t alen = sizeof a;
@@ -194,7 +270,7 @@ static int by_id(const void *a, const void *b)
 START_TEST(test_many_ids_and_repeated_brokers)
 {
     broker_t b;
-    broker_start(&b, 0);
+    broker_start(&b, 0, false);
     char bootstrap[32];
     snprintf(bootstrap, sizeof bootstrap, "127.0.0.1:%d", b.port);
     tpc__kafka_wire_conf_t conf = {.bootstrap = bootstrap, .client_id = "check"};
@@ -237,7 +313,7 @@ END_TEST
 START_TEST(test_late_answer_ends_at_the_deadline)
 {
     broker_t b;
-    broker_start(&b, 3000); /* DescribeTransactions answers after 3 s */
+    broker_start(&b, 3000, false); /* DescribeTransactions answers after 3 s */
     char bootstrap[32];
     snprintf(bootstrap, sizeof bootstrap, "127.0.0.1:%d", b.port);
     tpc__kafka_wire_conf_t conf = {.bootstrap = bootstrap, .client_id = "check"};
@@ -257,6 +333,43 @@ START_TEST(test_late_answer_ends_at_the_deadline)
 }
 END_TEST
 
+/* Ids over 255 bytes are kept cut and marked so, two that share their first 255 bytes stay two,
+ * and neither is described (asking for the cut one would describe another id, or none). */
+START_TEST(test_long_ids_marked_cut)
+{
+    for (int i = 0; i < 2; i++) {
+        memset(long_id[i], 'x', 300);
+        long_id[i][299] = (char)('1' + i);
+        long_id[i][300] = '\0';
+    }
+    broker_t b;
+    broker_start(&b, 0, true);
+    char bootstrap[32];
+    snprintf(bootstrap, sizeof bootstrap, "127.0.0.1:%d", b.port);
+    tpc__kafka_wire_conf_t conf = {.bootstrap = bootstrap, .client_id = "check"};
+    tpc__kafka_txn_info_t *txns = NULL;
+    size_t n = 0;
+    tpc_error_t *err = tpc__kafka_list_transactions(&conf, NULL, false, 10000, &txns, &n);
+    broker_stop(&b);
+    ck_assert_msg(err == NULL, "%s", err ? tpc_error_message(err) : "");
+    ck_assert_uint_eq(n, 3);
+    ck_assert_int_eq(b.described, 1); /* the short id alone */
+    /* Sorted by id, cut ones last. */
+    ck_assert_str_eq(txns[0].id, "short-1");
+    ck_assert(!txns[0].id_cut);
+    ck_assert_int_eq(txns[0].producer_epoch, 5);
+    for (int i = 1; i < 3; i++) {
+        ck_assert(txns[i].id_cut);
+        ck_assert_uint_eq(strlen(txns[i].id), 255);
+        ck_assert_int_eq(strncmp(txns[i].id, long_id[0], 255), 0);
+        ck_assert_int_eq(txns[i].producer_epoch, -1); /* not described */
+        ck_assert_str_eq(txns[i].state, "Ongoing");
+    }
+    ck_assert_int_ne(txns[1].producer_id, txns[2].producer_id); /* two, not one */
+    free(txns);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("kafka_admin");
@@ -264,6 +377,7 @@ int main(void)
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, test_many_ids_and_repeated_brokers);
     tcase_add_test(tc, test_late_answer_ends_at_the_deadline);
+    tcase_add_test(tc, test_long_ids_marked_cut);
     suite_add_tcase(s, tc);
     SRunner *r = srunner_create(s);
     srunner_run_all(r, CK_NORMAL);
