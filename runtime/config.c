@@ -214,6 +214,13 @@ static tpc_error_t *read_pair(tpc_config_t *cfg, const char *origin, size_t line
     trim(&value, &vlen);
     if (klen == 0)
         return at(origin, lineno, "write key = value", "no key before '='");
+    /* "key = value # note" would make the note part of the value without a word. */
+    for (size_t i = 1; i < vlen; i++)
+        if (value[i] == '#' && blank(value[i - 1]))
+            return at(origin, lineno,
+                      "a comment takes a line of its own; a value with \" #\" in it can be given "
+                      "in the environment",
+                      "a '#' after a space in the value of \"%.*s\"", (int)klen, key);
     for (size_t i = 0; i < klen; i++)
         if (blank(key[i]))
             return at(origin, lineno,

@@ -167,11 +167,12 @@ TPC_API void tpc_config_destroy(tpc_config_t *cfg);
  * @brief Read the `key = value` file at @p path into @p cfg.
  *
  * One entry a line: `key = value` (whitespace around key and value trimmed; the value is the
- * rest of the line after the first '=', '=' and '#' included, and may be empty), `[name]` to
- * start the keys of the component named so (`[job]`: the job's), a comment starting with '#',
- * or a blank line. Lines end with LF or CRLF. Refused, with the file and line: a line of any
- * other shape, a key given twice in one section, a section started twice, control characters,
- * a file larger than TPC_CONFIG_FILE_MAX. A second file may not repeat a key of the first.
+ * rest of the line after the first '=', '=' included, and may be empty), `[name]` to start the
+ * keys of the component named so (`[job]`: the job's), a comment starting with '#', or a blank
+ * line. Lines end with LF or CRLF. Refused, with the file and line: a line of any other shape,
+ * a '#' after a space in a value (a comment after a value, which would otherwise be part of
+ * it), a key given twice in one section, a section started twice, control characters, a file
+ * larger than TPC_CONFIG_FILE_MAX. A second file may not repeat a key of the first.
  * Keys are checked against the components when they take them.
  * @returns NULL, or TPC_ERR_CONFIG (also when the file cannot be read); @p cfg is then as before.
  */
