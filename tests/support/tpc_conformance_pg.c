@@ -1,9 +1,10 @@
 /*
  * The PostgreSQL connector of the conformance suite (tpc_conformance_pg.h). The namespace is one
  * unique name: the table and the gid prefix; with "_m" the marker table, with "_s" the write-ahead
- * table. What is committed is read back by SELECT on a connection of its own; what the server
- * holds counts the rows of all three tables and the prepared transactions of the prefix, and
- * what is left open counts prepared transactions and those written ahead.
+ * table, with "_t" the second table of the two-tables layout. What is committed is read back by
+ * SELECT on a connection of its own; what the server holds counts the rows of all three tables and
+ * the prepared transactions of the prefix, and what is left open counts prepared transactions and
+ * those written ahead.
  */
 #include "tpc_conformance_pg.h"
 #include "tpc_pg.h"
@@ -16,6 +17,27 @@
 #define NAME_MAX_ 96
 
 static const char *commit_mode = "prepared";
+static const char *layout = "copy";
+
+static bool is_layout(const char *name)
+{
+    return strcmp(layout, name) == 0;
+}
+
+/* two-tables: key and value into each table. */
+static tpc_error_t *both_tables(void *opaque, const tpc_record_t *r, tpc_pg_row_t *row)
+{
+    (void)opaque;
+    for (int table = 0; table < 2; table++) {
+        tpc_pg_row_table(row, table);
+        tpc_pg_row_bytea(row, r->key, r->key_len);
+        if (r->flags & TPC_RECORD_NULL_VALUE)
+            tpc_pg_row_null(row);
+        else
+            tpc_pg_row_bytea(row, r->value, r->value_len);
+    }
+    return NULL;
+}
 
 static bool ns_new(char *ns, size_t cap, char *why, size_t why_len)
 {
@@ -25,7 +47,10 @@ static bool ns_new(char *ns, size_t cap, char *why, size_t why_len)
         return false;
     }
     tpc_test_unique_name(ns, cap < NAME_MAX_ ? cap : NAME_MAX_, "conformance", '_');
-    bool made = tpc_test_pg_exec(pg, "CREATE TABLE %s (k bytea, v bytea)", ns);
+    bool made = tpc_test_pg_exec(pg, "CREATE TABLE %s (k bytea%s, v bytea)", ns,
+                                 is_layout("changelog") ? " PRIMARY KEY" : "");
+    if (made && is_layout("two-tables"))
+        made = tpc_test_pg_exec(pg, "CREATE TABLE %s_t (k bytea, v bytea)", ns);
     PQfinish(pg);
     if (!made)
         snprintf(why, why_len, "could not create table %s", ns);
@@ -41,16 +66,18 @@ static void ns_free(const char *ns)
     tpc_test_pg_exec(pg, "DROP TABLE IF EXISTS %s", ns);
     tpc_test_pg_exec(pg, "DROP TABLE IF EXISTS %s_m", ns);
     tpc_test_pg_exec(pg, "DROP TABLE IF EXISTS %s_s", ns);
+    tpc_test_pg_exec(pg, "DROP TABLE IF EXISTS %s_t", ns);
     PQfinish(pg);
 }
 
 static tpc_error_t *sink_new(const char *ns, tpc_txn_sink_t **out)
 {
-    char marker[NAME_MAX_ + 4], staging[NAME_MAX_ + 4];
+    char marker[NAME_MAX_ + 4], staging[NAME_MAX_ + 4], tables[2 * NAME_MAX_ + 8];
     snprintf(marker, sizeof marker, "%s_m", ns);
     snprintf(staging, sizeof staging, "%s_s", ns);
+    snprintf(tables, sizeof tables, is_layout("two-tables") ? "%s,%s_t" : "%s", ns, ns);
     const char *kv[][2] = {{"pg.conninfo", tpc_test_env("TWOPC_TEST_PG_CONNINFO")},
-                           {"pg.table", ns},
+                           {"pg.table", tables},
                            {"pg.gid-prefix", ns},
                            {"pg.marker-table", marker},
                            {"pg.write-ahead-table", staging},
@@ -58,6 +85,12 @@ static tpc_error_t *sink_new(const char *ns, tpc_txn_sink_t **out)
     tpc_error_t *err = tpc_pg_sink_new(out);
     for (size_t i = 0; i < sizeof kv / sizeof *kv && !err; i++)
         err = tpc_txn_sink_set(*out, kv[i][0], kv[i][1]);
+    if (!err && is_layout("changelog"))
+        err = tpc_txn_sink_set(*out, "pg.mode", "changelog");
+    if (!err && is_layout("changelog"))
+        err = tpc_txn_sink_set(*out, "pg.key-columns", "k");
+    if (!err && is_layout("two-tables"))
+        err = tpc_pg_sink_set_encoder(*out, both_tables, NULL);
     return err;
 }
 
@@ -89,6 +122,19 @@ static bool read_back(const char *ns, tpc_conformance_keys_t *out, char *why, si
     for (int i = 0; passed && i < PQntuples(res); i++)
         tpc_conformance_keys_add(out, PQgetvalue(res, i, 0), (size_t)PQgetlength(res, i, 0));
     PQclear(res);
+    /* Both tables of a checkpoint commit together: the second holds exactly the first's rows. */
+    long long apart =
+        passed && is_layout("two-tables")
+            ? tpc_test_pg_long(pg,
+                               "SELECT count(*) FROM ((SELECT k, v FROM %s EXCEPT ALL SELECT k, v "
+                               "FROM %s_t) UNION ALL (SELECT k, v FROM %s_t EXCEPT ALL SELECT k, "
+                               "v FROM %s)) d",
+                               ns, ns, ns, ns)
+            : 0;
+    if (apart != 0) {
+        snprintf(why, why_len, "the two tables of one sink differ by %lld rows", apart);
+        passed = false;
+    }
     PQfinish(pg);
     return passed;
 }
@@ -116,13 +162,14 @@ static bool footprint(const char *ns, long long *out, char *why, size_t why_len)
     long long rows = tpc_test_pg_long(pg, "SELECT count(*) FROM %s", ns);
     long long markers = count_of(pg, "*", ns, "_m", "");
     long long staged = count_of(pg, "*", ns, "_s", "");
+    long long second = count_of(pg, "*", ns, "_t", "");
     long long prepared = tpc_test_pg_prepared(pg, ns);
     PQfinish(pg);
-    if (rows < 0 || markers < 0 || staged < 0 || prepared < 0) {
+    if (rows < 0 || markers < 0 || staged < 0 || second < 0 || prepared < 0) {
         snprintf(why, why_len, "could not count the rows of %s", ns);
         return false;
     }
-    *out = rows + markers + staged + prepared;
+    *out = rows + markers + staged + second + prepared;
     return true;
 }
 
@@ -158,8 +205,17 @@ static tpc_conformance_t pg_connector = {
 
 const tpc_conformance_t *tpc_conformance_pg(const char *commit)
 {
+    return tpc_conformance_pg_layout(commit, "copy");
+}
+
+const tpc_conformance_t *tpc_conformance_pg_layout(const char *commit, const char *rows)
+{
+    static char name[96];
     commit_mode = commit;
-    if (strcmp(commit, "prepared") != 0)
-        pg_connector.name = "postgresql write-ahead";
+    layout = rows;
+    snprintf(name, sizeof name, "postgresql%s%s%s",
+             strcmp(commit, "prepared") != 0 ? " write-ahead" : "", is_layout("copy") ? "" : " ",
+             is_layout("copy") ? "" : rows);
+    pg_connector.name = name;
     return &pg_connector;
 }
