@@ -57,7 +57,7 @@ ifneq ($(filter-out $(NO_DEPS_GOALS),$(or $(MAKECMDGOALS),all)),)
   endif
 endif
 
-PKG_LIBS := rdkafka libpq openssl libmicrohttpd check
+PKG_LIBS := rdkafka libpq openssl libmicrohttpd libcurl check
 # Public headers live in include/twopc/ (installed there, and programs include them as <tpc_*.h>).
 # Each layer compiles with the public headers and its own folder only, so the build enforces the
 # layering (connectors -> txn -> runtime -> kit, through public headers): a connector that includes
@@ -74,7 +74,7 @@ endif
 OPT    ?= -O2
 CFLAGS_ALL := -std=c11 -D_GNU_SOURCE -g $(OPT) $(WARN) -fPIC -fvisibility=hidden -pthread -MMD -MP \
               $(shell pkg-config --cflags $(PKG_LIBS) 2>/dev/null) $(CFLAGS)
-LDLIBS_ALL := $(shell pkg-config --libs rdkafka libpq openssl libmicrohttpd 2>/dev/null) -pthread -lm $(LDLIBS)
+LDLIBS_ALL := $(shell pkg-config --libs rdkafka libpq openssl libmicrohttpd libcurl 2>/dev/null) -pthread -lm $(LDLIBS)
 CHECK_LIBS := $(shell pkg-config --libs check 2>/dev/null)
 ifneq ($(SANITIZE),)
   CFLAGS_ALL += -fsanitize=$(SANITIZE) -fno-omit-frame-pointer -fno-sanitize-recover=all

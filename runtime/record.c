@@ -174,14 +174,14 @@ tpc_error_t *tpc__record_swap(const char *dir, const tpc__record_t *rec, const c
         f.base.ops->swap(&f.base, RECORD_NAME, expected, b.data, b.len, &stale, version);
     tpc__buf_free(&b);
     if (!err && stale)
-        err = fenced(dir, expected == TPC__STORE_ABSENT ? "was created by another process"
-                                                        : "changed since this process read it");
+        err = fenced(dir, expected == TPC_STORAGE_ABSENT ? "was created by another process"
+                                                         : "changed since this process read it");
     return err;
 }
 
 tpc_error_t *tpc__record_write(const char *dir, const tpc__record_t *rec)
 {
-    return tpc__record_swap(dir, rec, TPC__STORE_ANY, NULL);
+    return tpc__record_swap(dir, rec, TPC_STORAGE_ANY, NULL);
 }
 
 tpc_error_t *tpc__record_claim(const char *dir, const char *job, uint64_t epoch, tpc__record_t *out)
@@ -200,7 +200,7 @@ tpc_error_t *tpc__record_claim(const char *dir, const char *job, uint64_t epoch,
         }
         if (!found)
             out->job_name = tpc__xstrdup(job);
-        char *expected = out->version; /* NULL when there is none: TPC__STORE_ABSENT */
+        char *expected = out->version; /* NULL when there is none: TPC_STORAGE_ABSENT */
         out->version = NULL;
         out->owner_epoch = epoch;
         err = tpc__record_swap(dir, out, expected, &out->version);

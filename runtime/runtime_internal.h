@@ -9,6 +9,7 @@
 
 #include "tpc_kit.h"
 #include "tpc_runtime.h"
+#include "tpc_storage.h"
 
 #include <pthread.h>
 #include <stdatomic.h>
@@ -162,52 +163,18 @@ void tpc__state_reader_free(tpc_state_reader_t *r);
 
 /* ---- checkpoint storage (store.c) ------------------------------------------------------------ */
 
-/* Where a job's checkpoint files and its completion record live: named objects in one flat
- * namespace ("chk-<id>", "savepoint-<id>", "completed"). Every backend keeps these promises, on
- * which the restore rule and the owner-epoch fence rest (docs/architecture.md, "Checkpoint
- * storage"):
- *   put_new  the object appears whole and durable, or not at all, and only if no object of that
- *            name exists (create-only): an existing one gives *exists = true and is left alone
- *   get      the whole object and its version (an opaque string that changes whenever the object
- *            does); a missing one gives *found = false and no error
- *   list     the names that begin with a prefix, in no order; objects being written are not in it
- *   remove   the object is gone; a missing one is no error
- *   swap     replace the object whole and durably, but only if its version is still @expected
- *            (TPC__STORE_ABSENT: only if there is none; TPC__STORE_ANY: whatever is there);
- *            otherwise *stale = true and nothing is written (compare-and-set). The new version is
- *            returned in *version when asked for
- * Errors are TPC_ERR_IO (retriable) naming the object and the store. */
-typedef struct tpc__store_s tpc__store_t;
-#define TPC__STORE_ABSENT ((const char *)0)
-extern const char tpc__store_any[]; /* "*": swap whatever is there */
-#define TPC__STORE_ANY tpc__store_any
-typedef struct {
-    const char *kind; /* "folder", ... for messages */
-    tpc_error_t *(*put_new)(tpc__store_t *s, const char *name, const uint8_t *p, size_t n,
-                            bool *exists);
-    tpc_error_t *(*get)(tpc__store_t *s, const char *name, uint8_t **p, size_t *n, char **version,
-                        bool *found);
-    tpc_error_t *(*list)(tpc__store_t *s, const char *prefix, char ***names, size_t *n);
-    tpc_error_t *(*remove)(tpc__store_t *s, const char *name);
-    tpc_error_t *(*swap)(tpc__store_t *s, const char *name, const char *expected, const uint8_t *p,
-                         size_t n, bool *stale, char **version);
-} tpc__store_ops_t;
-struct tpc__store_s {
-    const tpc__store_ops_t *ops;
-};
-
 /* The local folder backend: objects are files in @dir (which outlives the store). put_new writes a
  * temporary file of its own, fsyncs it and links it into place, never over an existing file, then
  * fsyncs the folder; swap writes a temporary file and renames it over, under an flock on
  * ".<name>.lock" when it compares; a version is the hex SHA-256 of the contents. */
 typedef struct {
-    tpc__store_t base;
+    tpc_storage_t base;
     const char *dir;
 } tpc__store_folder_t;
 void tpc__store_folder_init(tpc__store_folder_t *f, const char *dir);
 /* The path of object @name in folder @dir (free it). */
 char *tpc__store_folder_path(const char *dir, const char *name);
-void tpc__store_names_free(char **names, size_t n);
+void tpc_storage_names_free(char **names, size_t n);
 
 /* ---- checkpoint files --------------------------------------------------------------------- */
 
@@ -306,7 +273,7 @@ typedef struct {
  * TPC_ERR_CORRUPT. */
 tpc_error_t *tpc__record_read(const char *dir, tpc__record_t *out, bool *found);
 tpc_error_t *tpc__record_write(const char *dir, const tpc__record_t *rec);
-/* Write @rec only if the record in @dir is still at version @expected (TPC__STORE_ABSENT: there
+/* Write @rec only if the record in @dir is still at version @expected (TPC_STORAGE_ABSENT: there
  * is none): a compare-and-set. Refused, the error is TPC_ERR_FENCED: another owner changed the
  * record since @expected was read. The new version goes to *version (free it) when asked for. */
 tpc_error_t *tpc__record_swap(const char *dir, const tpc__record_t *rec, const char *expected,

@@ -397,7 +397,7 @@ tpc_error_t *tpc__checkpoint_list(const char *dir, tpc__checkpoint_file_t **file
         tpc__xgrow(files, &cap, *n + 1, sizeof **files);
         (*files)[(*n)++] = (tpc__checkpoint_file_t){id, sp, tpc__store_folder_path(dir, names[i])};
     }
-    tpc__store_names_free(names, nn);
+    tpc_storage_names_free(names, nn);
     if (*n)
         qsort(*files, *n, sizeof(**files), by_id_desc);
     return NULL;

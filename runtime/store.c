@@ -1,6 +1,6 @@
 /*
- * Checkpoint storage: the interface every backend implements (runtime_internal.h, "checkpoint
- * storage") and its local folder backend. The checkpoint files (storage.c) and the completion
+ * Checkpoint storage: the interface every backend implements (tpc_storage.h) and its local
+ * folder backend. The checkpoint files (storage.c) and the completion
  * record (record.c) go through it.
  *
  * The folder backend keeps the folder as it always was: a checkpoint is written to a temporary
@@ -26,9 +26,15 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-const char tpc__store_any[] = "*";
+const char tpc_storage_any[] = "*";
 
-void tpc__store_names_free(char **names, size_t n)
+void tpc_storage_destroy(tpc_storage_t *s)
+{
+    if (s && s->ops->destroy)
+        s->ops->destroy(s);
+}
+
+void tpc_storage_names_free(char **names, size_t n)
 {
     for (size_t i = 0; i < n; i++)
         free(names[i]);
@@ -129,7 +135,7 @@ static tpc_error_t *put_in_place(const char *dir, const char *tmp, const char *p
     return rename(tmp, path) == 0 ? NULL : io_error("rename", tmp);
 }
 
-static tpc_error_t *folder_put_new(tpc__store_t *s, const char *name, const uint8_t *p, size_t n,
+static tpc_error_t *folder_put_new(tpc_storage_t *s, const char *name, const uint8_t *p, size_t n,
                                    bool *exists)
 {
     const char *dir = ((tpc__store_folder_t *)s)->dir;
@@ -150,7 +156,7 @@ static tpc_error_t *folder_put_new(tpc__store_t *s, const char *name, const uint
     return err;
 }
 
-static tpc_error_t *folder_get(tpc__store_t *s, const char *name, uint8_t **p, size_t *n,
+static tpc_error_t *folder_get(tpc_storage_t *s, const char *name, uint8_t **p, size_t *n,
                                char **version, bool *found)
 {
     char *path = tpc__store_folder_path(((tpc__store_folder_t *)s)->dir, name);
@@ -172,7 +178,7 @@ static tpc_error_t *folder_get(tpc__store_t *s, const char *name, uint8_t **p, s
     return NULL;
 }
 
-static tpc_error_t *folder_list(tpc__store_t *s, const char *prefix, char ***names, size_t *n)
+static tpc_error_t *folder_list(tpc_storage_t *s, const char *prefix, char ***names, size_t *n)
 {
     const char *dir = ((tpc__store_folder_t *)s)->dir;
     *names = NULL;
@@ -199,7 +205,7 @@ static tpc_error_t *folder_list(tpc__store_t *s, const char *prefix, char ***nam
     return NULL;
 }
 
-static tpc_error_t *folder_remove(tpc__store_t *s, const char *name)
+static tpc_error_t *folder_remove(tpc_storage_t *s, const char *name)
 {
     char *path = tpc__store_folder_path(((tpc__store_folder_t *)s)->dir, name);
     tpc_error_t *err = unlink(path) != 0 && errno != ENOENT ? io_error("remove", path) : NULL;
@@ -224,7 +230,7 @@ static tpc_error_t *replace(const char *dir, const char *path, const uint8_t *p,
     return err;
 }
 
-static tpc_error_t *folder_swap(tpc__store_t *s, const char *name, const char *expected,
+static tpc_error_t *folder_swap(tpc_storage_t *s, const char *name, const char *expected,
                                 const uint8_t *p, size_t n, bool *stale, char **version)
 {
     const char *dir = ((tpc__store_folder_t *)s)->dir;
@@ -232,7 +238,7 @@ static tpc_error_t *folder_swap(tpc__store_t *s, const char *name, const char *e
     if (version)
         *version = NULL;
     char *path = tpc__store_folder_path(dir, name);
-    if (expected == TPC__STORE_ANY) {
+    if (expected == TPC_STORAGE_ANY) {
         tpc_error_t *err = replace(dir, path, p, n);
         free(path);
         if (!err && version)
@@ -256,7 +262,7 @@ static tpc_error_t *folder_swap(tpc__store_t *s, const char *name, const char *e
         char *now = NULL;
         err = folder_get(s, name, &cur, &len, &now, &found);
         if (!err)
-            *stale = expected == TPC__STORE_ABSENT ? found : !found || strcmp(now, expected) != 0;
+            *stale = expected == TPC_STORAGE_ABSENT ? found : !found || strcmp(now, expected) != 0;
         if (!err && !*stale)
             err = replace(dir, path, p, n);
         if (!err && !*stale && version)
@@ -271,7 +277,7 @@ static tpc_error_t *folder_swap(tpc__store_t *s, const char *name, const char *e
     return err;
 }
 
-static const tpc__store_ops_t folder_ops = {
+static const tpc_storage_ops_t folder_ops = {
     .kind = "folder",
     .put_new = folder_put_new,
     .get = folder_get,

@@ -18,7 +18,7 @@ set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
 ROOMS=(kit runtime txn connectors/file connectors/postgres connectors/kafka/sink
-    connectors/kafka/source connectors/kafka/wire tools)
+    connectors/kafka/source connectors/kafka/wire connectors/s3 tools)
 # The rooms each room may include headers of (besides include/twopc/ and itself).
 declare -A MAY=(
     [kit]=""
@@ -29,6 +29,7 @@ declare -A MAY=(
     [connectors/kafka/sink]="connectors/kafka/wire"
     [connectors/kafka/source]="connectors/kafka/wire"
     [connectors/kafka/wire]=""
+    [connectors/s3]=""
     [tools]="connectors/kafka/wire"
 )
 bad=0

@@ -9,18 +9,46 @@
 #   deps.sh fuzz    what building the library and the libFuzzer harnesses (clang) needs
 #   deps.sh compare what `make bench-compare` needs besides the servers: a JDK to build the Apache
 #                   Flink side, and GNU time to measure both sides
+#   deps.sh s3 VENV a Python virtual environment in VENV with moto[server] from PyPI, the local S3
+#                   server of the checkpoint storage tests (tests/services/s3.sh); prints its
+#                   python, or says why it cannot be had (no python3 venv, no pip, no network) and
+#                   fails
 #
 # Installs what is missing with apt-get when run as root; otherwise prints the apt-get line to run and
 # fails. Runs on every `make`, so the common case (nothing missing) is one dpkg-query call.
 set -euo pipefail
 
-BUILD_PACKAGES=(librdkafka-dev libpq-dev libssl-dev libmicrohttpd-dev check pkg-config gcc make)
+BUILD_PACKAGES=(librdkafka-dev libpq-dev libssl-dev libmicrohttpd-dev libcurl4-openssl-dev check pkg-config gcc
+    make)
 SERVER_PACKAGES=(postgresql openjdk-17-jre-headless maven openssl clang-format prometheus)
 FUZZ_PACKAGES=(clang libclang-rt-14-dev)
 MODEL_PACKAGES=(spin gcc)
 COMPARE_PACKAGES=(openjdk-17-jdk-headless maven time)
 
+MOTO_RELEASE=${TWOPC_MOTO_RELEASE:-5.2.1}
+
 case "${1:-}" in
+s3)
+    venv=${2:?usage: deps.sh s3 VENV}
+    if [ -x "$venv/bin/python" ] && "$venv/bin/python" -c 'import moto.server' 2>/dev/null; then
+        echo "$venv/bin/python"
+        exit 0
+    fi
+    if ! python3 -c 'import venv, ensurepip' 2>/dev/null && [ "$(id -u)" -eq 0 ]; then
+        { DEBIAN_FRONTEND=noninteractive apt-get install -y -q python3-venv ||
+            { apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q python3-venv; }; } >&2 || true
+    fi
+    if ! python3 -m venv "$venv" >&2; then
+        echo "deps.sh: could not make a Python virtual environment in $venv (apt-get install python3-venv)" >&2
+        exit 1
+    fi
+    if ! "$venv/bin/python" -m pip install -q "moto[server]==$MOTO_RELEASE" >&2; then
+        echo "deps.sh: pip could not install moto[server] $MOTO_RELEASE from PyPI into $venv" >&2
+        exit 1
+    fi
+    echo "$venv/bin/python"
+    exit 0
+    ;;
 build) wanted=("${BUILD_PACKAGES[@]}") ;;
 all) wanted=("${BUILD_PACKAGES[@]}" "${SERVER_PACKAGES[@]}" "${MODEL_PACKAGES[@]}") ;;
 model) wanted=("${MODEL_PACKAGES[@]}") ;;
@@ -39,7 +67,7 @@ plot)
     exit 0
     ;;
 *)
-    echo "usage: deps.sh build|all|model|plot|fuzz|compare" >&2
+    echo "usage: deps.sh build|all|model|plot|fuzz|compare|s3 VENV" >&2
     exit 2
     ;;
 esac

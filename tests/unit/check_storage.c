@@ -1,15 +1,17 @@
 /*
- * Checkpoint storage, the promises every backend keeps (runtime_internal.h, "checkpoint
- * storage"), checked through the interface alone so that each backend runs the same cases (here:
- * the local folder): a second create of a name is refused and leaves the first object as it was;
- * a compare-and-set against a stale version is refused and writes nothing, and of several
- * processes that race with the same version exactly one wins; listing shows the objects of a
- * prefix and nothing being written; kill -9 during a write leaves no partial object. Then the
- * completion record's owner epoch: a take-over raises it by compare-and-set, an older owner can no
- * longer write the record, and without owners the record keeps its version 2 layout.
+ * Checkpoint storage, the promises every backend keeps (tpc_storage.h), checked through the
+ * interface alone, on the local folder and on S3 (a moto server on 127.0.0.1 that
+ * tests/services/s3.sh starts; without one the S3 cases say so and pass nothing off as run): a
+ * second create of a name is refused and leaves the first object as it was; a compare-and-set
+ * against a stale version is refused and writes nothing, and of several processes that race with
+ * the same version exactly one wins; listing shows the objects of a prefix and nothing being
+ * written; kill -9 during a write leaves no partial object. Then the completion record's owner
+ * epoch: a take-over raises it by compare-and-set, an older owner can no longer write the record,
+ * and without owners the record keeps its version 2 layout.
  */
 #include "runtime_internal.h"
 #include "tpc_test_check.h"
+#include "tpc_s3.h"
 #include "tpc_test_ops.h"
 
 #include <check.h>
@@ -21,27 +23,51 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+static char *s3_endpoint; /* the local S3 server, NULL: none */
+static const char *s3_missing = "not started";
+#define S3_BUCKET "twopc-test"
+
 typedef struct {
     tpc__store_folder_t folder;
-    tpc__store_t *s;
+    tpc_storage_t *s;
     char *dir;
 } fixture_t;
 
+static bool use_s3; /* the cases of the running test go to S3 */
+
 static void open_store(fixture_t *f, const char *tag)
 {
-    f->dir = tpc_test_tmpdir(tag);
-    tpc__store_folder_init(&f->folder, f->dir);
-    f->s = &f->folder.base;
+    f->dir = NULL;
+    if (!use_s3) {
+        f->dir = tpc_test_tmpdir(tag);
+        tpc__store_folder_init(&f->folder, f->dir);
+        f->s = &f->folder.base;
+        return;
+    }
+    char prefix[128];
+    snprintf(prefix, sizeof prefix, "%s-%ld-%lld/", tag, (long)getpid(), (long long)tpc_clock_us());
+    tpc_s3_config_t c = {.endpoint = s3_endpoint,
+                         .bucket = S3_BUCKET,
+                         .prefix = prefix,
+                         .region = "us-east-1",
+                         .access_key_id = "twopc-test",
+                         .secret_access_key = "twopc-test-secret",
+                         .timeout_ms = 60000};
+    TPC_TEST_OK(tpc_s3_storage_new(&c, &f->s));
 }
 
 static void close_store(fixture_t *f)
 {
-    tpc_test_rmdir(f->dir);
-    free(f->dir);
+    if (f->dir) {
+        tpc_test_rmdir(f->dir);
+        free(f->dir);
+    } else {
+        tpc_storage_destroy(f->s);
+    }
 }
 
 /* The object's contents as a string ("" when missing), and its version (free both). */
-static char *get_str(tpc__store_t *s, const char *name, char **version)
+static char *get_str(tpc_storage_t *s, const char *name, char **version)
 {
     uint8_t *p = NULL;
     size_t n = 0;
@@ -55,7 +81,7 @@ static char *get_str(tpc__store_t *s, const char *name, char **version)
     return str;
 }
 
-static bool put_new(tpc__store_t *s, const char *name, const char *text)
+static bool put_new(tpc_storage_t *s, const char *name, const char *text)
 {
     bool exists = true;
     TPC_TEST_OK(s->ops->put_new(s, name, (const uint8_t *)text, strlen(text), &exists));
@@ -63,7 +89,7 @@ static bool put_new(tpc__store_t *s, const char *name, const char *text)
 }
 
 /* compare-and-set; true when it was written */
-static bool swap(tpc__store_t *s, const char *name, const char *expected, const char *text,
+static bool swap(tpc_storage_t *s, const char *name, const char *expected, const char *text,
                  char **version)
 {
     bool stale = true;
@@ -72,7 +98,7 @@ static bool swap(tpc__store_t *s, const char *name, const char *expected, const 
     return !stale;
 }
 
-START_TEST(test_create_only)
+static void case_create_only(void)
 {
     fixture_t f;
     open_store(&f, "store-create");
@@ -88,16 +114,15 @@ START_TEST(test_create_only)
     free(got);
     close_store(&f);
 }
-END_TEST
 
-START_TEST(test_compare_and_set)
+static void case_compare_and_set(void)
 {
     fixture_t f;
     open_store(&f, "store-cas");
     char *v1 = NULL, *v2 = NULL, *v3 = NULL, *now = NULL;
-    ck_assert(swap(f.s, "completed", TPC__STORE_ABSENT, "one", &v1));
+    ck_assert(swap(f.s, "completed", TPC_STORAGE_ABSENT, "one", &v1));
     ck_assert_ptr_nonnull(v1);
-    ck_assert_msg(!swap(f.s, "completed", TPC__STORE_ABSENT, "again", NULL),
+    ck_assert_msg(!swap(f.s, "completed", TPC_STORAGE_ABSENT, "again", NULL),
                   "create-if-absent of an existing object was not refused");
     ck_assert(swap(f.s, "completed", v1, "two", &v2));
     ck_assert_str_ne(v1, v2);
@@ -108,7 +133,7 @@ START_TEST(test_compare_and_set)
     ck_assert_str_eq(now, v2);
     free(got);
     free(now);
-    ck_assert(swap(f.s, "completed", TPC__STORE_ANY, "three", &v3));
+    ck_assert(swap(f.s, "completed", TPC_STORAGE_ANY, "three", &v3));
     ck_assert_msg(!swap(f.s, "completed", v2, "stale", NULL), "the version must change");
     TPC_TEST_OK(f.s->ops->remove(f.s, "completed"));
     ck_assert_msg(!swap(f.s, "completed", v3, "gone", NULL),
@@ -118,15 +143,14 @@ START_TEST(test_compare_and_set)
     free(v3);
     close_store(&f);
 }
-END_TEST
 
 /* Several processes race to replace the same version: exactly one may win, every round. */
-START_TEST(test_compare_and_set_race)
+static void case_compare_and_set_race(void)
 {
     fixture_t f;
     open_store(&f, "store-race");
     char *v = NULL;
-    ck_assert(swap(f.s, "completed", TPC__STORE_ABSENT, "round 0", &v));
+    ck_assert(swap(f.s, "completed", TPC_STORAGE_ABSENT, "round 0", &v));
     enum { RACERS = 6, ROUNDS = 15 };
     for (int round = 1; round <= ROUNDS; round++) {
         pid_t pids[RACERS];
@@ -156,7 +180,6 @@ START_TEST(test_compare_and_set_race)
     free(v);
     close_store(&f);
 }
-END_TEST
 
 static bool has(char **names, size_t n, const char *name)
 {
@@ -166,36 +189,35 @@ static bool has(char **names, size_t n, const char *name)
     return false;
 }
 
-START_TEST(test_list_and_remove)
+static void case_list_and_remove(void)
 {
     fixture_t f;
     open_store(&f, "store-list");
     ck_assert(put_new(f.s, "chk-1", "a"));
     ck_assert(put_new(f.s, "chk-2", "b"));
     ck_assert(put_new(f.s, "savepoint-3", "c"));
-    ck_assert(swap(f.s, "completed", TPC__STORE_ABSENT, "r", NULL));
+    ck_assert(swap(f.s, "completed", TPC_STORAGE_ABSENT, "r", NULL));
     char **names;
     size_t n;
     TPC_TEST_OK(f.s->ops->list(f.s, "chk-", &names, &n));
     ck_assert_uint_eq(n, 2);
     ck_assert(has(names, n, "chk-1") && has(names, n, "chk-2"));
-    tpc__store_names_free(names, n);
+    tpc_storage_names_free(names, n);
     TPC_TEST_OK(f.s->ops->list(f.s, "", &names, &n));
     ck_assert_msg(n == 4, "%zu objects listed, not 4 (lock or temporary files listed?)", n);
-    tpc__store_names_free(names, n);
+    tpc_storage_names_free(names, n);
     TPC_TEST_OK(f.s->ops->remove(f.s, "chk-1"));
     TPC_TEST_OK(f.s->ops->remove(f.s, "chk-1")); /* gone already: no error */
     TPC_TEST_OK(f.s->ops->list(f.s, "chk-", &names, &n));
     ck_assert_uint_eq(n, 1);
     ck_assert(has(names, n, "chk-2"));
-    tpc__store_names_free(names, n);
+    tpc_storage_names_free(names, n);
     close_store(&f);
 }
-END_TEST
 
 /* kill -9 of a process while it writes a large object: afterwards the object is absent or whole,
  * never partial, and nothing of the write is listed. */
-START_TEST(test_kill_during_write)
+static void case_kill_during_write(void)
 {
     fixture_t f;
     open_store(&f, "store-kill");
@@ -231,11 +253,93 @@ START_TEST(test_kill_during_write)
         size_t nn;
         TPC_TEST_OK(f.s->ops->list(f.s, "", &names, &nn));
         ck_assert_msg(nn <= (size_t)round + 1, "a write in flight is listed");
-        tpc__store_names_free(names, nn);
+        tpc_storage_names_free(names, nn);
     }
     ck_assert_msg(partial_kills > 0, "no write was killed while under way: the test saw nothing");
     free(data);
     close_store(&f);
+}
+
+/* Each case on the folder, and on S3 when the local server runs. */
+#define ON_BOTH(c)                                                                                 \
+    START_TEST(folder_##c)                                                                         \
+    {                                                                                              \
+        use_s3 = false;                                                                            \
+        case_##c();                                                                                \
+    }                                                                                              \
+    END_TEST                                                                                       \
+    START_TEST(s3_##c)                                                                             \
+    {                                                                                              \
+        if (!s3_endpoint) {                                                                        \
+            fprintf(stderr, "check_storage: S3 case %s NOT RUN: no local S3 server (%s)\n", #c,    \
+                    s3_missing);                                                                   \
+            return;                                                                                \
+        }                                                                                          \
+        use_s3 = true;                                                                             \
+        case_##c();                                                                                \
+    }                                                                                              \
+    END_TEST
+
+ON_BOTH(create_only)
+ON_BOTH(compare_and_set)
+ON_BOTH(compare_and_set_race)
+ON_BOTH(list_and_remove)
+ON_BOTH(kill_during_write)
+
+/* The errors an operator meets, said plainly and without the secret: a bucket that does not
+ * exist, a store that does not answer, no credentials. */
+START_TEST(s3_errors)
+{
+    if (!s3_endpoint) {
+        fprintf(stderr, "check_storage: S3 case errors NOT RUN: no local S3 server (%s)\n",
+                s3_missing);
+        return;
+    }
+    const char *secret = "do-not-show-this-secret";
+    tpc_s3_config_t c = {.endpoint = s3_endpoint,
+                         .bucket = "no-such-bucket-here",
+                         .region = "us-east-1",
+                         .access_key_id = "twopc-test",
+                         .secret_access_key = secret,
+                         .timeout_ms = 2000,
+                         .attempts = 2};
+    tpc_storage_t *st;
+    TPC_TEST_OK(tpc_s3_storage_new(&c, &st));
+    bool exists;
+    tpc_error_t *err = st->ops->put_new(st, "chk-1", (const uint8_t *)"x", 1, &exists);
+    ck_assert_ptr_nonnull(err);
+    ck_assert_int_eq(tpc_error_code(err), TPC_ERR_CONFIG);
+    ck_assert_msg(strstr(tpc_error_message(err), "\"no-such-bucket-here\" does not exist"), "%s",
+                  tpc_error_message(err));
+    ck_assert(!strstr(tpc_error_message(err), secret));
+    tpc_error_destroy(err);
+    tpc_storage_destroy(st);
+
+    /* a port nobody listens on: two attempts, then a retriable connect error */
+    c.bucket = S3_BUCKET;
+    c.endpoint = "http://127.0.0.1:1";
+    TPC_TEST_OK(tpc_s3_storage_new(&c, &st));
+    uint8_t *p;
+    size_t n;
+    bool found;
+    err = st->ops->get(st, "completed", &p, &n, NULL, &found);
+    ck_assert_ptr_nonnull(err);
+    ck_assert_int_eq(tpc_error_code(err), TPC_ERR_CONNECT);
+    ck_assert(tpc_error_is_retriable(err));
+    ck_assert_msg(strstr(tpc_error_message(err), "2 attempts"), "%s", tpc_error_message(err));
+    ck_assert(!strstr(tpc_error_message(err), secret));
+    tpc_error_destroy(err);
+    tpc_storage_destroy(st);
+
+    tpc_s3_config_t none = {.bucket = S3_BUCKET};
+    if (!getenv("AWS_ACCESS_KEY_ID")) {
+        err = tpc_s3_storage_new(&none, &st);
+        ck_assert_ptr_nonnull(err);
+        ck_assert_int_eq(tpc_error_code(err), TPC_ERR_CONFIG);
+        ck_assert_msg(strstr(tpc_error_hint_text(err), "AWS_ACCESS_KEY_ID"), "%s",
+                      tpc_error_hint_text(err));
+        tpc_error_destroy(err);
+    }
 }
 END_TEST
 
@@ -313,22 +417,65 @@ START_TEST(test_record_without_owner_keeps_layout)
 }
 END_TEST
 
+static void start_s3(char *dir)
+{
+    const char *given = getenv("TWOPC_TEST_S3_ENDPOINT");
+    if (given && *given) {
+        s3_endpoint = tpc__xstrdup(given);
+        return;
+    }
+    char cmd[512];
+    snprintf(cmd, sizeof cmd, "tests/services/s3.sh start '%s' %s", dir, S3_BUCKET);
+    FILE *p = popen(cmd, "r");
+    char line[256] = "";
+    bool got = p && fgets(line, sizeof line, p);
+    int rc = p ? pclose(p) : -1;
+    if (got && rc == 0 && strncmp(line, "http://127.0.0.1:", 17) == 0) {
+        line[strcspn(line, "\n")] = 0;
+        s3_endpoint = tpc__xstrdup(line);
+    } else {
+        s3_missing = "tests/services/s3.sh could not start moto; see its lines above";
+        fprintf(stderr, "check_storage: WITHOUT S3: %s\n", s3_missing);
+    }
+}
+
 int main(void)
 {
+    char *s3dir = tpc_test_tmpdir("s3");
+    start_s3(s3dir);
     Suite *s = suite_create("storage");
     TCase *tc = tcase_create("folder");
     tcase_set_timeout(tc, 120);
-    tcase_add_test(tc, test_create_only);
-    tcase_add_test(tc, test_compare_and_set);
-    tcase_add_test(tc, test_compare_and_set_race);
-    tcase_add_test(tc, test_list_and_remove);
-    tcase_add_test(tc, test_kill_during_write);
+    tcase_add_test(tc, folder_create_only);
+    tcase_add_test(tc, folder_compare_and_set);
+    tcase_add_test(tc, folder_compare_and_set_race);
+    tcase_add_test(tc, folder_list_and_remove);
+    tcase_add_test(tc, folder_kill_during_write);
     tcase_add_test(tc, test_record_owner_epoch);
     tcase_add_test(tc, test_record_without_owner_keeps_layout);
     suite_add_tcase(s, tc);
+    TCase *t3 = tcase_create("s3");
+    tcase_set_timeout(t3, 300);
+    tcase_add_test(t3, s3_create_only);
+    tcase_add_test(t3, s3_compare_and_set);
+    tcase_add_test(t3, s3_compare_and_set_race);
+    tcase_add_test(t3, s3_list_and_remove);
+    tcase_add_test(t3, s3_kill_during_write);
+    tcase_add_test(t3, s3_errors);
+    suite_add_tcase(s, t3);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);
     int failed = srunner_ntests_failed(sr);
     srunner_free(sr);
+    if (!s3_endpoint) {
+        tpc_test_rmdir(s3dir);
+    } else if (!getenv("TWOPC_TEST_S3_ENDPOINT")) {
+        char cmd[512];
+        snprintf(cmd, sizeof cmd, "tests/services/s3.sh stop '%s'", s3dir);
+        if (system(cmd) != 0)
+            fprintf(stderr, "check_storage: could not stop the S3 server in %s\n", s3dir);
+    }
+    free(s3dir);
+    free(s3_endpoint);
     return failed ? 1 : 0;
 }
