@@ -10,6 +10,10 @@
  * at it (tpc_txn_connector_ops_t.props, tpc_txn.h) and gets parsing, defaults, messages and
  * documentation without writing any of them. Threads: tables are constant; the functions touch
  * only the configuration struct they are given.
+ *
+ * Operators give the same keys from outside the code: a `key = value` file and `TWOPC_`
+ * environment variables, read into a tpc_config_t and handed to each component's setter (the
+ * last group of this header).
  */
 #ifndef TPC_PROPS_H
 #define TPC_PROPS_H
