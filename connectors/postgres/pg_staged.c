@@ -362,7 +362,11 @@ tpc_error_t *tpc__pg_stage_move(tpc__pg_conn_t *c, tpc__pg_txn_t *t)
              "INSERT INTO %s (gid, sink, subtask, checkpoint) VALUES ($1, $2, $3, $4)",
              c->marker_q);
     const char *params[] = {t->gid, c->prefix, sub, ckpt};
-    tpc_error_t *err = tpc__pg_ensure_txn(c);
+    /* The parts are read on the control connection: one lost since is made again, unless it held
+     * the current transaction's parts (then those are gone, and writing fails anyway). */
+    tpc_error_t *err = c->staging_open ? NULL : tpc__pg_control_ready(c);
+    if (!err)
+        err = tpc__pg_ensure_txn(c);
     if (err)
         return err;
     /* First the marker: it waits for any other mover of this gid, and fails on the key if that

@@ -11,6 +11,7 @@
  *   two, in parts of 4 KiB, invisible until the checkpoint completes;
  * - a second mover of a staged transaction waits for the first mover's transaction, then does
  *   nothing if it committed and moves the rows if it rolled back;
+ * - the move reconnects both connections when they were lost since the checkpoint;
  * - kill -9 at random moments (start, recovery, writing ahead, committing, moving) and restarts
  *   until a run ends on its own leave every record in the table exactly once and nothing written
  *   ahead behind (the child is this binary with --write-ahead-child; TWOPC_CRASH_SEED repeats);
@@ -386,6 +387,28 @@ START_TEST(test_second_mover_waits_then_does_nothing)
 }
 END_TEST
 
+START_TEST(test_move_after_lost_connections)
+{
+    ck_assert(tpc_test_pg_exec(pg, "CREATE TABLE %s (k bytea, v bytea)", table));
+    tpc_txn_sink_t *sink = new_sink(noprep, "write-ahead");
+    TPC_TEST_OK(tpc_txn_sink_set(sink, "commit.retry.deadline.ms", "3000"));
+    TPC_TEST_OK(tpc_test_txn_sub_start(&sub, sink, 0, NULL));
+    write_range(0, 100);
+    TPC_TEST_OK(tpc_test_txn_sub_snapshot(&sub, 1, NULL));
+    /* Both connections of the sink die between the checkpoint and its notification (this server
+     * is the test's own: no other program's sessions). */
+    ck_assert_int_eq(tpc_test_pg_long(pg,
+                                      "SELECT count(pg_terminate_backend(pid)) FROM "
+                                      "pg_stat_activity WHERE application_name LIKE 'twopc %%'"),
+                     2);
+    TPC_TEST_OK(tpc__txn_task_complete(sub.task, 1));
+    ck_assert_int_eq(tpc_test_pg_long(pg, "SELECT count(*) FROM %s WHERE k = v", table), 100);
+    ck_assert_int_eq(staged(pg), 0);
+    tpc_test_txn_sub_close(&sub);
+    tpc_txn_sink_destroy(sink);
+}
+END_TEST
+
 /* ---- kill -9 at random moments, as check_pg_crash.c does with prepared transactions -----------
  */
 
@@ -503,6 +526,7 @@ static int run_own_checks(void)
     tcase_add_test(tc, test_at_least_once_runs_without_prepared_transactions);
     tcase_add_test(tc, test_write_ahead_writes_what_prepared_writes);
     tcase_add_test(tc, test_second_mover_waits_then_does_nothing);
+    tcase_add_test(tc, test_move_after_lost_connections);
     suite_add_tcase(s, tc);
     TCase *crash = tcase_create("kill-9");
     tcase_set_timeout(crash, 300);
