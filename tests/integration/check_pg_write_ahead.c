@@ -15,10 +15,11 @@
  * - kill -9 at random moments (start, recovery, writing ahead, committing, moving) and restarts
  *   until a run ends on its own leave every record in the table exactly once and nothing written
  *   ahead behind (the child is this binary with --write-ahead-child; TWOPC_CRASH_SEED repeats);
- * - the whole connector conformance suite passes in write-ahead mode, its kill -9 check included:
- *   before pre-commit, after the staged rows committed, after the checkpoint completed but before
- *   the move, during the move, after the move before the notify returned, during recovery and its
- *   cleanup, each followed by a restart; then SQL shows every record exactly once.
+ * - the whole connector conformance suite passes in write-ahead mode, with rows by COPY, as a
+ *   changelog and into two tables of one sink (as check_conformance_pg.c), its kill -9 check
+ * included: before pre-commit, after the staged rows committed, after the checkpoint completed but
+ * before the move, during the move, after the move before the notify returned, during recovery and
+ * its cleanup, each followed by a restart; then SQL shows every record exactly once.
  */
 #include "tpc_conformance_check.h"
 #include "tpc_conformance_pg.h"
@@ -540,11 +541,15 @@ static int run_own_checks(void)
     return failed;
 }
 
+#define LAYOUT_ENV "TWOPC_CONFORMANCE_PG_LAYOUT"
+
 int main(int argc, char **argv)
 {
-    const tpc_conformance_t *conformance = tpc_conformance_pg("write-ahead");
-    if (tpc_conformance_is_child(argc, argv))
-        return tpc_conformance_child_main(conformance, argc, argv);
+    if (tpc_conformance_is_child(argc, argv)) {
+        const char *layout = getenv(LAYOUT_ENV);
+        return tpc_conformance_child_main(
+            tpc_conformance_pg_layout("write-ahead", layout ? layout : "copy"), argc, argv);
+    }
     if (argc == 8 && strcmp(argv[1], "--write-ahead-child") == 0)
         return crash_child(argv);
     const char *env = tpc_test_env_require("TWOPC_TEST_PG_CONNINFO");
@@ -559,10 +564,15 @@ int main(int argc, char **argv)
     if (tpc_test_pg_start_noprep(dir, noprep, sizeof noprep)) {
         /* The conformance suite and its children connect through TWOPC_TEST_PG_CONNINFO. */
         setenv("TWOPC_TEST_PG_CONNINFO", noprep, 1);
-        int failed = run_own_checks();
-        rc = tpc_conformance_main(conformance, argc, argv);
-        if (failed)
-            rc = EXIT_FAILURE;
+        rc = run_own_checks() ? EXIT_FAILURE : EXIT_SUCCESS;
+        /* As check_conformance_pg.c: rows by COPY, as a changelog, into two tables. */
+        static const char *const layouts[] = {"copy", "changelog", "two-tables"};
+        for (size_t i = 0; i < sizeof layouts / sizeof *layouts; i++) {
+            setenv(LAYOUT_ENV, layouts[i], 1);
+            if (tpc_conformance_main(tpc_conformance_pg_layout("write-ahead", layouts[i]), argc,
+                                     argv) != EXIT_SUCCESS)
+                rc = EXIT_FAILURE;
+        }
     }
     tpc_test_pg_destroy(dir);
     tpc_test_rmdir(base);
