@@ -34,6 +34,11 @@
  *                            (default twopc-demo)
  *     --input T / --topic T / --table T        other names
  *     --checkpoint-dir DIR   where checkpoints live (default NAME.checkpoints)
+ *     --pg-layout L          rows (default: a row (id, k, v) per record), changelog (one row per
+ *                            key: each record upserts it, or deletes it when eo_is_delete(i);
+ *                            pg.mode=changelog) or two-tables (each record also gives (id, k) to
+ *                            table T_ids, committed with the first in one transaction). Keep it
+ *                            the same between runs on one checkpoint directory
  *     --parallelism P        subtasks per vertex and partitions per topic (default 2, at most 8)
  *     --source-parallelism P / --pg-parallelism P / --kafka-parallelism P
  *                            subtasks of the source (and transform) and of each sink (default:
@@ -88,6 +93,7 @@ typedef struct {
     uint32_t keys;
     bool unbounded, grow;
     bool to_pg, to_kafka;      /* --sinks */
+    const char *pg_layout;     /* rows, changelog, two-tables */
     int grow_to, discovery_ms; /* 0: none, the source's default */
 } options_t;
 
@@ -136,20 +142,34 @@ static const tpc_operator_ops_t transform_ops = {
 
 static tpc_error_t *encode_row(void *opaque, const tpc_record_t *rec, tpc_pg_row_t *row)
 {
-    (void)opaque;
+    const options_t *opt = opaque;
     uint64_t i;
     if (!eo_parse_number(rec->value, rec->value_len, &i))
         return tpc_error_new(TPC_ERR_CORRUPT, 0, "output value is not a record number");
+    if (!strcmp(opt->pg_layout, "changelog") && eo_is_delete(i))
+        tpc_pg_row_op(row, TPC_PG_OP_DELETE); /* the key finds the row; the rest is ignored */
     tpc_pg_row_int8(row, (int64_t)i);
     tpc_pg_row_text(row, rec->key, rec->key_len);
     tpc_pg_row_text(row, rec->value, rec->value_len);
+    if (!strcmp(opt->pg_layout, "two-tables")) {
+        tpc_pg_row_table(row, 1); /* (id, k) into T_ids, in the same transaction */
+        tpc_pg_row_int8(row, (int64_t)i);
+        tpc_pg_row_text(row, rec->key, rec->key_len);
+    }
     return NULL;
 }
 
 static bool create_table(const options_t *opt)
 {
+    if (!strcmp(opt->pg_layout, "changelog"))
+        return ex_create_table(PROGRAM, opt->common.pg, opt->table,
+                               "k text PRIMARY KEY, id bigint NOT NULL, v text NOT NULL");
+    char ids[300];
+    snprintf(ids, sizeof ids, "%s_ids", opt->table);
     return ex_create_table(PROGRAM, opt->common.pg, opt->table,
-                           "id bigint NOT NULL, k text NOT NULL, v text NOT NULL");
+                           "id bigint NOT NULL, k text NOT NULL, v text NOT NULL") &&
+           (strcmp(opt->pg_layout, "two-tables") ||
+            ex_create_table(PROGRAM, opt->common.pg, ids, "id bigint NOT NULL, k text NOT NULL"));
 }
 
 /* ---- Kafka topics with P partitions (the default of 1 would serialise the sink) ------------ */
@@ -334,11 +354,23 @@ static tpc_error_t *build_job(const options_t *opt, tpc_job_t *job, tpc_kafka_so
     if (!err)
         err = tpc_job_connect(job, src, xf, TPC_EDGE_FORWARD);
 
-    /* PostgreSQL: binary COPY into (id, k, v); gids start with the table's name. */
+    /* PostgreSQL: binary COPY into (id, k, v); gids start with the table's name. A changelog
+     * applies upserts and deletes by key; two tables commit together. */
+    bool changelog = !strcmp(opt->pg_layout, "changelog");
     if (!err && opt->to_pg)
-        err = ex_pg_sink_new(o->pg, opt->table, "id,k,v", "copy", o->config, pg_sink);
+        err = ex_pg_sink_new(o->pg, opt->table, "id,k,v", changelog ? "changelog" : "copy",
+                             o->config, pg_sink);
+    if (!err && opt->to_pg && changelog)
+        err = tpc_txn_sink_set(*pg_sink, "pg.key-columns", "k");
+    if (!err && opt->to_pg && !strcmp(opt->pg_layout, "two-tables")) {
+        char tables[600];
+        snprintf(tables, sizeof tables, "%s,%s_ids", opt->table, opt->table);
+        err = tpc_txn_sink_set(*pg_sink, "pg.table", tables);
+        if (!err)
+            err = tpc_txn_sink_set(*pg_sink, "pg.columns", "id,k,v;id,k");
+    }
     if (!err && opt->to_pg)
-        err = tpc_pg_sink_set_encoder(*pg_sink, encode_row, NULL);
+        err = tpc_pg_sink_set_encoder(*pg_sink, encode_row, (void *)opt);
     if (!err && opt->to_pg)
         err = tpc_txn_sink_add_to_job(*pg_sink, job, "postgres", o->pg_par, &to_pg);
     if (!err && opt->to_pg)
@@ -363,7 +395,7 @@ static int usage(const char *msg)
         stderr,
         "exactly_once_pipeline: %s\n"
         "usage: exactly_once_pipeline [--bootstrap HOST:PORT] [--pg CONNINFO] [--name NAME]\n"
-        "         [--sinks pg,kafka|pg|kafka]\n"
+        "         [--sinks pg,kafka|pg|kafka] [--pg-layout rows|changelog|two-tables]\n"
         "         [--topic T] [--table T] [--checkpoint-dir DIR] [--parallelism P]\n"
         "         [--interval MS] [--records N | --unbounded] [--keys K] [--rate R]\n"
         "         [--input T] [--progress tty|lines|off] [--discovery-ms MS]\n"
@@ -390,11 +422,13 @@ static int parse_options(int argc, char **argv, options_t *opt)
                                              {"discovery-ms", required_argument, 0, 'D'},
                                              {"grow-to", required_argument, 0, 'X'},
                                              {"grow", no_argument, 0, 'W'},
+                                             {"pg-layout", required_argument, 0, 'L'},
                                              {0, 0, 0, 0}};
     *opt = (options_t){.common = ex_options_defaults("twopc-demo", 100000),
                        .keys = EO_DEFAULT_KEYS,
                        .to_pg = true,
                        .to_kafka = true,
+                       .pg_layout = "rows",
                        .progress = isatty(STDERR_FILENO) ? "tty" : "lines"};
     ex_options_t *o = &opt->common;
     int c;
@@ -432,6 +466,12 @@ static int parse_options(int argc, char **argv, options_t *opt)
             break;
         case 'W':
             opt->grow = true;
+            break;
+        case 'L':
+            opt->pg_layout = optarg;
+            if (strcmp(optarg, "rows") && strcmp(optarg, "changelog") &&
+                strcmp(optarg, "two-tables"))
+                return usage("--pg-layout is rows, changelog or two-tables");
             break;
         case 'O':
             opt->to_pg =

@@ -8,6 +8,8 @@
  *   output record i:  key "key-<i mod keys>"   value "<i>:<16 hex digits of mix(i)>"
  *   PostgreSQL row i: (id = i, k = the output key, v = the output value)
  *
+ * With the changelog layout the table keeps one row per key instead: record i upserts its key's
+ * row, or deletes it when eo_is_delete(i); the table must end as that changelog applied once.
  * The transform is the step from input to output value: a function of i alone, so that replaying a
  * record after a crash produces the same bytes again.
  */
@@ -51,6 +53,12 @@ static inline int eo_input_value(uint64_t i, char *buf)
 static inline int eo_output_value(uint64_t i, char *buf)
 {
     return snprintf(buf, EO_VALUE_MAX, "%" PRIu64 ":%016" PRIx64, i, eo_mix(i));
+}
+
+/* The changelog layout: record i deletes its key's row instead of upserting it. */
+static inline int eo_is_delete(uint64_t i)
+{
+    return i % 7 == 3;
 }
 
 /* Parse the leading decimal number of @p bytes (an input or output value). @returns false when

@@ -24,6 +24,11 @@
  * once ("<n>,<total>", the prefix sums of that user's amounts in input order: no gap, no repeat,
  * no wrong total), and the table one row per user with the final count and total. Record i of the
  * input stands for the total after purchase i, so the same table of counts serves both readers.
+ *
+ * --pg-layout as given to exactly_once_pipeline: with changelog the table must hold, for each key,
+ * exactly the row of its last record, or none when that record is a delete (eo_is_delete()), also
+ * after runs from scratch; with two-tables the table is checked as usual and TABLE_ids must hold
+ * exactly its (id, k) pairs (rows of one table without the other's count as "rows apart").
  */
 #include "keyed_totals_records.h"
 
@@ -47,7 +52,8 @@ typedef struct {
     uint64_t dup_examples[EXAMPLES_SHOWN], miss_examples[EXAMPLES_SHOWN];
     int ndup_examples, nmiss_examples;
     char blocked[512]; /* Kafka: partitions whose last stable offset is below the high watermark */
-    bool final_only;   /* --totals, PostgreSQL: only each user's last purchase, once */
+    bool final_only;   /* --totals or changelog, PostgreSQL: only each key's last record, once */
+    uint64_t apart;    /* two-tables: rows of one table that the other does not hold */
 } tally_t;
 
 typedef struct {
@@ -57,15 +63,17 @@ typedef struct {
     uint32_t keys;
     uint32_t times;
     bool totals;
-    bool to_pg, to_kafka; /* --sinks: the outputs to read */
-    uint64_t *prefix;     /* --totals: the total of user i % keys after purchase i */
+    bool to_pg, to_kafka;  /* --sinks: the outputs to read */
+    const char *pg_layout; /* rows, changelog, two-tables */
+    uint64_t *prefix;      /* --totals: the total of user i % keys after purchase i */
 } options_t;
 
 enum { REC_OK, REC_FOREIGN, REC_WRONG };
 
-/* A record of exactly_once_pipeline: key and value of record number *i. */
-static int plain_record(const options_t *opt, const void *key, size_t key_len, const void *value,
-                        size_t value_len, uint64_t *i)
+/* A record of exactly_once_pipeline: key and value of record number *i. A changelog's row must be
+ * of its key's last record, and not of a delete. */
+static int plain_record(const options_t *opt, const tally_t *t, const void *key, size_t key_len,
+                        const void *value, size_t value_len, uint64_t *i)
 {
     char want_key[EO_KEY_MAX], want_value[EO_VALUE_MAX];
     if (!eo_parse_number(value, value_len, i) || *i >= opt->records)
@@ -74,6 +82,8 @@ static int plain_record(const options_t *opt, const void *key, size_t key_len, c
     size_t vl = (size_t)eo_output_value(*i, want_value);
     if (kl != key_len || memcmp(key, want_key, kl) || vl != value_len ||
         memcmp(value, want_value, vl))
+        return REC_WRONG;
+    if (t->final_only && (*i + opt->keys < opt->records || eo_is_delete(*i)))
         return REC_WRONG;
     return REC_OK;
 }
@@ -120,7 +130,7 @@ static void tally_add(tally_t *t, const options_t *opt, const void *key, size_t 
     uint64_t i = 0;
     t->total++;
     int kind = opt->totals ? totals_record(opt, t, key, key_len, value, value_len, &i)
-                           : plain_record(opt, key, key_len, value, value_len, &i);
+                           : plain_record(opt, t, key, key_len, value, value_len, &i);
     if (kind == REC_FOREIGN) {
         t->unexpected++;
         return;
@@ -154,7 +164,8 @@ static void tally_finish(tally_t *t, const options_t *opt)
 {
     uint64_t first = t->final_only && opt->records > opt->keys ? opt->records - opt->keys : 0;
     for (uint64_t i = first; i < opt->records; i++) {
-        if (t->seen[i] >= tally_times(t, opt))
+        if (t->seen[i] >= tally_times(t, opt) ||
+            (t->final_only && !opt->totals && eo_is_delete(i))) /* a deleted key: no row */
             continue;
         if (t->nmiss_examples < EXAMPLES_SHOWN)
             t->miss_examples[t->nmiss_examples++] = i;
@@ -165,7 +176,7 @@ static void tally_finish(tally_t *t, const options_t *opt)
 static bool tally_ok(const tally_t *t)
 {
     return !t->duplicates && !t->missing && !t->unexpected && !t->bad && !t->out_of_order &&
-           !t->blocked[0];
+           !t->apart && !t->blocked[0];
 }
 
 static void tally_examples(const tally_t *t)
@@ -331,6 +342,27 @@ static bool read_pg(const options_t *opt, tally_t *t)
         }
         PQclear(res);
     }
+    if (ok && !strcmp(opt->pg_layout, "two-tables")) {
+        /* Both tables of a checkpoint commit together: T_ids holds exactly T's (id, k). */
+        char ids[300];
+        snprintf(ids, sizeof ids, "%s_ids", opt->table);
+        char *a = PQescapeIdentifier(pg, opt->table, strlen(opt->table));
+        char *b = PQescapeIdentifier(pg, ids, strlen(ids));
+        snprintf(sql, sizeof sql,
+                 "SELECT count(*) FROM ((SELECT id, k FROM %s EXCEPT ALL SELECT id, k FROM %s) "
+                 "UNION ALL (SELECT id, k FROM %s EXCEPT ALL SELECT id, k FROM %s)) apart",
+                 a ? a : "\"\"", b ? b : "\"\"", b ? b : "\"\"", a ? a : "\"\"");
+        PQfreemem(a);
+        PQfreemem(b);
+        res = PQexec(pg, sql);
+        ok = PQresultStatus(res) == PGRES_TUPLES_OK;
+        if (ok)
+            t->apart = strtoull(PQgetvalue(res, 0, 0), NULL, 10);
+        else
+            fprintf(stderr, "verify_output: could not compare table \"%s\" with \"%s\": %s",
+                    opt->table, ids, PQresultErrorMessage(res));
+        PQclear(res);
+    }
     PQfinish(pg);
     return ok;
 }
@@ -341,31 +373,29 @@ static int usage(const char *msg)
             "verify_output: %s\n"
             "usage: verify_output --records N [--topic T] [--table T] [--name NAME]\n"
             "         [--bootstrap HOST:PORT] [--pg CONNINFO] [--keys K] [--times T]\n"
-            "         [--totals] [--sinks pg,kafka|pg|kafka]\n",
+            "         [--totals] [--sinks pg,kafka|pg|kafka]\n"
+            "         [--pg-layout rows|changelog|two-tables]\n",
             msg);
     return 2;
 }
 
 static int parse_options(int argc, char **argv, options_t *opt)
 {
-    static const struct option longopts[] = {{"bootstrap", required_argument, 0, 'b'},
-                                             {"pg", required_argument, 0, 'g'},
-                                             {"name", required_argument, 0, 'n'},
-                                             {"topic", required_argument, 0, 't'},
-                                             {"table", required_argument, 0, 'T'},
-                                             {"records", required_argument, 0, 'r'},
-                                             {"keys", required_argument, 0, 'k'},
-                                             {"times", required_argument, 0, 'x'},
-                                             {"totals", no_argument, 0, 'S'},
-                                             {"sinks", required_argument, 0, 'O'},
-                                             {0, 0, 0, 0}};
+    static const struct option longopts[] = {
+        {"bootstrap", required_argument, 0, 'b'}, {"pg", required_argument, 0, 'g'},
+        {"name", required_argument, 0, 'n'},      {"topic", required_argument, 0, 't'},
+        {"table", required_argument, 0, 'T'},     {"records", required_argument, 0, 'r'},
+        {"keys", required_argument, 0, 'k'},      {"times", required_argument, 0, 'x'},
+        {"totals", no_argument, 0, 'S'},          {"sinks", required_argument, 0, 'O'},
+        {"pg-layout", required_argument, 0, 'L'}, {0, 0, 0, 0}};
     const char *name = "twopc-demo";
     *opt = (options_t){.bootstrap = getenv("TWOPC_KAFKA_BOOTSTRAP"),
                        .pg = getenv("TWOPC_PG_CONNINFO"),
                        .keys = EO_DEFAULT_KEYS,
                        .times = 1,
                        .to_pg = true,
-                       .to_kafka = true};
+                       .to_kafka = true,
+                       .pg_layout = "rows"};
     bool have_records = false, have_keys = false;
     int c;
     while ((c = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
@@ -400,6 +430,12 @@ static int parse_options(int argc, char **argv, options_t *opt)
         case 'O':
             opt->to_pg = strstr(optarg, "pg") != NULL;
             opt->to_kafka = strstr(optarg, "kafka") != NULL;
+            break;
+        case 'L':
+            opt->pg_layout = optarg;
+            if (strcmp(optarg, "rows") && strcmp(optarg, "changelog") &&
+                strcmp(optarg, "two-tables"))
+                return usage("--pg-layout is rows, changelog or two-tables");
             break;
         default:
             return usage("unknown option");
@@ -442,7 +478,7 @@ int main(int argc, char **argv)
         fprintf(stderr, "verify_output: out of memory\n");
         return 2;
     }
-    pg.final_only = opt.totals;
+    pg.final_only = opt.totals || !strcmp(opt.pg_layout, "changelog");
     for (uint64_t i = 0; opt.totals && i < opt.records; i++)
         opt.prefix[i] = (i >= opt.keys ? opt.prefix[i - opt.keys] : 0) + kt_amount(i);
     bool read = (!opt.to_pg || read_pg(&opt, &pg)) && (!opt.to_kafka || read_kafka(&opt, &kafka));
@@ -464,6 +500,9 @@ int main(int argc, char **argv)
            (unsigned long long)kafka.bad);
     printf("%-36s %12s %12llu\n", "out of order within a key", "-",
            (unsigned long long)kafka.out_of_order);
+    if (!strcmp(opt.pg_layout, "two-tables"))
+        printf("%-36s %12llu %12s\n", "rows apart in the two tables", (unsigned long long)pg.apart,
+               "-");
     printf("topic: %s\ntable: %s\n", opt.topic, opt.table);
     if (opt.to_pg)
         tally_examples(&pg);
@@ -473,6 +512,9 @@ int main(int argc, char **argv)
                            : !ok ? "MISMATCH"
                            : opt.totals
                                ? "every running total exactly once and in order, every final total"
+                           : pg.final_only && opt.to_pg
+                               ? "every record exactly once in Kafka, the changelog applied once "
+                                 "in PostgreSQL"
                                : "every record exactly once");
     free(pg.seen);
     free(kafka.seen);

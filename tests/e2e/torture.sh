@@ -40,6 +40,13 @@
 # once verify_output finds every record, of old and new partitions, exactly once; then it is verified
 # again.
 #
+# PostgreSQL layouts: in runs that are not keyed, one run in five (seeds with remainder 2 mod 5)
+# writes the table as a changelog (exactly_once_pipeline --pg-layout changelog: one row per key,
+# each record an upsert of it or, one in seven, a delete; pg.mode=changelog), and one in five
+# (remainder 4) writes each record into two tables of one sink (--pg-layout two-tables). The
+# verifier then wants the changelog applied once (each key's last record, or no row after a
+# delete), or both tables holding exactly the same rows besides every record exactly once.
+#
 # Every run prints its seed and its time. The seed fixes the run's plan (parallelism, checkpoint
 # interval, pace, number of kills, the delay before each kill, which server is restarted and when);
 # the moment a delay lands in the pipeline's work still depends on timing, so a seed reproduces the
@@ -293,7 +300,7 @@ start_over() {
 one_run() {
     RANDOM=$seed
     local name par interval rate kills_planned disrupt disrupt_at server delay started ms sp pp kp
-    local faults= keyed=0 keyed_par example=records grow=0 grow_to=0 grow_at=-1 grown=0
+    local faults= keyed=0 keyed_par example=records grow=0 grow_to=0 grow_at=-1 grown=0 layout=rows
     prev_args=()
     case "$EXAMPLE" in
     keyed) keyed=1 ;;
@@ -324,6 +331,16 @@ one_run() {
         verify_args+=(--totals)
     else
         args+=(--progress lines)
+        # From the seed, not RANDOM, so that every other choice of a seed stays what it was.
+        case $((seed % 5)) in
+        2) layout=changelog changelog_runs=$((changelog_runs + 1)) ;;
+        4) layout=two-tables two_table_runs=$((two_table_runs + 1)) ;;
+        esac
+        if [ "$layout" != rows ]; then
+            example=$layout
+            args+=(--pg-layout "$layout")
+            verify_args+=(--pg-layout "$layout")
+        fi
     fi
     local fill_args=()
     if [ "$grow" = 1 ]; then
@@ -403,7 +420,7 @@ one_run() {
 total_ms=0 total_kills=0
 keyed_runs=0 keyed_kills=0 keyed_rescales=0 keyed_finals=0 keyed_totals=0 keyed_dups=0
 keyed_missing=0 keyed_wrong=0 sums=() verify_args=()
-broker_faults=0 grow_runs=0 grown_partitions=0
+broker_faults=0 grow_runs=0 grown_partitions=0 changelog_runs=0 two_table_runs=0
 f_rescale=0 f_damage=0 f_remove=0 f_startover=0 refusals=0 accepted=0 rescale_refusals=0
 run_args=() prev_args=()
 skipped=
@@ -417,6 +434,8 @@ printf 'torture: operator faults: %d rescales (%d refused: partly finished sourc
     "$f_rescale" "$rescale_refusals" "$f_damage" "$f_remove" "$refusals" "$accepted" "$f_startover"
 printf 'torture: growth runs: %d input topics grew by %d partitions while their unbounded pipeline ran; every record of old and new partitions verified exactly once\n' \
     "$grow_runs" "$grown_partitions"
+printf 'torture: PostgreSQL layouts: %d changelog runs (upserts and deletes by key, verified as the changelog applied once), %d runs into two tables of one sink (verified to hold the same rows)\n' \
+    "$changelog_runs" "$two_table_runs"
 printf 'torture: keyed runs: %d (%d kills, %d rescales); verified (first verification of each run) %d running totals in Kafka and %d final totals in PostgreSQL: %d wrong totals, %d duplicates, %d missing\n' \
     "$keyed_runs" "$keyed_kills" "$keyed_rescales" "$keyed_totals" "$keyed_finals" "$keyed_wrong" \
     "$keyed_dups" "$keyed_missing"
