@@ -42,7 +42,8 @@ static tpc_error_t *check_interval(const tpc__kafka_conf_t *conf, const tpc_txn_
  * with DescribeConfigs into @values: -1 for one not listed, and LLONG_MIN for "LogAppendTime"
  * (the one word this file reads). */
 static tpc_error_t *describe(rd_kafka_t *rk, rd_kafka_ResourceType_t type, const char *name,
-                             const char *const *keys, int timeout_ms, int64_t *values)
+                             const char *const *keys, int timeout_ms, const tpc_txn_subtask_t *st,
+                             int64_t *values)
 {
     char errstr[256];
     for (size_t k = 0; keys[k]; k++)
@@ -52,7 +53,10 @@ static tpc_error_t *describe(rd_kafka_t *rk, rd_kafka_ResourceType_t type, const
     rd_kafka_AdminOptions_set_request_timeout(opts, timeout_ms, errstr, sizeof errstr);
     rd_kafka_queue_t *q = rd_kafka_queue_new(rk);
     rd_kafka_DescribeConfigs(rk, &res, 1, opts, q);
-    rd_kafka_event_t *ev = rd_kafka_queue_poll(q, timeout_ms + 1000);
+    rd_kafka_event_t *ev = NULL;
+    int64_t deadline = tpc_clock_ms() + timeout_ms + 1000;
+    while (!ev && tpc_clock_ms() < deadline && !(st && tpc_txn_is_canceled(st)))
+        ev = rd_kafka_queue_poll(q, 200); /* a cancel does not wait for the answer */
     tpc_error_t *err = NULL;
     if (!ev || rd_kafka_event_error(ev)) {
         err = tpc_error_new(TPC_ERR_EXTERNAL, TPC_ERROR_RETRIABLE,
@@ -120,12 +124,13 @@ static tpc_error_t *check_metadata(rd_kafka_t *rk, const tpc__kafka_conf_t *conf
 
 /* The age past which the topic deletes a record by its timestamp: retention.ms, or -1 when it
  * keeps records for ever, stamps them itself (LogAppendTime), or cannot be asked. */
-static int64_t topic_retention(rd_kafka_t *rk, const tpc__kafka_conf_t *conf)
+static int64_t topic_retention(rd_kafka_t *rk, const tpc__kafka_conf_t *conf,
+                               const tpc_txn_subtask_t *st)
 {
     static const char *const keys[] = {"retention.ms", "message.timestamp.type", NULL};
     int64_t v[2];
     tpc_error_t *err =
-        describe(rk, RD_KAFKA_RESOURCE_TOPIC, conf->topic, keys, conf->open_timeout_ms, v);
+        describe(rk, RD_KAFKA_RESOURCE_TOPIC, conf->topic, keys, conf->open_timeout_ms, st, v);
     if (err) {
         tpc_error_destroy(err);
         return -1;
@@ -152,10 +157,11 @@ tpc_error_t *tpc__kafka_check_cluster(const tpc__kafka_conf_t *conf, const tpc_t
         static const char *const keys[] = {"transaction.max.timeout.ms", NULL};
         char id[16];
         snprintf(id, sizeof id, "%d", (int)broker_id);
-        err = describe(probe.rk, RD_KAFKA_RESOURCE_BROKER, id, keys, conf->open_timeout_ms, &max);
+        err =
+            describe(probe.rk, RD_KAFKA_RESOURCE_BROKER, id, keys, conf->open_timeout_ms, st, &max);
     }
     if (!err && retention_ms && conf->topic)
-        *retention_ms = topic_retention(probe.rk, conf);
+        *retention_ms = topic_retention(probe.rk, conf, st);
     if (!err && max >= 0 && conf->txn_timeout_ms > max) {
         err = tpc_error_new(TPC_ERR_CONFIG, TPC_ERROR_FATAL,
                             "kafka.transaction.timeout.ms %" PRId64 " exceeds the broker's "

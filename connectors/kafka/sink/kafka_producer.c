@@ -20,6 +20,26 @@
 
 #define STATS_INTERVAL "1000"
 
+/* A flush waits on librdkafka in slices this long, between which a canceled subtask is noticed:
+ * a cancel (a stop past stop.timeout.ms, an attempt failed elsewhere) must not wait out a broker
+ * outage for the minute of a transaction timeout. What it leaves undone the next run finishes: it
+ * commits what the checkpoint promised and aborts the rest. Calls that send a request each time
+ * (metadata, init, commit and abort of a transaction) are not cut so: a request slower than a
+ * slice would never be answered. */
+#define CANCEL_SLICE_MS 200
+
+static bool canceled(const tpc_txn_subtask_t *st)
+{
+    return st && tpc_txn_is_canceled(st);
+}
+
+/* The next slice of a wait until @deadline (monotonic ms): at most CANCEL_SLICE_MS, at least 0. */
+static int slice_until(int64_t deadline)
+{
+    int64_t left = deadline - tpc_clock_ms();
+    return left <= 0 ? 0 : left < CANCEL_SLICE_MS ? (int)left : CANCEL_SLICE_MS;
+}
+
 static void on_delivery(rd_kafka_t *rk, const rd_kafka_message_t *msg, void *opaque)
 {
     tpc__kafka_producer_t *p = opaque;
@@ -233,7 +253,7 @@ tpc_error_t *tpc__kafka_producer_start(tpc__kafka_producer_t *p, const tpc__kafk
                                           "run; raise open.timeout.ms for a slow cluster");
         }
         int64_t deadline = tpc_clock_ms() + conf->open_timeout_ms;
-        while (!err && p->pid < 0 && tpc_clock_ms() < deadline)
+        while (!err && p->pid < 0 && tpc_clock_ms() < deadline && !canceled(st))
             rd_kafka_poll(p->rk, 20);
         if (!err && p->pid < 0)
             err = tpc_error_new(TPC_ERR_TIMEOUT, TPC_ERROR_RETRIABLE,
@@ -281,7 +301,17 @@ tpc_error_t *tpc__kafka_producer_fatal(tpc__kafka_producer_t *p, const char *wha
 
 tpc_error_t *tpc__kafka_producer_flush(tpc__kafka_producer_t *p, int timeout_ms)
 {
-    rd_kafka_resp_err_t e = rd_kafka_flush(p->rk, timeout_ms);
+    int64_t deadline = tpc_clock_ms() + timeout_ms;
+    rd_kafka_resp_err_t e;
+    bool cut = false;
+    for (;;) {
+        int slice = slice_until(deadline);
+        e = rd_kafka_flush(p->rk, slice);
+        if (e != RD_KAFKA_RESP_ERR__TIMED_OUT || slice < CANCEL_SLICE_MS)
+            break;
+        if ((cut = canceled(p->st)))
+            break;
+    }
     tpc_error_t *err = tpc__kafka_producer_fatal(p, "flush");
     if (err)
         return err;
@@ -290,6 +320,11 @@ tpc_error_t *tpc__kafka_producer_flush(tpc__kafka_producer_t *p, int timeout_ms)
                              "%" PRIu64 " records could not be delivered by producer \"%s\", "
                              "the first: %s",
                              p->failed, p->id, p->first_failure);
+    if (e && cut)
+        return tpc_error_new(TPC_ERR_TIMEOUT, 0,
+                             "producer \"%s\" had %d records not yet delivered when the job was "
+                             "canceled",
+                             p->id, rd_kafka_outq_len(p->rk));
     if (e)
         return tpc_error_new(TPC_ERR_TIMEOUT, 0,
                              "producer \"%s\" could not deliver %d records within %d ms", p->id,

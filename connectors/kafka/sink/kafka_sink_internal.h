@@ -150,7 +150,7 @@ void tpc__kafka_producer_stop(tpc__kafka_producer_t *p, bool abort_open);
 /* The producer's fatal error, if it has one, as a twopc error (fenced: one that ends the job
  * without restarts); NULL if it has none. */
 tpc_error_t *tpc__kafka_producer_fatal(tpc__kafka_producer_t *p, const char *what);
-/* Flush and check that every delivery succeeded. */
+/* Flush and check that every delivery succeeded; a cancel of the subtask cuts the wait short. */
 tpc_error_t *tpc__kafka_producer_flush(tpc__kafka_producer_t *p, int timeout_ms);
 /* Turn a librdkafka transaction error into a twopc error; takes @error. An error that requires
  * aborting the transaction is data loss once it was pre-committed (@pre_committed). */

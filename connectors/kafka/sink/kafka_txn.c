@@ -333,10 +333,17 @@ tpc_error_t *tpc__kafka_commit(void *conn, void *txn)
     return err;
 }
 
+/* How long the abort at close of a canceled subtask may wait for the broker. */
+#define CANCELED_ABORT_MS 1000
+
+/* At close. A canceled subtask (a stop past stop.timeout.ms, an attempt failed elsewhere) waits
+ * a second at most: the broker may be away, and the next run aborts what is left open
+ * (init_transactions of the id). */
 static tpc_error_t *abort_txn(tpc__kafka_sub_t *c, tpc__kafka_txn_t *t)
 {
     tpc__kafka_producer_t *p = producer_of(c, t);
-    rd_kafka_error_t *e = rd_kafka_abort_transaction(p->rk, (int)c->conf->txn_timeout_ms);
+    int timeout_ms = tpc_txn_is_canceled(c->st) ? CANCELED_ABORT_MS : (int)c->conf->txn_timeout_ms;
+    rd_kafka_error_t *e = rd_kafka_abort_transaction(p->rk, timeout_ms);
     if (e)
         return tpc__kafka_txn_error(e, "abort_transaction", p->id, false);
     c->slots[t->slot].state = TPC__KAFKA_SLOT_FREE;
