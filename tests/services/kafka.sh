@@ -4,6 +4,8 @@
 #   kafka.sh fetch          resolve the broker's jars with Maven into the cache (once); print their folder
 #   kafka.sh start DIR      format storage in DIR, start the broker, wait until it is ready, write DIR/env
 #   kafka.sh stop DIR       stop the broker
+#   kafka.sh resume DIR     start a stopped broker again on its ports and storage, wait until ready
+#                           (stop, then resume: an outage of the broker)
 #   kafka.sh restart-kill DIR  kill -9 the broker, start it again on its ports and storage, wait
 #   kafka.sh destroy DIR    stop the broker and delete DIR
 #
@@ -201,25 +203,36 @@ kafka_start() {
     tpc_die "Apache Kafka did not start"
 }
 
-# Kill the broker as a crash would (SIGKILL) and start it again on the same ports and storage, so that
-# topics and transactions survive; wait until it is ready.
-kafka_restart_kill() {
-    local dir=$1 java started_ms pid
+# Start the stopped broker of DIR again on its ports and storage, so that topics and transactions
+# survive; wait until it is ready. $2: what to call it in the log line.
+kafka_relaunch() {
+    local dir=$1 what=$2 java started_ms
     started_ms=$(tpc_now_ms)
     [ -s "$dir/port" ] || tpc_die "no broker was started in $dir"
     java=$(java_bin)
-    if tpc_pidfile_alive "$dir/pid"; then
-        pid=$(cat "$dir/pid")
-        kill -KILL "$pid" 2>/dev/null || true
-        while tpc_pid_alive "$pid"; do sleep 0.1; done
-    fi
-    kafka_launch "$dir" "$java"
+    tpc_pidfile_alive "$dir/pid" || kafka_launch "$dir" "$java"
     until "$READY_PROBE" "127.0.0.1:$(cat "$dir/port")" 2 2>"$dir/logs/probe.log"; do
         tpc_pidfile_alive "$dir/pid" || tpc_die "broker exited during restart (logs: $dir/logs)"
         [ $(($(tpc_now_ms) - started_ms)) -lt 120000 ] ||
             tpc_die "broker not ready 120 s after restart (logs: $dir/logs)"
     done
-    tpc_log "Apache Kafka restarted (kill -9) in $(($(tpc_now_ms) - started_ms)) ms"
+    tpc_log "Apache Kafka $what in $(($(tpc_now_ms) - started_ms)) ms"
+}
+
+# Kill the broker as a crash would (SIGKILL) and start it again on the same ports and storage.
+kafka_restart_kill() {
+    local dir=$1 pid
+    [ -s "$dir/port" ] || tpc_die "no broker was started in $dir"
+    if tpc_pidfile_alive "$dir/pid"; then
+        pid=$(cat "$dir/pid")
+        kill -KILL "$pid" 2>/dev/null || true
+        while tpc_pid_alive "$pid"; do sleep 0.1; done
+    fi
+    kafka_relaunch "$dir" "restarted (kill -9)"
+}
+
+kafka_resume() {
+    kafka_relaunch "$1" "started again"
 }
 
 kafka_stop() {
@@ -238,11 +251,11 @@ fetch)
     kafka_fetch
     echo "$KAFKA_LIB"
     ;;
-start | stop | destroy | restart-kill)
+start | stop | resume | destroy | restart-kill)
     [ $# -eq 2 ] || tpc_die "usage: kafka.sh $1 DIR"
     mkdir -p "$(dirname "$2")"
     dir="$(cd "$(dirname "$2")" && pwd)/$(basename "$2")"
     "kafka_${1/-/_}" "$dir"
     ;;
-*) tpc_die "usage: kafka.sh fetch|start|stop|restart-kill|destroy [DIR]" ;;
+*) tpc_die "usage: kafka.sh fetch|start|stop|resume|restart-kill|destroy [DIR]" ;;
 esac

@@ -3,6 +3,8 @@
 #
 #   pg.sh start DIR              initdb into DIR (once), start, wait for pg_isready, write DIR/env
 #   pg.sh stop DIR               fast shutdown (immediate if that hangs)
+#   pg.sh resume DIR             start a stopped cluster again on its port and data, wait until ready
+#                                (stop, then resume: an outage of the server)
 #   pg.sh restart-immediate DIR  crash-like restart (pg_ctl restart -m immediate), then wait until ready
 #   pg.sh destroy DIR            stop and delete the cluster's files
 #
@@ -192,6 +194,23 @@ pg_restart_immediate() {
     tpc_log "PostgreSQL restarted (immediate) in $(($(tpc_now_ms) - started_ms)) ms"
 }
 
+pg_resume() {
+    local dir=$1 bin started_ms
+    started_ms=$(tpc_now_ms)
+    bin=$(pg_bindir)
+    [ -s "$dir/port" ] || tpc_die "no PostgreSQL was started in $dir"
+    if ! pg_running "$dir"; then
+        pg_as_owner "$bin/pg_ctl" -D "$(readlink -f "$dir/data")" \
+            -l "$(readlink -f "$dir")/log/postgresql.log" -w -t 60 start >"$dir/pg_ctl.log" 2>&1 ||
+            {
+                tail -n 20 "$dir/log/postgresql.log" >&2 || true
+                tpc_die "PostgreSQL did not start again (log: $dir/log/postgresql.log)"
+            }
+    fi
+    pg_wait_ready "$bin" "$(cat "$dir/port")"
+    tpc_log "PostgreSQL started again in $(($(tpc_now_ms) - started_ms)) ms"
+}
+
 pg_destroy() {
     local dir=$1 target sock
     [ -e "$dir" ] || return 0
@@ -207,12 +226,13 @@ pg_destroy() {
     rm -rf "$dir"
 }
 
-[ $# -eq 2 ] || tpc_die "usage: pg.sh start|stop|restart-immediate|destroy DIR"
+[ $# -eq 2 ] || tpc_die "usage: pg.sh start|stop|resume|restart-immediate|destroy DIR"
 mkdir -p "$(dirname "$2")"
 dir="$(cd "$(dirname "$2")" && pwd)/$(basename "$2")"
 case "$1" in
 start) pg_start "$dir" ;;
 stop) pg_stop "$dir" ;;
+resume) pg_resume "$dir" ;;
 restart-immediate) pg_restart_immediate "$dir" ;;
 destroy) pg_destroy "$dir" ;;
 *) tpc_die "unknown command \"$1\"" ;;

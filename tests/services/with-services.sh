@@ -11,7 +11,10 @@
 #
 # When it starts PostgreSQL, it also exports TWOPC_TEST_PG_RESTART, a shell command that restarts that
 # server the way a crash would (pg_ctl restart -m immediate); when it starts Kafka, TWOPC_TEST_KAFKA_RESTART,
-# which kills the broker with kill -9 and starts it again on the same ports and storage.
+# which kills the broker with kill -9 and starts it again on the same ports and storage. For outages
+# that last as long as a test wants, TWOPC_TEST_PG_STOP / TWOPC_TEST_PG_RESUME and
+# TWOPC_TEST_KAFKA_STOP / TWOPC_TEST_KAFKA_RESUME stop a server and start it again on its ports and
+# storage. Servers started elsewhere get none of these: a test never stops servers it did not start.
 set -uo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
@@ -68,11 +71,15 @@ for what in "${wanted[@]}"; do
 done
 if [ -f "$run/pg/env" ]; then
     TWOPC_TEST_PG_RESTART="$(printf '%q restart-immediate %q' "$TPC_SERVICES_DIR/pg.sh" "$run/pg")"
-    export TWOPC_TEST_PG_RESTART
+    TWOPC_TEST_PG_STOP="$(printf '%q stop %q' "$TPC_SERVICES_DIR/pg.sh" "$run/pg")"
+    TWOPC_TEST_PG_RESUME="$(printf '%q resume %q' "$TPC_SERVICES_DIR/pg.sh" "$run/pg")"
+    export TWOPC_TEST_PG_RESTART TWOPC_TEST_PG_STOP TWOPC_TEST_PG_RESUME
 fi
 if [ -f "$run/kafka/env" ]; then
     TWOPC_TEST_KAFKA_RESTART="$(printf '%q restart-kill %q' "$TPC_SERVICES_DIR/kafka.sh" "$run/kafka")"
-    export TWOPC_TEST_KAFKA_RESTART
+    TWOPC_TEST_KAFKA_STOP="$(printf '%q stop %q' "$TPC_SERVICES_DIR/kafka.sh" "$run/kafka")"
+    TWOPC_TEST_KAFKA_RESUME="$(printf '%q resume %q' "$TPC_SERVICES_DIR/kafka.sh" "$run/kafka")"
+    export TWOPC_TEST_KAFKA_RESTART TWOPC_TEST_KAFKA_STOP TWOPC_TEST_KAFKA_RESUME
 fi
 
 "$@"
