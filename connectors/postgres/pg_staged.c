@@ -38,15 +38,13 @@
 
 tpc_error_t *tpc__pg_stage_open(tpc__pg_conn_t *c)
 {
+    /* Parts are binary tuples, stored without compression: it would cost more than it saves. */
     if (c->kind == TPC__PG_TXN_STAGED)
         return tpc__pg_ensure_table(
             c, "pg.write-ahead-table", "write-ahead table", c->conf->write_ahead_table,
-            "(gid text NOT NULL, part integer NOT NULL, sink text NOT NULL, "
-            "subtask integer NOT NULL, target text NOT NULL, row_count "
-            "integer NOT NULL, data bytea NOT NULL, created timestamptz NOT "
-            "NULL DEFAULT now(), PRIMARY KEY (gid, part))",
-            /* parts are binary tuples: compressing them costs more time
-             * than it saves */
+            "(gid text NOT NULL, part integer NOT NULL, sink text NOT NULL, subtask integer NOT "
+            "NULL, target text NOT NULL, row_count integer NOT NULL, data bytea NOT NULL, created "
+            "timestamptz NOT NULL DEFAULT now(), PRIMARY KEY (gid, part))",
             "ALTER TABLE %s ALTER COLUMN data SET STORAGE EXTERNAL", &c->staging_q);
     /* Another mode still moves or drops what a checkpoint of this mode left. */
     c->staging_q = tpc__pg_quote_qualified(c->control, c->conf->write_ahead_table);
