@@ -375,6 +375,10 @@ void tpc__pg_stage_name(tpc__pg_conn_t *c, const char *gid)
     for (const char *p = gid; *p; p++)
         h = (h ^ (unsigned char)*p) * 1099511628211ull;
     c->stage_id = h;
+    /* A staging table named before belongs to a transaction that is over: merged and dropped, or
+     * rolled back with it (a failed write-ahead move). The next rows make a new one. */
+    for (int i = 0; i < c->ntables; i++)
+        c->tables[i].stage[0] = '\0';
 }
 
 void tpc__pg_new_rows(tpc__pg_conn_t *c, const char *gid)

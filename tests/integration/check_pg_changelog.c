@@ -3,7 +3,8 @@
  * by key, the latest operation of a key in a checkpoint winning (a delete after an upsert removes
  * the row, an upsert after a delete brings it back), nothing visible before the checkpoint
  * completes; Kafka tombstones as deletes (pg.tombstone=delete); records an encoder skips; the
- * errors of operations a mode cannot apply; and exactly once under kill -9.
+ * errors of operations a mode cannot apply; a write-ahead move done again after a failed one; and
+ * exactly once under kill -9.
  *
  * The changelog is a function of the record's sequence number i: key (i * 7919) mod KEYS, a delete
  * when i mod 5 is 2, else an upsert of value i. The expected table is that changelog applied once,
@@ -176,6 +177,56 @@ START_TEST(test_latest_operation_of_a_key_wins)
     expect_applied(pg, table, 1000, "checkpoint 2 prepared");
     TPC_TEST_OK(tpc__txn_task_complete(sub.task, 2));
     expect_applied(pg, table, 2000, "after checkpoint 2");
+    tpc_test_txn_sub_close(&sub);
+    tpc_txn_sink_destroy(sink);
+    ck_assert_int_eq(staging_tables(pg), 0);
+}
+END_TEST
+
+/* The same changelog into two tables. */
+static tpc_error_t *changelog_twice(void *opaque, const tpc_record_t *r, tpc_pg_row_t *row)
+{
+    tpc_error_t *err = changelog(opaque, r, row);
+    tpc_pg_row_table(row, 1);
+    return err ? err : changelog(opaque, r, row);
+}
+
+/* Write-ahead commit: a move that fails half-way (the second table's staging table cannot be made:
+ * a table of its name is in the way) rolls back with the first table's staging table; the move
+ * again, once the way is clear, makes both anew and applies the changelog once to each table. */
+START_TEST(test_write_ahead_move_again_after_a_failed_one)
+{
+    char second[220], tables[450], ahead[220];
+    snprintf(second, sizeof second, "%s.t2", schema);
+    snprintf(tables, sizeof tables, "%s,%s", table, second);
+    snprintf(ahead, sizeof ahead, "%s.ahead", schema);
+    ck_assert(tpc_test_pg_exec(pg, "CREATE TABLE %s (k int8 PRIMARY KEY, v int8)", table));
+    ck_assert(tpc_test_pg_exec(pg, "CREATE TABLE %s (k int8 PRIMARY KEY, v int8)", second));
+    tpc_txn_sink_t *sink = new_sink("changelog", "k;k");
+    TPC_TEST_OK(tpc_txn_sink_set(sink, "pg.table", tables));
+    TPC_TEST_OK(tpc_txn_sink_set(sink, "pg.commit", "write-ahead"));
+    TPC_TEST_OK(tpc_txn_sink_set(sink, "pg.write-ahead-table", ahead));
+    TPC_TEST_OK(tpc_pg_sink_set_encoder(sink, changelog_twice, NULL));
+    TPC_TEST_OK(tpc_test_txn_sub_start(&sub, sink, 0, NULL));
+    write_range(0, 500);
+    TPC_TEST_OK(tpc_test_txn_sub_snapshot(&sub, 1, NULL));
+    /* The move names its staging tables after the transaction's gid (FNV-1a, 64 bits). */
+    char gid[200];
+    snprintf(gid, sizeof gid, "%s:0:1:1", prefix);
+    uint64_t h = 14695981039346656037ull;
+    for (const char *p = gid; *p; p++)
+        h = (h ^ (unsigned char)*p) * 1099511628211ull;
+    ck_assert(tpc_test_pg_exec(pg, "CREATE TABLE %s.twopc_stage_%016llx_1 (x int)", schema,
+                               (unsigned long long)h));
+    tpc_error_t *err = tpc__txn_task_complete(sub.task, 1);
+    ck_assert_msg(err != NULL, "the move made a staging table where a table was in the way");
+    tpc_error_destroy(err);
+    ck_assert_int_eq(tpc_test_pg_long(pg, "SELECT count(*) FROM %s", table), 0);
+    ck_assert(
+        tpc_test_pg_exec(pg, "DROP TABLE %s.twopc_stage_%016llx_1", schema, (unsigned long long)h));
+    TPC_TEST_OK(tpc__txn_task_complete(sub.task, 1));
+    expect_applied(pg, table, 500, "first table, after the second move");
+    expect_applied(pg, second, 500, "second table, after the second move");
     tpc_test_txn_sub_close(&sub);
     tpc_txn_sink_destroy(sink);
     ck_assert_int_eq(staging_tables(pg), 0);
@@ -496,6 +547,7 @@ int main(int argc, char **argv)
     tcase_add_test(tc, test_tombstone_deletes_its_key);
     tcase_add_test(tc, test_skipped_records_make_no_rows);
     tcase_add_test(tc, test_operations_a_mode_cannot_apply);
+    tcase_add_test(tc, test_write_ahead_move_again_after_a_failed_one);
     suite_add_tcase(s, tc);
     TCase *crash = tcase_create("crash");
     tcase_set_timeout(crash, 180);
