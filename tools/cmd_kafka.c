@@ -1,8 +1,10 @@
 /*
- * `twopc kafka transactions`, `twopc kafka abort`, `twopc kafka commit`: the transactions the
- * coordinators of a cluster hold open (ListTransactions and DescribeTransactions over the
- * recovery client's connection, TLS and SASL included), judged by the checkpoint a restart
- * restores, and the ending of one of them with EndTxn, as the sink's recovery does it.
+ * `twopc kafka transactions`, `twopc kafka abort`, `twopc kafka commit`, `twopc kafka producers`:
+ * the transactions the coordinators of a cluster hold open (ListTransactions and
+ * DescribeTransactions over the recovery client's connection, TLS and SASL included), judged by
+ * the checkpoint a restart restores, the ending of one of them with EndTxn, as the sink's
+ * recovery does it, and the active producers of one partition as its leader knows them
+ * (DescribeProducers), with the open transactions that hold its last stable offset.
  */
 #include "kafka_wire.h"
 #include "tpc_kafka.h"
@@ -23,6 +25,8 @@ static const char kafka_help[] =
     "       twopc kafka commit --bootstrap B --transactional-id ID (--checkpoint-dir DIR | "
     "--force)\n"
     "                          [--producer-id N --epoch N [--start-ms N]]\n"
+    "       twopc kafka producers --bootstrap B --topic T --partition P [--checkpoint-dir DIR]\n"
+    "                             [--json]\n"
     "\n"
     "transactions lists the open transactions of the cluster, or of the transactional ids that\n"
     "start with --prefix (a sink's transactional.id.prefix): id, state, producer id and epoch,\n"
@@ -45,6 +49,13 @@ static const char kafka_help[] =
     "lingering transaction (it would duplicate its records) and an abort of a pending one (it\n"
     "would lose them) are refused. --force ends it anyway, unjudged or against the verdict, and\n"
     "says what that may cost.\n"
+    "\n"
+    "producers describes the active producers of one partition as its leader knows them\n"
+    "(DescribeProducers): producer id and epoch, last sequence and write, the coordinator epoch\n"
+    "of its last transaction marker there, and the first offset of its open transaction, which\n"
+    "holds the partition's last stable offset (read_committed readers wait behind it). With\n"
+    "--checkpoint-dir an open one is classified: pending when the checkpoint a restart restores\n"
+    "promised a transaction of that producer id and epoch, else unknown to the checkpoint.\n"
     "\n"
     "--kafka NAME=VALUE sets a librdkafka property of the connection: security.protocol,\n"
     "ssl.ca.location, ssl.certificate.location, ssl.key.location, sasl.mechanism (PLAIN,\n"
@@ -370,6 +381,117 @@ static int end_one(const twopc_args_t *a, const twopc_kafka_conf_t *k, bool comm
     return TWOPC_EXIT_OK;
 }
 
+/* Whether the checkpoint promised a transaction of producer @pid at @epoch (any id). */
+static bool promised_producer(const promises_t *ps, int64_t pid, int32_t epoch)
+{
+    for (size_t i = 0; i < ps->n; i++)
+        if (ps->items[i].producer_id == pid && ps->items[i].producer_epoch == epoch)
+            return true;
+    return false;
+}
+
+static int producers(const twopc_args_t *a, const twopc_kafka_conf_t *k, int timeout_ms)
+{
+    const char *cmd = "kafka producers";
+    const char *topic = twopc_arg_required(a, cmd, "topic");
+    const char *spart = topic ? twopc_arg_required(a, cmd, "partition") : NULL;
+    if (!spart)
+        return TWOPC_EXIT_USAGE;
+    int64_t partition;
+    if (!tpc_parse_int(spart, 0, INT32_MAX, &partition))
+        return twopc_usage_error(cmd, "--partition takes a partition number, not \"%s\"", spart);
+    const char *dir = twopc_arg(a, "checkpoint-dir");
+    bool json = twopc_flag(a, "json");
+    twopc_folder_t folder = {0};
+    const twopc_checkpoint_t *ckpt = NULL;
+    promises_t promises = {0};
+    tpc_error_t *err = dir ? restored(dir, &folder, &ckpt) : NULL;
+    if (!err && (err = promises_of(ckpt, &promises)) != NULL)
+        twopc_folder_free(&folder);
+    if (err)
+        return twopc_fail(cmd, err);
+    tpc__kafka_wire_conf_t wire = wire_of(k);
+    tpc__kafka_producer_info_t *ps = NULL;
+    size_t n = 0;
+    err = tpc__kafka_describe_producers(&wire, topic, (int32_t)partition, timeout_ms, &ps, &n);
+    if (err) {
+        free(promises.items);
+        twopc_folder_free(&folder);
+        return twopc_fail(cmd, err);
+    }
+    if (json) {
+        printf("{\"topic\":");
+        twopc_json_str(stdout, topic);
+        printf(",\"partition\":%d,\"checkpoint\":", (int)partition);
+        if (ckpt)
+            printf("%" PRIu64, ckpt->id);
+        else
+            printf("null");
+        printf(",\"producers\":[");
+    } else {
+        if (ckpt)
+            printf("judged by checkpoint %" PRIu64 " (the one a restart restores)\n", ckpt->id);
+        if (!n)
+            printf("no active producers\n");
+        else
+            printf("%-12s %-6s %-9s %-15s %-11s %-14s %s\n", "PRODUCER ID", "EPOCH", "LAST SEQ",
+                   "LAST WRITE MS", "COORD EPOCH", "OPEN TXN FROM", "CLASS");
+    }
+    for (size_t i = 0; i < n; i++) {
+        const tpc__kafka_producer_info_t *p = &ps[i];
+        const char *cls = "-";
+        if (p->txn_start_offset >= 0)
+            cls = !dir ? "unknown"
+                  : promised_producer(&promises, p->producer_id, p->producer_epoch)
+                      ? "pending"
+                      : "unknown-to-checkpoint";
+        if (json)
+            printf("%s{\"producer_id\":%" PRId64 ",\"producer_epoch\":%d,\"last_sequence\":%d,"
+                   "\"last_timestamp\":%" PRId64 ",\"coordinator_epoch\":%d,"
+                   "\"current_txn_start_offset\":%" PRId64 ",\"class\":\"%s\"}",
+                   i ? "," : "", p->producer_id, (int)p->producer_epoch, (int)p->last_sequence,
+                   p->last_timestamp, (int)p->coordinator_epoch, p->txn_start_offset, cls);
+        else
+            printf("%-12" PRId64 " %-6d %-9d %-15" PRId64 " %-11d %-14" PRId64 " %s\n",
+                   p->producer_id, (int)p->producer_epoch, (int)p->last_sequence, p->last_timestamp,
+                   (int)p->coordinator_epoch, p->txn_start_offset, cls);
+    }
+    if (json)
+        printf("]}\n");
+    free(ps);
+    free(promises.items);
+    twopc_folder_free(&folder);
+    return TWOPC_EXIT_OK;
+}
+
+/* Options that do something only for some subcommands are refused elsewhere. */
+static bool options_fit(const twopc_args_t *a, const char *sub)
+{
+    static const struct {
+        const char *opt, *subs;
+    } only[] = {
+        {"topic", " producers "},
+        {"partition", " producers "},
+        {"prefix", " transactions "},
+        {"all", " transactions "},
+        {"check", " transactions "},
+        {"transactional-id", " abort commit "},
+        {"producer-id", " abort commit "},
+        {"epoch", " abort commit "},
+        {"start-ms", " commit "},
+        {"force", " abort commit "},
+        {"json", " transactions producers "},
+    };
+    char word[64];
+    snprintf(word, sizeof word, " %s ", sub);
+    for (size_t i = 0; i < sizeof only / sizeof *only; i++)
+        if (twopc_arg(a, only[i].opt) && !strstr(only[i].subs, word)) {
+            twopc_usage_error("kafka", "--%s does nothing for \"kafka %s\"", only[i].opt, sub);
+            return false;
+        }
+    return true;
+}
+
 int twopc_cmd_kafka(int argc, char **argv)
 {
     static const twopc_opt_t spec[] = {
@@ -384,6 +506,8 @@ int twopc_cmd_kafka(int argc, char **argv)
         {"epoch", true, false},
         {"start-ms", true, false},
         {"force", false, false},
+        {"topic", true, false},
+        {"partition", true, false},
         {"help", false, false},
         {NULL},
     };
@@ -402,9 +526,11 @@ int twopc_cmd_kafka(int argc, char **argv)
     int64_t timeout = 30000;
     const char *t = twopc_arg(&a, "timeout-ms");
     if (a.npos != 1 || (strcmp(sub, "transactions") != 0 && strcmp(sub, "abort") != 0 &&
-                        strcmp(sub, "commit") != 0))
-        rc = twopc_usage_error("kafka", "unknown subcommand \"%s\" (transactions, abort, commit)",
-                               sub);
+                        strcmp(sub, "commit") != 0 && strcmp(sub, "producers") != 0))
+        rc = twopc_usage_error(
+            "kafka", "unknown subcommand \"%s\" (transactions, abort, commit, producers)", sub);
+    else if (!options_fit(&a, sub))
+        rc = TWOPC_EXIT_USAGE;
     else if (t && !tpc_parse_int(t, 1, 3600000, &timeout))
         rc = twopc_usage_error("kafka", "--timeout-ms takes milliseconds, not \"%s\"", t);
     else if (!twopc_kafka_conf("kafka", &a, &k))
@@ -412,6 +538,8 @@ int twopc_cmd_kafka(int argc, char **argv)
     else {
         if (strcmp(sub, "transactions") == 0)
             rc = list(&a, &k, (int)timeout);
+        else if (strcmp(sub, "producers") == 0)
+            rc = producers(&a, &k, (int)timeout);
         else
             rc = end_one(&a, &k, strcmp(sub, "commit") == 0, (int)timeout);
         twopc_kafka_conf_free(&k);

@@ -6,6 +6,7 @@
  * wraps that connection in TLS (OpenSSL); kafka_sasl.c authenticates it with SASL PLAIN or SCRAM
  * (whose messages kafka_scram.c makes and checks); kafka_end_txn.c finds the transaction
  * coordinator and sends EndTxn with retries; kafka_admin.c lists and describes transactions;
+ * kafka_producers.c describes the active producers of a partition at its leader;
  * kafka_proof.c decides, from DescribeTransactions, whether one named transaction committed.
  * kafka_props.c keeps librdkafka's properties as users give them, for the sink and the source.
  *
@@ -33,12 +34,14 @@ enum {
     TPC__KAFKA_API_VERSIONS = 18,
     TPC__KAFKA_API_END_TXN = 26,
     TPC__KAFKA_API_SASL_AUTHENTICATE = 36,
+    TPC__KAFKA_API_DESCRIBE_PRODUCERS = 61,
     TPC__KAFKA_API_DESCRIBE_TRANSACTIONS = 65,
     TPC__KAFKA_API_LIST_TRANSACTIONS = 66,
 };
 enum {
     TPC__KAFKA_E_NONE = 0,
     TPC__KAFKA_E_REQUEST_TIMED_OUT = 7,
+    TPC__KAFKA_E_NOT_LEADER = 6,
     TPC__KAFKA_E_NETWORK = 13,
     TPC__KAFKA_E_COORDINATOR_LOADING = 14,
     TPC__KAFKA_E_COORDINATOR_NOT_AVAILABLE = 15,
@@ -252,6 +255,21 @@ typedef struct {
 tpc_error_t *tpc__kafka_list_transactions(const tpc__kafka_wire_conf_t *conf, const char *prefix,
                                           bool open_only, int timeout_ms,
                                           tpc__kafka_txn_info_t **out, size_t *n);
+/* kafka_producers.c: one active producer of a partition, as its leader describes it. */
+typedef struct {
+    int64_t producer_id;
+    int32_t producer_epoch;
+    int32_t last_sequence;
+    int64_t last_timestamp;    /* ms since the epoch, -1 unknown */
+    int32_t coordinator_epoch; /* of the last transaction marker it wrote there, -1 none */
+    int64_t txn_start_offset;  /* first offset of its open transaction there, -1 none */
+} tpc__kafka_producer_info_t;
+
+/* DescribeProducers of @topic's @partition at its leader (found with Metadata), retried while the
+ * leadership moves; *@out (malloc'd, @n entries, freed by the caller) the active producers. */
+tpc_error_t *tpc__kafka_describe_producers(const tpc__kafka_wire_conf_t *conf, const char *topic,
+                                           int32_t partition, int timeout_ms,
+                                           tpc__kafka_producer_info_t **out, size_t *n);
 /* DescribeTransactions for one id at its coordinator. */
 tpc_error_t *tpc__kafka_describe_transaction(const tpc__kafka_wire_conf_t *conf, const char *id,
                                              int timeout_ms, tpc__kafka_txn_info_t *out);
