@@ -74,6 +74,11 @@ tpc_error_t *tpc__pg_connect(const tpc__pg_conf_t *conf, const tpc_txn_subtask_t
         PGconn *pg = PQconnectdbParams(keys, vals, 1);
         if (pg && PQstatus(pg) == CONNECTION_OK) {
             PQsetNoticeReceiver(pg, on_notice, (void *)st);
+            tpc_error_t *err = tpc__pg_session(conf, pg);
+            if (err) {
+                PQfinish(pg);
+                return err;
+            }
             if (attempt)
                 tpc_txn_log(st, TPC_LOG_INFO, "connected to \"%s\" after %d attempts",
                             conf->conninfo_safe, attempt + 1);
@@ -94,6 +99,16 @@ tpc_error_t *tpc__pg_connect(const tpc__pg_conf_t *conf, const tpc_txn_subtask_t
     return tpc_error_hint(err, "check that the server runs and accepts connections from this "
                                "host (pg.conninfo, listen_addresses, pg_hba.conf); waited "
                                "pg.connect.deadline.ms");
+}
+
+tpc_error_t *tpc__pg_session(const tpc__pg_conf_t *conf, PGconn *pg)
+{
+    /* No statement of the sink may wait for ever: a lock held by a transaction that only this
+     * subtask could end (see pg_txn.c), or by a frozen old instance, ends the wait with 55P03,
+     * a retriable error. */
+    char sql[64];
+    snprintf(sql, sizeof sql, "SET lock_timeout = %llu", (unsigned long long)conf->lock_timeout_ms);
+    return tpc__pg_exec(pg, sql, 0, NULL, "set lock_timeout (pg.lock-timeout.ms)", NULL);
 }
 
 bool tpc__pg_sqlstate_is(const PGresult *res, const char *state)
@@ -579,6 +594,9 @@ tpc_error_t *tpc__pg_control_ready(tpc__pg_conn_t *c)
         return NULL;
     PQreset(c->control);
     if (PQstatus(c->control) == CONNECTION_OK) {
+        tpc_error_t *err = tpc__pg_session(c->conf, c->control);
+        if (err)
+            return err;
         tpc_txn_log(c->st, TPC_LOG_INFO, "reconnected to \"%s\"", c->conf->conninfo_safe);
         return NULL;
     }

@@ -62,7 +62,8 @@ typedef struct {
     size_t copy_buffer;
     uint64_t connect_deadline_ms;
     uint64_t connect_backoff_ms;
-    tpc_pg_encoder_t encode; /* NULL: key → first column, value → second */
+    uint64_t lock_timeout_ms; /* 0: wait for a lock as long as it takes */
+    tpc_pg_encoder_t encode;  /* NULL: key → first column, value → second */
     void *encode_opaque;
 } tpc__pg_conf_t;
 
@@ -174,6 +175,8 @@ extern const tpc_txn_connector_ops_t tpc__pg_ops;
 /* pg_conn.c */
 tpc_error_t *tpc__pg_connect(const tpc__pg_conf_t *conf, const tpc_txn_subtask_t *st,
                              const char *role, PGconn **out);
+/* The session settings of a new (or reset) connection: pg.lock-timeout.ms. */
+tpc_error_t *tpc__pg_session(const tpc__pg_conf_t *conf, PGconn *pg);
 /* An error from a failed result (or a lost connection); @what says what was tried. Connection
  * failures are flagged retriable. Takes @res. */
 tpc_error_t *tpc__pg_result_error(PGconn *pg, PGresult *res, const char *what);

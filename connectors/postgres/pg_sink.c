@@ -244,6 +244,16 @@ static const tpc_prop_t pg_props[] = {
      .def = "100",
      .unit = "ms",
      .doc = "First pause between connection attempts, doubling up to 2 s."},
+    {.name = "pg.lock-timeout.ms",
+     .type = TPC_PROP_INT,
+     .field = PG_FIELD(lock_timeout_ms),
+     .min = 0,
+     .max = 86400000,
+     .def = "60000",
+     .unit = "ms",
+     .doc = "Longest wait of a statement of the sink for a lock (the server's lock_timeout on "
+            "both connections; 0: no limit). A wait that runs out fails the subtask with a "
+            "retriable error, and the job restarts from its last completed checkpoint."},
 };
 
 static const tpc_props_t pg_table = {"postgres sink", "tpc_txn_sink_set()", pg_props,

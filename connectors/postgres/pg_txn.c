@@ -114,8 +114,11 @@ tpc_error_t *tpc__pg_ensure_txn(tpc__pg_conn_t *c)
     for (int attempt = 0;; attempt++) {
         if (PQstatus(c->data) != CONNECTION_OK) {
             PQreset(c->data);
-            tpc_error_t *err =
-                PQstatus(c->data) == CONNECTION_OK ? tpc__pg_prepare_batches(c) : NULL;
+            tpc_error_t *err = NULL;
+            if (PQstatus(c->data) == CONNECTION_OK)
+                err = tpc__pg_session(c->conf, c->data);
+            if (!err && PQstatus(c->data) == CONNECTION_OK)
+                err = tpc__pg_prepare_batches(c);
             if (err)
                 return err;
         }
@@ -154,6 +157,26 @@ tpc_error_t *tpc__pg_pre_commit(void *conn, void *txn, uint64_t checkpoint_id)
     tpc__pg_txn_t *t = txn;
     if (c->kind == TPC__PG_TXN_STAGED)
         return tpc__pg_stage_pre_commit(c, t, checkpoint_id);
+    /* Upsert and changelog statements touch existing rows by key. An earlier transaction of this
+     * subtask that is still prepared (its checkpoint was aborted or declined, or is still in
+     * flight) holds the locks of the keys it wrote, and only this thread could commit it: a
+     * statement on such a key would wait for ever. Nor would a delete see a row that transaction
+     * inserted, and the row would survive both. The job restarts instead, from the last completed
+     * checkpoint: it rolls that transaction back and writes its records again. */
+    if (c->kind == TPC__PG_TXN_PREPARED && c->prepared_here > 0 &&
+        (c->conf->mode == TPC__PG_UPSERT || c->conf->mode == TPC__PG_CHANGELOG))
+        return tpc_error_hint(
+            tpc_error_new(TPC_ERR_STATE, TPC_ERROR_RETRIABLE,
+                          "pg.mode=%s cannot pre-commit checkpoint %" PRIu64
+                          " while %d earlier transaction%s of this subtask %s still prepared: "
+                          "its keys are locked until a checkpoint completes, and only this "
+                          "subtask could commit it",
+                          c->conf->mode == TPC__PG_UPSERT ? "upsert" : "changelog", checkpoint_id,
+                          c->prepared_here, c->prepared_here == 1 ? "" : "s",
+                          c->prepared_here == 1 ? "is" : "are"),
+            "the job restarts from its last completed checkpoint and writes these records again; "
+            "keep checkpoint.max-concurrent at 1 with these modes, and look for why checkpoints "
+            "were aborted or declined");
     tpc_error_t *err = tpc__pg_end_rows(c);
     if (!err)
         err = tpc__pg_ensure_txn(c);

@@ -297,6 +297,96 @@ START_TEST(test_tombstone_deletes_its_key)
 END_TEST
 
 /* Odd records are skipped; even ones become rows. */
+/* The error of a pre-commit made while an earlier transaction of the subtask is still prepared:
+ * retriable, saying why. */
+static void expect_prepared_refusal(tpc_error_t *err)
+{
+    ck_assert_msg(err != NULL, "pre-commit ran beside a prepared transaction of the subtask");
+    ck_assert_msg(strstr(tpc_error_message(err), "still prepared"), "%s", tpc_error_message(err));
+    ck_assert(tpc_error_is_retriable(err));
+    tpc_error_destroy(err);
+}
+
+/* Checkpoint 2 is aborted after the sink prepared its transaction, which inserts c and updates b;
+ * checkpoint 3 deletes c and updates b again. The merge of 3 would wait for ever on b's lock, or
+ * its delete would miss the uncommitted c, which then survived both commits. The pre-commit of 3
+ * fails instead (retriable), and the restart from checkpoint 1 rolls 2 back and replays both
+ * checkpoints: the table is the changelog applied once. */
+START_TEST(test_pre_commit_beside_a_prepared_transaction_restarts)
+{
+    ck_assert(tpc_test_pg_exec(pg, "CREATE TABLE %s (k bytea PRIMARY KEY, v text)", table));
+    tpc_txn_sink_t *sink = new_sink("changelog", "k");
+    TPC_TEST_OK(tpc_txn_sink_set(sink, "pg.tombstone", "delete"));
+    TPC_TEST_OK(tpc_test_txn_sub_start(&sub, sink, 0, NULL));
+    const char *const first[][2] = {{"a", "1"}, {"b", "2"}};
+    write_kv(first, 2);
+    tpc_test_txn_state_t state1 = {0};
+    TPC_TEST_OK(tpc_test_txn_sub_snapshot(&sub, 1, &state1));
+    TPC_TEST_OK(tpc__txn_task_complete(sub.task, 1));
+    const char *const second[][2] = {{"c", "3"}, {"b", "4"}};
+    const char *const third[][2] = {{"c", NULL}, {"b", "5"}};
+    write_kv(second, 2);
+    TPC_TEST_OK(tpc_test_txn_sub_snapshot(&sub, 2, NULL));
+    TPC_TEST_OK(tpc__txn_task_aborted(sub.task, 2));
+    write_kv(third, 2);
+    double t0 = tpc_test_now_s();
+    expect_prepared_refusal(tpc_test_txn_sub_snapshot(&sub, 3, NULL));
+    ck_assert_msg(tpc_test_now_s() - t0 < 10, "the refusal took %.1f s", tpc_test_now_s() - t0);
+    tpc_test_txn_sub_close(&sub);
+    expect_rows("a=1 b=2");
+
+    /* The restart: from checkpoint 1, both checkpoints written again. */
+    TPC_TEST_OK(tpc_test_txn_sub_start(&sub, sink, 1, &state1));
+    ck_assert_int_eq(tpc_test_pg_long(pg,
+                                      "SELECT count(*) FROM pg_prepared_xacts WHERE "
+                                      "starts_with(gid, '%s:')",
+                                      prefix),
+                     0);
+    write_kv(second, 2);
+    TPC_TEST_OK(tpc_test_txn_sub_snapshot(&sub, 4, NULL));
+    TPC_TEST_OK(tpc__txn_task_complete(sub.task, 4));
+    write_kv(third, 2);
+    TPC_TEST_OK(tpc_test_txn_sub_snapshot(&sub, 5, NULL));
+    TPC_TEST_OK(tpc__txn_task_complete(sub.task, 5));
+    tpc_test_txn_sub_close(&sub);
+    tpc_test_txn_state_free(&state1);
+    tpc_txn_sink_destroy(sink);
+    expect_rows("a=1 b=5");
+    ck_assert_int_eq(staging_tables(pg), 0);
+}
+END_TEST
+
+/* A row lock that another session holds ends the merge's wait after pg.lock-timeout.ms with a
+ * retriable error, not never. */
+START_TEST(test_lock_wait_ends_at_lock_timeout)
+{
+    ck_assert(tpc_test_pg_exec(pg, "CREATE TABLE %s (k bytea PRIMARY KEY, v text)", table));
+    ck_assert(tpc_test_pg_exec(pg, "INSERT INTO %s VALUES ('b', '1')", table));
+    tpc_txn_sink_t *sink = new_sink("changelog", "k");
+    TPC_TEST_OK(tpc_txn_sink_set(sink, "pg.lock-timeout.ms", "300"));
+    TPC_TEST_OK(tpc_test_txn_sub_start(&sub, sink, 0, NULL));
+    PGconn *other = tpc_test_pg_connect();
+    ck_assert(other != NULL);
+    ck_assert(tpc_test_pg_exec(other, "BEGIN"));
+    ck_assert(tpc_test_pg_exec(other, "SELECT * FROM %s FOR UPDATE", table));
+    const char *const kv[][2] = {{"b", "2"}};
+    write_kv(kv, 1);
+    double t0 = tpc_test_now_s();
+    tpc_error_t *err = tpc_test_txn_sub_snapshot(&sub, 1, NULL);
+    double took = tpc_test_now_s() - t0;
+    ck_assert_msg(err != NULL, "the merge went past a locked row");
+    ck_assert_msg(strstr(tpc_error_message(err), "55P03"), "%s", tpc_error_message(err));
+    ck_assert(tpc_error_is_retriable(err));
+    ck_assert_msg(took < 10, "the wait took %.1f s", took);
+    tpc_error_destroy(err);
+    tpc_test_txn_sub_close(&sub);
+    tpc_txn_sink_destroy(sink);
+    ck_assert(tpc_test_pg_exec(other, "ROLLBACK"));
+    PQfinish(other);
+    expect_rows("b=1");
+}
+END_TEST
+
 static tpc_error_t *evens(void *opaque, const tpc_record_t *r, tpc_pg_row_t *row)
 {
     (void)opaque;
@@ -548,6 +638,8 @@ int main(int argc, char **argv)
     tcase_add_test(tc, test_skipped_records_make_no_rows);
     tcase_add_test(tc, test_operations_a_mode_cannot_apply);
     tcase_add_test(tc, test_write_ahead_move_again_after_a_failed_one);
+    tcase_add_test(tc, test_pre_commit_beside_a_prepared_transaction_restarts);
+    tcase_add_test(tc, test_lock_wait_ends_at_lock_timeout);
     suite_add_tcase(s, tc);
     TCase *crash = tcase_create("crash");
     tcase_set_timeout(crash, 180);
