@@ -27,6 +27,7 @@ static const char kafka_help[] =
     "                          [--producer-id N --epoch N [--start-ms N]]\n"
     "       twopc kafka producers --bootstrap B --topic T --partition P [--checkpoint-dir DIR]\n"
     "                             [--json]\n"
+    "       twopc kafka hanging --bootstrap B --topic T [--checkpoint-dir DIR] [--json] [--check]\n"
     "\n"
     "transactions lists the open transactions of the cluster, or of the transactional ids that\n"
     "start with --prefix (a sink's transactional.id.prefix): id, state, producer id and epoch,\n"
@@ -56,6 +57,14 @@ static const char kafka_help[] =
     "holds the partition's last stable offset (read_committed readers wait behind it). With\n"
     "--checkpoint-dir an open one is classified: pending when the checkpoint a restart restores\n"
     "promised a transaction of that producer id and epoch, else unknown to the checkpoint.\n"
+    "\n"
+    "hanging lists every partition of --topic whose last stable offset an open transaction\n"
+    "holds: producer, first offset, and the transactional id its coordinator knows it by. Class:\n"
+    "  pending    the checkpoint a restart restores promised it (--checkpoint-dir): commit\n"
+    "  lingering  no checkpoint promised it: abort it (twopc kafka abort --transactional-id)\n"
+    "  orphaned   no coordinator holds a transaction of the producer: no EndTxn ends it\n"
+    "  unknown    open, and no --checkpoint-dir to judge it by\n"
+    "--check exits with 3 when one is not pending.\n"
     "\n"
     "--kafka NAME=VALUE sets a librdkafka property of the connection: security.protocol,\n"
     "ssl.ca.location, ssl.certificate.location, ssl.key.location, sasl.mechanism (PLAIN,\n"
@@ -464,23 +473,122 @@ static int producers(const twopc_args_t *a, const twopc_kafka_conf_t *k, int tim
     return TWOPC_EXIT_OK;
 }
 
+/* The open transaction the coordinators hold for producer @pid (NULL: none). */
+static const tpc__kafka_txn_info_t *txn_of_producer(const tpc__kafka_txn_info_t *txns, size_t n,
+                                                    int64_t pid)
+{
+    for (size_t i = 0; i < n; i++)
+        if (txns[i].producer_id == pid)
+            return &txns[i];
+    return NULL;
+}
+
+/* Every partition of --topic whose last stable offset an open transaction holds, with the
+ * producer, its transactional id (from the coordinators) and the restart's verdict. */
+static int hanging(const twopc_args_t *a, const twopc_kafka_conf_t *k, int timeout_ms)
+{
+    const char *cmd = "kafka hanging";
+    const char *topic = twopc_arg_required(a, cmd, "topic");
+    if (!topic)
+        return TWOPC_EXIT_USAGE;
+    const char *dir = twopc_arg(a, "checkpoint-dir");
+    bool json = twopc_flag(a, "json");
+    twopc_folder_t folder = {0};
+    const twopc_checkpoint_t *ckpt = NULL;
+    promises_t promises = {0};
+    tpc_error_t *err = dir ? restored(dir, &folder, &ckpt) : NULL;
+    if (!err && (err = promises_of(ckpt, &promises)) != NULL)
+        twopc_folder_free(&folder);
+    if (err)
+        return twopc_fail(cmd, err);
+    tpc__kafka_wire_conf_t wire = wire_of(k);
+    int32_t parts = 0;
+    tpc__kafka_txn_info_t *txns = NULL;
+    size_t ntxns = 0;
+    err = tpc__kafka_partition_count(&wire, topic, timeout_ms, &parts);
+    if (!err)
+        err = tpc__kafka_list_transactions(&wire, NULL, true, timeout_ms, &txns, &ntxns);
+    if (json && !err) {
+        printf("{\"topic\":");
+        twopc_json_str(stdout, topic);
+        printf(",\"checkpoint\":");
+        if (ckpt)
+            printf("%" PRIu64, ckpt->id);
+        else
+            printf("null");
+        printf(",\"held\":[");
+    } else if (!err && ckpt) {
+        printf("judged by checkpoint %" PRIu64 " (the one a restart restores)\n", ckpt->id);
+    }
+    int shown = 0, unpromised = 0;
+    for (int32_t p = 0; !err && p < parts; p++) {
+        tpc__kafka_producer_info_t *ps = NULL;
+        size_t n = 0;
+        err = tpc__kafka_describe_producers(&wire, topic, p, timeout_ms, &ps, &n);
+        for (size_t i = 0; !err && i < n; i++) {
+            if (ps[i].txn_start_offset < 0)
+                continue;
+            const tpc__kafka_txn_info_t *t = txn_of_producer(txns, ntxns, ps[i].producer_id);
+            /* orphaned: no coordinator holds a transaction of the producer, so no EndTxn can end
+             * it; only a marker written to the partition does (Kafka's kafka-transactions.sh
+             * abort --topic --partition). */
+            const char *cls = !t                       ? "orphaned"
+                              : !dir                   ? "unknown"
+                              : promised(&promises, t) ? "pending"
+                                                       : "lingering";
+            unpromised += strcmp(cls, "pending") != 0;
+            if (json) {
+                printf("%s{\"partition\":%d,\"producer_id\":%" PRId64 ",\"producer_epoch\":%d,"
+                       "\"coordinator_epoch\":%d,\"current_txn_start_offset\":%" PRId64
+                       ",\"transactional_id\":",
+                       shown ? "," : "", (int)p, ps[i].producer_id, (int)ps[i].producer_epoch,
+                       (int)ps[i].coordinator_epoch, ps[i].txn_start_offset);
+                if (t)
+                    twopc_json_str(stdout, t->id);
+                else
+                    printf("null");
+                printf(",\"class\":\"%s\"}", cls);
+            } else {
+                if (!shown)
+                    printf("%-10s %-12s %-6s %-11s %-14s %-40s %s\n", "PARTITION", "PRODUCER ID",
+                           "EPOCH", "COORD EPOCH", "OPEN TXN FROM", "TRANSACTIONAL ID", "CLASS");
+                printf("%-10d %-12" PRId64 " %-6d %-11d %-14" PRId64 " %-40s %s\n", (int)p,
+                       ps[i].producer_id, (int)ps[i].producer_epoch, (int)ps[i].coordinator_epoch,
+                       ps[i].txn_start_offset, t ? t->id : "-", cls);
+            }
+            shown++;
+        }
+        free(ps);
+    }
+    free(txns);
+    free(promises.items);
+    twopc_folder_free(&folder);
+    if (err)
+        return twopc_fail(cmd, err);
+    if (json)
+        printf("]}\n");
+    else if (!shown)
+        printf("no open transaction holds a partition of \"%s\"\n", topic);
+    return twopc_flag(a, "check") && unpromised ? TWOPC_EXIT_PENDING : TWOPC_EXIT_OK;
+}
+
 /* Options that do something only for some subcommands are refused elsewhere. */
 static bool options_fit(const twopc_args_t *a, const char *sub)
 {
     static const struct {
         const char *opt, *subs;
     } only[] = {
-        {"topic", " producers "},
+        {"topic", " producers hanging "},
         {"partition", " producers "},
         {"prefix", " transactions "},
         {"all", " transactions "},
-        {"check", " transactions "},
+        {"check", " transactions hanging "},
         {"transactional-id", " abort commit "},
         {"producer-id", " abort commit "},
         {"epoch", " abort commit "},
         {"start-ms", " commit "},
         {"force", " abort commit "},
-        {"json", " transactions producers "},
+        {"json", " transactions producers hanging "},
     };
     char word[64];
     snprintf(word, sizeof word, " %s ", sub);
@@ -526,9 +634,11 @@ int twopc_cmd_kafka(int argc, char **argv)
     int64_t timeout = 30000;
     const char *t = twopc_arg(&a, "timeout-ms");
     if (a.npos != 1 || (strcmp(sub, "transactions") != 0 && strcmp(sub, "abort") != 0 &&
-                        strcmp(sub, "commit") != 0 && strcmp(sub, "producers") != 0))
+                        strcmp(sub, "commit") != 0 && strcmp(sub, "producers") != 0 &&
+                        strcmp(sub, "hanging") != 0))
         rc = twopc_usage_error(
-            "kafka", "unknown subcommand \"%s\" (transactions, abort, commit, producers)", sub);
+            "kafka", "unknown subcommand \"%s\" (transactions, abort, commit, producers, hanging)",
+            sub);
     else if (!options_fit(&a, sub))
         rc = TWOPC_EXIT_USAGE;
     else if (t && !tpc_parse_int(t, 1, 3600000, &timeout))
@@ -540,6 +650,8 @@ int twopc_cmd_kafka(int argc, char **argv)
             rc = list(&a, &k, (int)timeout);
         else if (strcmp(sub, "producers") == 0)
             rc = producers(&a, &k, (int)timeout);
+        else if (strcmp(sub, "hanging") == 0)
+            rc = hanging(&a, &k, (int)timeout);
         else
             rc = end_one(&a, &k, strcmp(sub, "commit") == 0, (int)timeout);
         twopc_kafka_conf_free(&k);

@@ -451,6 +451,27 @@ START_TEST(test_ending_by_hand_agrees_with_a_restart)
                            sc.kc.bootstrap, sc.kc.prefix, sc.kc.ckpt),
                      0);
     ck_assert_uint_eq(parse_kafka(mine, sc.kc.prefix, kx, 32), nkx); /* nothing was ended */
+    /* kafka hanging finds them holding the topic's partition, each judged as its id is. */
+    ck_assert_int_eq(twopc(mine, sizeof mine,
+                           "kafka hanging --bootstrap %s --topic %s --checkpoint-dir %s --json",
+                           sc.kc.bootstrap, sc.kc.topic, sc.kc.ckpt),
+                     0);
+    size_t held = 0, held_pending = 0;
+    static const char idkey[] = "\"transactional_id\":\"", clskey[] = "\"class\":\"";
+    for (const char *at = strstr(mine, idkey); at; at = strstr(at + 1, idkey)) {
+        char hid[200] = "", hcls[32] = "";
+        const char *c = strstr(at, clskey);
+        ck_assert_ptr_nonnull(c);
+        ck_assert_int_eq(sscanf(at + strlen(idkey), "%199[^\"]", hid), 1);
+        ck_assert_int_eq(sscanf(c + strlen(clskey), "%31[^\"]", hcls), 1);
+        const item_t *it = find(kx, nkx, hid);
+        ck_assert_msg(it, "kafka hanging names %s, which kafka transactions does not list", hid);
+        ck_assert_str_eq(hcls, it->cls);
+        held++;
+        held_pending += strcmp(hcls, "pending") == 0;
+    }
+    ck_assert_uint_ge(held, 1);
+    ck_assert_uint_ge(held_pending, 1);
     /* Against the verdict, or unjudged, an end is refused. */
     for (size_t i = 0; i < nkx; i++) {
         bool commit = strcmp(kx[i].cls, "pending") == 0;

@@ -3,8 +3,9 @@
  * middle of a transaction leaves behind: the partition's leader describes the dead producer with
  * the first offset of its open transaction (which holds the partition's last stable offset), under
  * the producer id that `twopc kafka transactions` shows for its transactional id, and calls it
- * unknown to a checkpoint that promised nothing. Once `twopc kafka abort` ended that transaction
- * (judged lingering by the same checkpoint folder), the producer holds the partition no more.
+ * unknown to a checkpoint that promised nothing; `twopc kafka hanging` finds the partition held
+ * by a lingering transaction of its transactional id. Once `twopc kafka abort` ended that
+ * transaction (judged lingering by the same checkpoint folder), the partition is held no more.
  */
 #include "check_kafka_common.h"
 #include "tpc_test_ops.h"
@@ -105,6 +106,19 @@ START_TEST(test_killed_producer_holds_its_partition_until_aborted)
     const char *cls = strstr(mine, "\"class\":\"unknown-to-checkpoint\"");
     ck_assert_msg(cls && cls < end, "the open transaction is not called unknown to the checkpoint");
 
+    /* kafka hanging: the partition is held by a transaction no checkpoint promised. */
+    ck_assert_int_eq(twopc(out, sizeof out,
+                           "kafka hanging --bootstrap %s --topic %s --json --check "
+                           "--checkpoint-dir '%s'",
+                           bootstrap, topic, ckpt),
+                     3);
+    char held[300];
+    snprintf(held, sizeof held,
+             "{\"partition\":0,\"producer_id\":%" PRId64 ",\"producer_epoch\":0,", pid);
+    ck_assert_ptr_nonnull(strstr(out, held));
+    snprintf(held, sizeof held, "\"transactional_id\":\"%s\",\"class\":\"lingering\"", id);
+    ck_assert_ptr_nonnull(strstr(out, held));
+
     /* Lingering for the folder: the abort is not refused, and the partition is free again. */
     ck_assert_int_eq(twopc(out, sizeof out,
                            "kafka abort --bootstrap %s --transactional-id %s --checkpoint-dir '%s'",
@@ -117,6 +131,10 @@ START_TEST(test_killed_producer_holds_its_partition_until_aborted)
     mine = strstr(out, key);
     ck_assert_msg(!mine || json_number(mine, "\"current_txn_start_offset\":") == -1,
                   "producer %" PRId64 " still holds the partition after the abort", pid);
+    ck_assert_int_eq(
+        twopc(out, sizeof out, "kafka hanging --bootstrap %s --topic %s --check", bootstrap, topic),
+        0);
+    ck_assert_ptr_nonnull(strstr(out, "no open transaction holds a partition"));
 
     /* Options of other subcommands are refused, not ignored. */
     ck_assert_int_eq(twopc(out, sizeof out,

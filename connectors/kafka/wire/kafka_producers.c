@@ -28,9 +28,10 @@ static void skip_i32_array(tpc__kafka_rbuf_t *r)
         tpc__kafka_r_i32(r);
 }
 
-/* The leader of @topic's @partition: its address into @host / @port. */
+/* The leader of @topic's @partition: its address into @host / @port; the topic's number of
+ * partitions into *@count when @count is not NULL. */
 static tpc_error_t *leader_of(tpc__kafka_conn_t *c, const char *topic, int32_t partition,
-                              int64_t deadline, char *host, size_t cap, int *port)
+                              int64_t deadline, char *host, size_t cap, int *port, int32_t *count)
 {
     int v = tpc__kafka_conn_version(c, TPC__KAFKA_API_METADATA, 4, 8);
     if (v < 0)
@@ -83,6 +84,8 @@ static tpc_error_t *leader_of(tpc__kafka_conn_t *c, const char *topic, int32_t p
         bool ours = strcmp(name, topic) == 0;
         if (ours)
             topic_error = te;
+        if (ours && count)
+            *count = nparts;
         for (int32_t p = 0; p < nparts && !r.bad; p++) {
             int16_t pe = tpc__kafka_r_i16(&r);
             int32_t index = tpc__kafka_r_i32(&r);
@@ -225,7 +228,7 @@ tpc_error_t *tpc__kafka_describe_producers(const tpc__kafka_wire_conf_t *conf, c
         int port = 0;
         tpc_error_t *err = tpc__kafka_conn_open_bootstrap(conf, deadline, &boot);
         if (!err)
-            err = leader_of(boot, topic, partition, deadline, host, sizeof host, &port);
+            err = leader_of(boot, topic, partition, deadline, host, sizeof host, &port, NULL);
         if (!err)
             err = tpc__kafka_conn_open(conf, host, port, deadline, &leader);
         if (!err)
@@ -241,4 +244,19 @@ tpc_error_t *tpc__kafka_describe_producers(const tpc__kafka_wire_conf_t *conf, c
             return err;
         tpc_error_destroy(err);
     }
+}
+
+tpc_error_t *tpc__kafka_partition_count(const tpc__kafka_wire_conf_t *conf, const char *topic,
+                                        int timeout_ms, int32_t *count)
+{
+    *count = 0;
+    int64_t deadline = tpc_clock_ms() + timeout_ms;
+    tpc__kafka_conn_t *boot = NULL;
+    char host[256];
+    int port = 0;
+    tpc_error_t *err = tpc__kafka_conn_open_bootstrap(conf, deadline, &boot);
+    if (!err)
+        err = leader_of(boot, topic, 0, deadline, host, sizeof host, &port, count);
+    tpc__kafka_conn_close(boot);
+    return err;
 }

@@ -270,6 +270,9 @@ typedef struct {
 tpc_error_t *tpc__kafka_describe_producers(const tpc__kafka_wire_conf_t *conf, const char *topic,
                                            int32_t partition, int timeout_ms,
                                            tpc__kafka_producer_info_t **out, size_t *n);
+/* The number of partitions of @topic, from Metadata. */
+tpc_error_t *tpc__kafka_partition_count(const tpc__kafka_wire_conf_t *conf, const char *topic,
+                                        int timeout_ms, int32_t *count);
 /* DescribeTransactions for one id at its coordinator. */
 tpc_error_t *tpc__kafka_describe_transaction(const tpc__kafka_wire_conf_t *conf, const char *id,
                                              int timeout_ms, tpc__kafka_txn_info_t *out);
