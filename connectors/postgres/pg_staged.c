@@ -332,8 +332,27 @@ static tpc_error_t *move_rows(tpc__pg_conn_t *c, const tpc__pg_txn_t *t, uint64_
     char sql[600], sub[16], lo[24], hi[24];
     const char *params[] = {t->gid};
     snprintf(sql, sizeof sql, "DELETE FROM %s WHERE gid = $1", c->staging_q);
+    PGresult *res = NULL;
     if (!err)
-        err = tpc__pg_exec(c->data, sql, 1, params, "delete rows written ahead", NULL);
+        err = tpc__pg_exec(c->data, sql, 1, params, "delete rows written ahead", &res);
+    /* The parts were read on the control connection, outside this transaction: fewer deleted
+     * than counted means somebody else deleted some meanwhile (another instance moving or
+     * dropping this gid), and this move may not commit. */
+    if (!err) {
+        long long deleted = atoll(PQcmdTuples(res));
+        PQclear(res);
+        if (deleted != (long long)t->parts)
+            err = tpc_error_hint(
+                tpc_error_new(TPC_ERR_EXTERNAL, TPC_ERROR_RETRIABLE,
+                              "the move of transaction \"%s\" of checkpoint %" PRIu64
+                              " deleted %lld of its %" PRIu32
+                              " parts in \"%s\": another session deleted the others meanwhile; "
+                              "the move is rolled back",
+                              t->gid, t->ckpt, deleted, t->parts, c->conf->write_ahead_table),
+                "make sure no other instance of this job runs with the gid prefix \"%s\"; a "
+                "retry finds the transaction moved (its marker row) or reports it lost",
+                c->prefix);
+    }
     /* Markers no checkpoint can ask for any more, as pg_commit.c explains: this move commits
      * only for a complete checkpoint. */
     if (!err && floor > c->marker_swept) {

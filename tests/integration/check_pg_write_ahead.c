@@ -410,6 +410,76 @@ START_TEST(test_move_after_lost_connections)
 }
 END_TEST
 
+/* A frozen old instance holding the marker row of a gid makes the move wait at most
+ * pg.lock-timeout.ms per attempt: the commit fails with a retriable error, not never. */
+START_TEST(test_move_waits_at_most_lock_timeout)
+{
+    ck_assert(tpc_test_pg_exec(pg, "CREATE TABLE %s (k bytea, v bytea)", table));
+    tpc_txn_sink_t *sink = new_sink(noprep, "write-ahead");
+    TPC_TEST_OK(tpc_txn_sink_set(sink, "pg.lock-timeout.ms", "200"));
+    TPC_TEST_OK(tpc_txn_sink_set(sink, "commit.retry.deadline.ms", "1000"));
+    TPC_TEST_OK(tpc_test_txn_sub_start(&sub, sink, 0, NULL));
+    write_range(0, 20);
+    TPC_TEST_OK(tpc_test_txn_sub_snapshot(&sub, 1, NULL));
+    PGconn *other = PQconnectdb(noprep);
+    ck_assert_int_eq(PQstatus(other), CONNECTION_OK);
+    ck_assert(tpc_test_pg_exec(other, "BEGIN"));
+    ck_assert(tpc_test_pg_exec(other,
+                               "INSERT INTO %s (gid, sink, subtask, checkpoint) VALUES "
+                               "('%s:0:1:1', '%s', 0, 1)",
+                               marker, prefix, prefix));
+    double t0 = tpc_test_now_s();
+    tpc_error_t *err = tpc__txn_task_complete(sub.task, 1);
+    double took = tpc_test_now_s() - t0;
+    ck_assert(tpc_test_pg_exec(other, "ROLLBACK"));
+    PQfinish(other);
+    ck_assert_msg(err != NULL, "the move went past the other session's marker row");
+    ck_assert_msg(strstr(tpc_error_message(err), "55P03"), "%s", tpc_error_message(err));
+    ck_assert_msg(took < 15, "the move waited %.1f s", took);
+    tpc_error_destroy(err);
+    ck_assert_int_eq(tpc_test_pg_long(pg, "SELECT count(*) FROM %s", table), 0);
+    ck_assert_int_eq(staged(pg), 1);
+    tpc_test_txn_sub_close(&sub);
+    tpc_txn_sink_destroy(sink);
+}
+END_TEST
+
+/* Parts deleted by somebody else while the move reads them (here a trigger keeps part 0 from
+ * being deleted, as if another session had taken it first): the move must not commit. */
+START_TEST(test_move_rolls_back_when_parts_went_missing)
+{
+    ck_assert(tpc_test_pg_exec(pg, "CREATE TABLE %s (k bytea, v bytea)", table));
+    tpc_txn_sink_t *sink = new_sink(noprep, "write-ahead");
+    TPC_TEST_OK(tpc_txn_sink_set(sink, "pg.copy-buffer", "4096")); /* several parts */
+    TPC_TEST_OK(tpc_txn_sink_set(sink, "commit.retry.deadline.ms", "500"));
+    TPC_TEST_OK(tpc_test_txn_sub_start(&sub, sink, 0, NULL));
+    write_range(0, 400);
+    TPC_TEST_OK(tpc_test_txn_sub_snapshot(&sub, 1, NULL));
+    long long parts = staged(pg);
+    ck_assert_int_gt(parts, 1);
+    ck_assert(tpc_test_pg_exec(pg,
+                               "CREATE FUNCTION %s_keep() RETURNS trigger LANGUAGE plpgsql AS "
+                               "$$BEGIN RETURN NULL; END$$",
+                               staging));
+    ck_assert(tpc_test_pg_exec(pg,
+                               "CREATE TRIGGER keep BEFORE DELETE ON %s FOR EACH ROW WHEN "
+                               "(OLD.part = 0) EXECUTE FUNCTION %s_keep()",
+                               staging, staging));
+    tpc_error_t *err = tpc__txn_task_complete(sub.task, 1);
+    ck_assert_msg(err != NULL, "the move committed with a part left behind");
+    ck_assert_msg(strstr(tpc_error_message(err), "another session deleted"), "%s",
+                  tpc_error_message(err));
+    tpc_error_destroy(err);
+    ck_assert_int_eq(tpc_test_pg_long(pg, "SELECT count(*) FROM %s", table), 0);
+    ck_assert_int_eq(tpc_test_pg_long(pg, "SELECT count(*) FROM %s", marker), 0);
+    ck_assert_int_eq(staged(pg), parts);
+    tpc_test_txn_sub_close(&sub);
+    tpc_txn_sink_destroy(sink);
+    tpc_test_pg_exec(pg, "DROP TABLE %s", staging);
+    tpc_test_pg_exec(pg, "DROP FUNCTION %s_keep()", staging);
+}
+END_TEST
+
 /* ---- kill -9 at random moments, as check_pg_crash.c does with prepared transactions -----------
  */
 
@@ -528,6 +598,8 @@ static int run_own_checks(void)
     tcase_add_test(tc, test_write_ahead_writes_what_prepared_writes);
     tcase_add_test(tc, test_second_mover_waits_then_does_nothing);
     tcase_add_test(tc, test_move_after_lost_connections);
+    tcase_add_test(tc, test_move_waits_at_most_lock_timeout);
+    tcase_add_test(tc, test_move_rolls_back_when_parts_went_missing);
     suite_add_tcase(s, tc);
     TCase *crash = tcase_create("kill-9");
     tcase_set_timeout(crash, 300);
