@@ -22,6 +22,8 @@ static const char kafka_help[] =
     "       twopc kafka abort  --bootstrap B --transactional-id ID (--checkpoint-dir DIR | "
     "--force)\n"
     "                          [--producer-id N --epoch N]\n"
+    "       twopc kafka abort  --bootstrap B --topic T --partition P --producer-id N --epoch N\n"
+    "                          [--coordinator-epoch N] (--checkpoint-dir DIR | --force)\n"
     "       twopc kafka commit --bootstrap B --transactional-id ID (--checkpoint-dir DIR | "
     "--force)\n"
     "                          [--producer-id N --epoch N [--start-ms N]]\n"
@@ -65,6 +67,12 @@ static const char kafka_help[] =
     "  orphaned   no coordinator holds a transaction of the producer: no EndTxn ends it\n"
     "  unknown    open, and no --checkpoint-dir to judge it by\n"
     "--check exits with 3 when one is not pending.\n"
+    "\n"
+    "abort --topic --partition writes the abort marker for one producer's open transaction to\n"
+    "that partition (WriteTxnMarkers at its leader, as kafka-transactions.sh abort does), for\n"
+    "one hanging says holds it; the coordinator epoch defaults to the producer's last one there.\n"
+    "It is judged like abort by id: refused when the producer's transaction at its coordinator\n"
+    "is one the checkpoint promised (a restart commits it), unless --force.\n"
     "\n"
     "--kafka NAME=VALUE sets a librdkafka property of the connection: security.protocol,\n"
     "ssl.ca.location, ssl.certificate.location, ssl.key.location, sasl.mechanism (PLAIN,\n"
@@ -327,6 +335,8 @@ static int end_one(const twopc_args_t *a, const twopc_kafka_conf_t *k, bool comm
     const char *id = twopc_arg_required(a, cmd, "transactional-id");
     if (!id)
         return TWOPC_EXIT_USAGE;
+    if (twopc_arg(a, "coordinator-epoch"))
+        return twopc_usage_error(cmd, "--coordinator-epoch goes with --topic and --partition");
     const char *spid = twopc_arg(a, "producer-id"), *sepoch = twopc_arg(a, "epoch");
     if (!spid != !sepoch)
         return twopc_usage_error(cmd, "give both --producer-id and --epoch, or neither");
@@ -572,14 +582,100 @@ static int hanging(const twopc_args_t *a, const twopc_kafka_conf_t *k, int timeo
     return twopc_flag(a, "check") && unpromised ? TWOPC_EXIT_PENDING : TWOPC_EXIT_OK;
 }
 
+/* `kafka abort --topic T --partition P --producer-id N --epoch N [--coordinator-epoch N]`: the
+ * abort marker written to one partition (WriteTxnMarkers), for a transaction that holds it. Judged
+ * first: the producer's transaction at its coordinator (matched by producer id) must not be one
+ * the checkpoint a restart restores promised, unless --force. */
+static int abort_on_partition(const twopc_args_t *a, const twopc_kafka_conf_t *k, int timeout_ms)
+{
+    const char *cmd = "kafka abort";
+    const char *topic = twopc_arg(a, "topic"), *spart = twopc_arg_required(a, cmd, "partition");
+    const char *spid = spart ? twopc_arg_required(a, cmd, "producer-id") : NULL;
+    const char *sepoch = spid ? twopc_arg_required(a, cmd, "epoch") : NULL;
+    if (!sepoch)
+        return TWOPC_EXIT_USAGE;
+    if (twopc_arg(a, "transactional-id"))
+        return twopc_usage_error(cmd, "give --transactional-id or --topic, not both");
+    const char *scoord = twopc_arg(a, "coordinator-epoch");
+    int64_t partition, pid, epoch, coord = -1;
+    if (!tpc_parse_int(spart, 0, INT32_MAX, &partition) ||
+        !tpc_parse_int(spid, 0, INT64_MAX, &pid) || !tpc_parse_int(sepoch, 0, INT16_MAX, &epoch) ||
+        (scoord && !tpc_parse_int(scoord, 0, INT32_MAX, &coord)))
+        return twopc_usage_error(cmd, "--partition, --producer-id, --epoch and "
+                                      "--coordinator-epoch take numbers");
+    const char *dir = twopc_arg(a, "checkpoint-dir");
+    bool force = twopc_flag(a, "force");
+    if (!dir && !force)
+        return twopc_usage_error(cmd, "give --checkpoint-dir DIR (the job's checkpoint.dir), so "
+                                      "that the transaction is judged as a restart would judge "
+                                      "it, or --force to abort it unjudged");
+    tpc__kafka_wire_conf_t wire = wire_of(k);
+    /* The partition must be held by that producer at that epoch. */
+    tpc__kafka_producer_info_t *ps = NULL;
+    size_t n = 0;
+    tpc_error_t *err =
+        tpc__kafka_describe_producers(&wire, topic, (int32_t)partition, timeout_ms, &ps, &n);
+    if (err)
+        return twopc_fail(cmd, err);
+    const tpc__kafka_producer_info_t *held = NULL;
+    for (size_t i = 0; i < n && !held; i++)
+        if (ps[i].producer_id == pid && ps[i].txn_start_offset >= 0)
+            held = &ps[i];
+    if (!held || held->producer_epoch != epoch) {
+        err = tpc_error_hint(
+            tpc_error_new(TPC_ERR_STATE, 0,
+                          "producer %" PRId64 " at epoch %d holds no open transaction on kafka "
+                          "topic \"%s\" partition %d%s",
+                          pid, (int)epoch, topic, (int)partition,
+                          held ? " (its epoch there is another)" : ""),
+            "list what holds the topic with: twopc kafka hanging --topic %s", topic);
+        free(ps);
+        return twopc_fail(cmd, err);
+    }
+    if (coord < 0)
+        coord = held->coordinator_epoch > 0 ? held->coordinator_epoch : 0;
+    int64_t from = held->txn_start_offset;
+    free(ps);
+    /* Its transaction at the coordinators, judged as a restart would judge it. */
+    tpc__kafka_txn_info_t *txns = NULL;
+    size_t ntxns = 0;
+    err = tpc__kafka_list_transactions(&wire, NULL, true, timeout_ms, &txns, &ntxns);
+    if (err)
+        return twopc_fail(cmd, err);
+    const tpc__kafka_txn_info_t *t = txn_of_producer(txns, ntxns, pid);
+    int rc = TWOPC_EXIT_OK;
+    tpc_dir_lease_t *lease = dir ? twopc_lease(cmd, dir, &rc) : NULL;
+    if (rc == TWOPC_EXIT_OK && t)
+        rc = judge(a, cmd, t, false);
+    else if (rc == TWOPC_EXIT_OK && force)
+        fprintf(stderr,
+                "twopc %s: --force: no coordinator holds a transaction of producer %" PRId64
+                "; aborting on the partition what nothing else can end\n",
+                cmd, pid);
+    free(txns);
+    if (rc != TWOPC_EXIT_OK) {
+        tpc_checkpoint_dir_release(lease);
+        return rc;
+    }
+    err = tpc__kafka_abort_on_partition(&wire, topic, (int32_t)partition, pid, (int16_t)epoch,
+                                        (int32_t)coord, timeout_ms);
+    tpc_checkpoint_dir_release(lease);
+    if (err)
+        return twopc_fail(cmd, err);
+    printf("aborted the transaction of producer %" PRId64 " (epoch %d) on kafka topic %s "
+           "partition %d, open from offset %" PRId64 "\n",
+           pid, (int)epoch, topic, (int)partition, from);
+    return TWOPC_EXIT_OK;
+}
+
 /* Options that do something only for some subcommands are refused elsewhere. */
 static bool options_fit(const twopc_args_t *a, const char *sub)
 {
     static const struct {
         const char *opt, *subs;
     } only[] = {
-        {"topic", " producers hanging "},
-        {"partition", " producers "},
+        {"topic", " producers hanging abort "},
+        {"partition", " producers abort "},
         {"prefix", " transactions "},
         {"all", " transactions "},
         {"check", " transactions hanging "},
@@ -589,6 +685,7 @@ static bool options_fit(const twopc_args_t *a, const char *sub)
         {"start-ms", " commit "},
         {"force", " abort commit "},
         {"json", " transactions producers hanging "},
+        {"coordinator-epoch", " abort "},
     };
     char word[64];
     snprintf(word, sizeof word, " %s ", sub);
@@ -616,6 +713,7 @@ int twopc_cmd_kafka(int argc, char **argv)
         {"force", false, false},
         {"topic", true, false},
         {"partition", true, false},
+        {"coordinator-epoch", true, false},
         {"help", false, false},
         {NULL},
     };
@@ -652,6 +750,8 @@ int twopc_cmd_kafka(int argc, char **argv)
             rc = producers(&a, &k, (int)timeout);
         else if (strcmp(sub, "hanging") == 0)
             rc = hanging(&a, &k, (int)timeout);
+        else if (strcmp(sub, "abort") == 0 && twopc_arg(&a, "topic"))
+            rc = abort_on_partition(&a, &k, (int)timeout);
         else
             rc = end_one(&a, &k, strcmp(sub, "commit") == 0, (int)timeout);
         twopc_kafka_conf_free(&k);

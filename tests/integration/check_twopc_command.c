@@ -468,7 +468,26 @@ START_TEST(test_ending_by_hand_agrees_with_a_restart)
         ck_assert_msg(it, "kafka hanging names %s, which kafka transactions does not list", hid);
         ck_assert_str_eq(hcls, it->cls);
         held++;
-        held_pending += strcmp(hcls, "pending") == 0;
+        if (strcmp(hcls, "pending") == 0 && held_pending++ == 0) {
+            /* Its abort on the partition would lose records a restart commits: refused. */
+            const char *entry = at;
+            while (entry > mine && *entry != '{')
+                entry--;
+            long long hpid = -1;
+            int hepoch = -1;
+            ck_assert_int_eq(sscanf(entry,
+                                    "{\"partition\":0,\"producer_id\":%lld,"
+                                    "\"producer_epoch\":%d",
+                                    &hpid, &hepoch),
+                             2);
+            char refused[4096];
+            ck_assert_int_eq(twopc(refused, sizeof refused,
+                                   "kafka abort --bootstrap %s --topic %s --partition 0 "
+                                   "--producer-id %lld --epoch %d --checkpoint-dir %s 2>&1",
+                                   sc.kc.bootstrap, sc.kc.topic, hpid, hepoch, sc.kc.ckpt),
+                             1);
+            ck_assert_ptr_nonnull(strstr(refused, "loses its records"));
+        }
     }
     ck_assert_uint_ge(held, 1);
     ck_assert_uint_ge(held_pending, 1);

@@ -4,8 +4,9 @@
  * the first offset of its open transaction (which holds the partition's last stable offset), under
  * the producer id that `twopc kafka transactions` shows for its transactional id, and calls it
  * unknown to a checkpoint that promised nothing; `twopc kafka hanging` finds the partition held
- * by a lingering transaction of its transactional id. Once `twopc kafka abort` ended that
- * transaction (judged lingering by the same checkpoint folder), the partition is held no more.
+ * by a lingering transaction of its transactional id. Once `twopc kafka abort --topic --partition`
+ * wrote the abort marker for it (judged lingering by the same checkpoint folder), the partition
+ * is held no more.
  */
 #include "check_kafka_common.h"
 #include "tpc_test_ops.h"
@@ -121,8 +122,9 @@ START_TEST(test_killed_producer_holds_its_partition_until_aborted)
 
     /* Lingering for the folder: the abort is not refused, and the partition is free again. */
     ck_assert_int_eq(twopc(out, sizeof out,
-                           "kafka abort --bootstrap %s --transactional-id %s --checkpoint-dir '%s'",
-                           bootstrap, id, ckpt),
+                           "kafka abort --bootstrap %s --topic %s --partition 0 --producer-id "
+                           "%" PRId64 " --epoch 0 --checkpoint-dir '%s'",
+                           bootstrap, topic, pid, ckpt),
                      0);
     ck_assert_int_eq(twopc(out, sizeof out,
                            "kafka producers --bootstrap %s --topic %s --partition 0 --json",

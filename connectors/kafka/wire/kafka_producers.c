@@ -260,3 +260,94 @@ tpc_error_t *tpc__kafka_partition_count(const tpc__kafka_wire_conf_t *conf, cons
     tpc__kafka_conn_close(boot);
     return err;
 }
+
+/* WriteTxnMarkers (abort) for one producer on one partition at @c, its leader. */
+static tpc_error_t *abort_marker_at(tpc__kafka_conn_t *c, const char *topic, int32_t partition,
+                                    int64_t pid, int16_t epoch, int32_t coordinator_epoch,
+                                    int64_t deadline)
+{
+    if (tpc__kafka_conn_version(c, TPC__KAFKA_API_WRITE_TXN_MARKERS, 1, 1) < 0)
+        return tpc_error_hint(tpc_error_new(TPC_ERR_UNSUPPORTED, TPC_ERROR_FATAL,
+                                            "broker \"%s\" does not support WriteTxnMarkers v1",
+                                            tpc__kafka_conn_name(c)),
+                              "aborting by partition needs Apache Kafka 3.0 or later");
+    tpc__kafka_wbuf_t w = {0};
+    tpc__kafka_w_uvarint(&w, 2); /* one marker */
+    tpc__kafka_w_i64(&w, pid);
+    tpc__kafka_w_i16(&w, epoch);
+    tpc__kafka_w_i8(&w, 0);      /* abort */
+    tpc__kafka_w_uvarint(&w, 2); /* one topic */
+    tpc__kafka_w_str(&w, topic, true);
+    tpc__kafka_w_uvarint(&w, 2); /* one partition */
+    tpc__kafka_w_i32(&w, partition);
+    tpc__kafka_w_no_tags(&w);
+    tpc__kafka_w_i32(&w, coordinator_epoch);
+    tpc__kafka_w_no_tags(&w);
+    tpc__kafka_w_no_tags(&w);
+    tpc__kafka_rbuf_t r;
+    tpc_error_t *err =
+        tpc__kafka_conn_call(c, TPC__KAFKA_API_WRITE_TXN_MARKERS, 1, true, &w, deadline, &r);
+    tpc__kafka_wbuf_free(&w);
+    if (err)
+        return err;
+    int16_t code = -1;
+    uint64_t nmarkers = tpc__kafka_r_uvarint(&r);
+    for (uint64_t m = 1; m < nmarkers && !r.bad; m++) {
+        tpc__kafka_r_i64(&r);
+        uint64_t ntopics = tpc__kafka_r_uvarint(&r);
+        for (uint64_t t = 1; t < ntopics && !r.bad; t++) {
+            char name[256];
+            tpc__kafka_r_str(&r, true, name, sizeof name);
+            uint64_t nparts = tpc__kafka_r_uvarint(&r);
+            for (uint64_t p = 1; p < nparts && !r.bad; p++) {
+                int32_t index = tpc__kafka_r_i32(&r);
+                int16_t e = tpc__kafka_r_i16(&r);
+                tpc__kafka_r_skip_tags(&r);
+                if (index == partition && strcmp(name, topic) == 0)
+                    code = e;
+            }
+            tpc__kafka_r_skip_tags(&r);
+        }
+        tpc__kafka_r_skip_tags(&r);
+    }
+    if (r.bad)
+        return malformed(c, "WriteTxnMarkers");
+    if (code == TPC__KAFKA_E_NOT_LEADER)
+        return tpc_error_new(TPC_ERR_EXTERNAL, TPC_ERROR_RETRIABLE,
+                             "broker \"%s\" no longer leads kafka topic \"%s\" partition %d",
+                             tpc__kafka_conn_name(c), topic, (int)partition);
+    if (code)
+        return tpc_error_new(TPC_ERR_EXTERNAL, 0,
+                             "WriteTxnMarkers (abort) of producer %lld on kafka topic \"%s\" "
+                             "partition %d at broker \"%s\" failed: %s",
+                             (long long)pid, topic, (int)partition, tpc__kafka_conn_name(c),
+                             code > 0 ? tpc__kafka_code_name(code) : "no answer for it");
+    return NULL;
+}
+
+tpc_error_t *tpc__kafka_abort_on_partition(const tpc__kafka_wire_conf_t *conf, const char *topic,
+                                           int32_t partition, int64_t pid, int16_t epoch,
+                                           int32_t coordinator_epoch, int timeout_ms)
+{
+    int64_t deadline = tpc_clock_ms() + timeout_ms;
+    tpc_backoff_t backoff;
+    tpc_backoff_init(&backoff, deadline, 100, 900);
+    for (;;) {
+        tpc__kafka_conn_t *boot = NULL, *leader = NULL;
+        char host[256];
+        int port = 0;
+        tpc_error_t *err = tpc__kafka_conn_open_bootstrap(conf, deadline, &boot);
+        if (!err)
+            err = leader_of(boot, topic, partition, deadline, host, sizeof host, &port, NULL);
+        if (!err)
+            err = tpc__kafka_conn_open(conf, host, port, deadline, &leader);
+        if (!err)
+            err =
+                abort_marker_at(leader, topic, partition, pid, epoch, coordinator_epoch, deadline);
+        tpc__kafka_conn_close(boot);
+        tpc__kafka_conn_close(leader);
+        if (!err || !tpc_error_is_retriable(err) || !tpc_backoff_wait(&backoff, NULL, NULL))
+            return err;
+        tpc_error_destroy(err);
+    }
+}

@@ -33,6 +33,7 @@ enum {
     TPC__KAFKA_API_SASL_HANDSHAKE = 17,
     TPC__KAFKA_API_VERSIONS = 18,
     TPC__KAFKA_API_END_TXN = 26,
+    TPC__KAFKA_API_WRITE_TXN_MARKERS = 27,
     TPC__KAFKA_API_SASL_AUTHENTICATE = 36,
     TPC__KAFKA_API_DESCRIBE_PRODUCERS = 61,
     TPC__KAFKA_API_DESCRIBE_TRANSACTIONS = 65,
@@ -270,6 +271,12 @@ typedef struct {
 tpc_error_t *tpc__kafka_describe_producers(const tpc__kafka_wire_conf_t *conf, const char *topic,
                                            int32_t partition, int timeout_ms,
                                            tpc__kafka_producer_info_t **out, size_t *n);
+/* Abort producer @pid's open transaction on @topic's @partition by writing the abort marker at
+ * the partition's leader (WriteTxnMarkers, as Kafka's kafka-transactions.sh abort does), with the
+ * producer's @epoch and a @coordinator_epoch not below the last one the partition saw for it. */
+tpc_error_t *tpc__kafka_abort_on_partition(const tpc__kafka_wire_conf_t *conf, const char *topic,
+                                           int32_t partition, int64_t pid, int16_t epoch,
+                                           int32_t coordinator_epoch, int timeout_ms);
 /* The number of partitions of @topic, from Metadata. */
 tpc_error_t *tpc__kafka_partition_count(const tpc__kafka_wire_conf_t *conf, const char *topic,
                                         int timeout_ms, int32_t *count);
