@@ -7,43 +7,24 @@
  * variable's name) for the messages, and whether a component took it, so that nothing written
  * is silently ignored.
  */
+#include "config_internal.h"
 #include "runtime_internal.h"
-#include "tpc_props.h"
+#include "runtime_task.h"
 
 #include <errno.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 
-extern char **environ;
-
-typedef struct {
-    char *section; /* file: as written, NULL for the job; environment: its NAME part, or NULL */
-    char *key;     /* file: as written; environment: the KEY part */
-    char *value;
-    char *origin; /* "file:line" or "environment variable TWOPC_..." */
-    bool env, used;
-} entry_t;
-
-typedef struct {
-    char *name, *origin;
-} section_t;
-
-struct tpc_config {
-    entry_t *entries;
-    size_t n, cap;
-    section_t *sections; /* the file's [name] lines, for duplicates */
-    size_t nsections, cap_sections;
-    char **applied; /* the names components configured, for the hint of check_used */
-    size_t napplied, cap_applied;
-};
+typedef tpc__config_entry_t entry_t;
+typedef tpc__config_section_t section_t;
 
 tpc_config_t *tpc_config_new(void)
 {
     return calloc(1, sizeof(tpc_config_t));
 }
 
-static void entry_free(entry_t *e)
+void tpc__config_entry_free(entry_t *e)
 {
     free(e->section);
     free(e->key);
@@ -56,13 +37,14 @@ void tpc_config_destroy(tpc_config_t *cfg)
     if (!cfg)
         return;
     for (size_t i = 0; i < cfg->n; i++)
-        entry_free(&cfg->entries[i]);
+        tpc__config_entry_free(&cfg->entries[i]);
     for (size_t i = 0; i < cfg->nsections; i++) {
         free(cfg->sections[i].name);
         free(cfg->sections[i].origin);
     }
     for (size_t i = 0; i < cfg->napplied; i++)
         free(cfg->applied[i]);
+    tpc__config_index_free(&cfg->written);
     free(cfg->entries);
     free(cfg->sections);
     free(cfg->applied);
@@ -79,9 +61,9 @@ static char *dup_n(const char *s, size_t n)
     return d;
 }
 
-static tpc_error_t *add_entry(tpc_config_t *cfg, const char *section, size_t section_len,
-                              const char *key, size_t key_len, const char *value, size_t value_len,
-                              const char *origin, bool env)
+tpc_error_t *tpc__config_add(tpc_config_t *cfg, const char *section, size_t section_len,
+                             const char *key, size_t key_len, const char *value, size_t value_len,
+                             const char *origin, bool env)
 {
     if (!tpc_array_grow(&cfg->entries, &cfg->cap, cfg->n + 1, sizeof *cfg->entries))
         return tpc_error_nomem();
@@ -91,11 +73,87 @@ static tpc_error_t *add_entry(tpc_config_t *cfg, const char *section, size_t sec
                  .origin = strdup(origin),
                  .env = env};
     if ((section && !e.section) || !e.key || !e.value || !e.origin) {
-        entry_free(&e);
+        tpc__config_entry_free(&e);
         return tpc_error_nomem();
     }
     cfg->entries[cfg->n++] = e;
     return NULL;
+}
+
+/* ---- an index of names ------------------------------------------------------------------- */
+
+/* A name of the index: a key of a section, or a [section] line (key NULL). Finding a repeated key
+ * is a lookup, not a walk over every line before it, which a large file made quadratic. */
+typedef struct {
+    tpc_hash_node_t node;
+    const char *section, *key, *origin;
+} name_t;
+
+typedef struct {
+    const char *section, *key;
+    size_t slen, klen;
+} probe_t;
+
+/* Whether the string @a is the @n bytes at @b (both NULL counts as the same). */
+static bool same(const char *a, const char *b, size_t n)
+{
+    return a ? b && strnlen(a, n + 1) == n && memcmp(a, b, n) == 0 : !b;
+}
+
+static bool same_name(const tpc_hash_node_t *node, const void *arg)
+{
+    const name_t *x = (const name_t *)node;
+    const probe_t *p = arg;
+    return !x->key == !p->key && same(x->section, p->section, p->slen) &&
+           (!p->key || same(x->key, p->key, p->klen));
+}
+
+static uint64_t name_hash(const probe_t *p)
+{
+    uint64_t h = p->section ? tpc__key_hash(p->section, p->slen) : 1;
+    return p->key ? (h * 0x100000001b3ull) ^ tpc__key_hash(p->key, p->klen) : h;
+}
+
+static tpc_hash_node_t **index_link(const tpc_hash_t *t, const probe_t *p)
+{
+    return tpc_hash_find(t, name_hash(p), same_name, p);
+}
+
+const char *tpc__config_index_find(const tpc_hash_t *t, const char *section, size_t slen,
+                                   const char *key, size_t klen)
+{
+    probe_t p = {section, key, slen, klen};
+    tpc_hash_node_t **link = index_link(t, &p);
+    return link && *link ? ((const name_t *)*link)->origin : NULL;
+}
+
+bool tpc__config_index_add(tpc_hash_t *t, const char *section, const char *key, const char *origin)
+{
+    probe_t p = {section, key, section ? strlen(section) : 0, key ? strlen(key) : 0};
+    name_t *x = malloc(sizeof *x);
+    if (!x || !tpc_hash_reserve(t, 1)) {
+        free(x);
+        return false;
+    }
+    *x = (name_t){.node.hash = name_hash(&p), .section = section, .key = key, .origin = origin};
+    tpc_hash_insert(t, index_link(t, &p), &x->node);
+    return true;
+}
+
+void tpc__config_index_remove(tpc_hash_t *t, const char *section, const char *key)
+{
+    probe_t p = {section, key, section ? strlen(section) : 0, key ? strlen(key) : 0};
+    tpc_hash_node_t **link = index_link(t, &p);
+    if (link && *link)
+        free(tpc_hash_remove(t, link));
+}
+
+void tpc__config_index_free(tpc_hash_t *t)
+{
+    tpc_hash_iter_t it;
+    for (tpc_hash_node_t *x = tpc_hash_first(t, &it); x; x = tpc_hash_next(&it))
+        free(x);
+    tpc_hash_free(t);
 }
 
 /* ---- files -------------------------------------------------------------------------------- */
@@ -130,28 +188,6 @@ static void trim(const char **s, size_t *n)
         (*n)--;
 }
 
-static const section_t *find_section(const tpc_config_t *cfg, const char *name, size_t len)
-{
-    for (size_t i = 0; i < cfg->nsections; i++)
-        if (strlen(cfg->sections[i].name) == len && memcmp(cfg->sections[i].name, name, len) == 0)
-            return &cfg->sections[i];
-    return NULL;
-}
-
-static const entry_t *find_file_entry(const tpc_config_t *cfg, const char *section, size_t slen,
-                                      const char *key, size_t klen)
-{
-    for (size_t i = 0; i < cfg->n; i++) {
-        const entry_t *e = &cfg->entries[i];
-        bool same_section = section ? e->section && strlen(e->section) == slen &&
-                                          memcmp(e->section, section, slen) == 0
-                                    : !e->section;
-        if (!e->env && same_section && strlen(e->key) == klen && memcmp(e->key, key, klen) == 0)
-            return e;
-    }
-    return NULL;
-}
-
 static bool is_job_section(const char *s, size_t n)
 {
     return n == 3 && memcmp(s, "job", 3) == 0;
@@ -173,10 +209,10 @@ static tpc_error_t *read_section(tpc_config_t *cfg, const char *origin, size_t l
     char *copy = dup_n(name, len);
     if (!copy)
         return tpc_error_nomem();
-    const section_t *prev = find_section(cfg, name, len);
+    const char *prev = tpc__config_index_find(&cfg->written, name, len, NULL, 0);
     if (prev) {
         tpc_error_t *err = at(origin, lineno, "put all the keys of a component under one [name]",
-                              "section [%s] appears twice (first at %s)", copy, prev->origin);
+                              "section [%s] appears twice (first at %s)", copy, prev);
         free(copy);
         return err;
     }
@@ -188,7 +224,8 @@ static tpc_error_t *read_section(tpc_config_t *cfg, const char *origin, size_t l
         return tpc_error_nomem();
     }
     section_t sec = {copy, strdup(where)};
-    if (!sec.origin) {
+    if (!sec.origin || !tpc__config_index_add(&cfg->written, sec.name, NULL, sec.origin)) {
+        free(sec.origin);
         free(copy);
         return tpc_error_nomem();
     }
@@ -227,29 +264,32 @@ static tpc_error_t *read_pair(tpc_config_t *cfg, const char *origin, size_t line
                       "keys have no spaces (checkpoint.interval.ms); a '#' starts a comment only "
                       "at the start of a line",
                       "the key has a space in it");
-    char *k = dup_n(key, klen);
-    if (!k)
-        return tpc_error_nomem();
-    const entry_t *prev = find_file_entry(cfg, section, slen, key, klen);
-    if (prev) {
-        tpc_error_t *err = at(origin, lineno, "keep one of them",
-                              "\"%s\" is set twice (first at %s)", k, prev->origin);
-        free(k);
-        return err;
-    }
-    free(k);
+    const char *prev = tpc__config_index_find(&cfg->written, section, slen, key, klen);
+    if (prev)
+        return at(origin, lineno, "keep one of them", "\"%.*s\" is set twice (first at %s)",
+                  (int)klen, key, prev);
     char where[4200];
     snprintf(where, sizeof where, "%s:%zu", origin, lineno);
-    return add_entry(cfg, section, slen, key, klen, value, vlen, where, false);
+    tpc_error_t *err = tpc__config_add(cfg, section, slen, key, klen, value, vlen, where, false);
+    if (err)
+        return err;
+    const entry_t *e = &cfg->entries[cfg->n - 1];
+    /* On failure the caller's truncate_to() takes the entry back. */
+    return tpc__config_index_add(&cfg->written, e->section, e->key, e->origin) ? NULL
+                                                                               : tpc_error_nomem();
 }
 
 /* Undo what a failed read added, so that a refused file leaves @cfg as it was. */
 static void truncate_to(tpc_config_t *cfg, size_t n, size_t nsections)
 {
-    while (cfg->n > n)
-        entry_free(&cfg->entries[--cfg->n]);
+    while (cfg->n > n) {
+        entry_t *e = &cfg->entries[--cfg->n];
+        tpc__config_index_remove(&cfg->written, e->section, e->key);
+        tpc__config_entry_free(e);
+    }
     while (cfg->nsections > nsections) {
         cfg->nsections--;
+        tpc__config_index_remove(&cfg->written, cfg->sections[cfg->nsections].name, NULL);
         free(cfg->sections[cfg->nsections].name);
         free(cfg->sections[cfg->nsections].origin);
     }
@@ -318,128 +358,6 @@ tpc_error_t *tpc_config_read_file(tpc_config_t *cfg, const char *path)
     return err;
 }
 
-/* ---- the environment ---------------------------------------------------------------------- */
-
-#define ENV_PREFIX "TWOPC_"
-
-/* @s as an environment name: letters in upper case, anything but letters and digits '_'. */
-static void env_form(const char *s, char *out, size_t size)
-{
-    size_t i = 0;
-    for (; s[i] && i + 1 < size; i++) {
-        char c = s[i];
-        out[i] = c >= 'a' && c <= 'z'                               ? (char)(c - 'a' + 'A')
-                 : (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ? c
-                                                                    : '_';
-    }
-    out[i] = '\0';
-}
-
-/* The last "__" of @s, or NULL. */
-static const char *last_separator(const char *s)
-{
-    const char *found = NULL;
-    for (const char *p = strstr(s, "__"); p; p = strstr(p + 1, "__"))
-        found = p;
-    return found;
-}
-
-tpc_error_t *tpc_config_read_env(tpc_config_t *cfg, char *const *envp)
-{
-    if (!cfg)
-        return tpc_error_new(TPC_ERR_INVALID_ARG, TPC_ERROR_FATAL,
-                             "reading the environment needs a configuration");
-    size_t kept = 0;
-    for (size_t i = 0; i < cfg->n; i++) {
-        if (cfg->entries[i].env)
-            entry_free(&cfg->entries[i]);
-        else
-            cfg->entries[kept++] = cfg->entries[i];
-    }
-    cfg->n = kept;
-    for (char *const *v = envp ? envp : environ; v && *v; v++) {
-        const char *eq = strchr(*v, '=');
-        size_t plen = strlen(ENV_PREFIX);
-        if (!eq || strncmp(*v, ENV_PREFIX, plen) != 0 || (size_t)(eq - *v) == plen)
-            continue;
-        char name[512], origin[600];
-        size_t nlen = (size_t)(eq - *v);
-        if (nlen >= sizeof name)
-            nlen = sizeof name - 1;
-        memcpy(name, *v, nlen);
-        name[nlen] = '\0';
-        snprintf(origin, sizeof origin, "environment variable %s", name);
-        char upper[512];
-        env_form(name + plen, upper, sizeof upper);
-        const char *sep = last_separator(upper);
-        tpc_error_t *err = sep ? add_entry(cfg, upper, (size_t)(sep - upper), sep + 2,
-                                           strlen(sep + 2), eq + 1, strlen(eq + 1), origin, true)
-                               : add_entry(cfg, NULL, 0, upper, strlen(upper), eq + 1,
-                                           strlen(eq + 1), origin, true);
-        if (err)
-            return err;
-    }
-    return NULL;
-}
-
-/* @env read back as a key: lower case, every '_' a '.' (what a "prefix.*" row, or a component
- * without a table, takes). */
-static const char *key_of_env(const char *env, char *buf, size_t size)
-{
-    size_t j = 0;
-    for (; env[j] && j + 1 < size; j++)
-        buf[j] = env[j] == '_'                    ? '.'
-                 : env[j] >= 'A' && env[j] <= 'Z' ? (char)(env[j] + 32)
-                                                  : env[j];
-    buf[j] = '\0';
-    return buf;
-}
-
-/* The key of @tables whose environment name is @env, into @buf; NULL when none is. A row
- * "prefix.*" takes "PREFIX_REST" as "prefix." and REST read back by key_of_env(). */
-static const char *env_key(const tpc_props_t *const *tables, size_t ntables, const char *env,
-                           char *buf, size_t size)
-{
-    for (size_t t = 0; t < ntables; t++)
-        for (size_t i = 0; i < tables[t]->count; i++) {
-            const char *name = tables[t]->props[i].name;
-            size_t n = strlen(name);
-            char form[256];
-            env_form(name, form, sizeof form);
-            bool prefix = n >= 2 && strcmp(name + n - 2, ".*") == 0;
-            if (!prefix && strcmp(form, env) == 0)
-                return name;
-            size_t fl = strlen(form) - 1; /* "KAFKA__" less the '_' of '*': "KAFKA_" */
-            if (!prefix || strncmp(env, form, fl) != 0 || !env[fl] || n >= size)
-                continue;
-            memcpy(buf, name, n - 1);
-            key_of_env(env + fl, buf + n - 1, size - (n - 1));
-            return buf;
-        }
-    return NULL;
-}
-
-/* A job-level variable that starts like a job key (TWOPC_CHECKPOINT_...): a misspelt key, not
- * another program's variable. */
-static bool looks_like_job_key(const tpc_props_t *const *tables, size_t ntables, const char *env)
-{
-    for (size_t t = 0; t < ntables; t++)
-        for (size_t i = 0; i < tables[t]->count; i++) {
-            const char *name = tables[t]->props[i].name, *dot = strchr(name, '.');
-            char word[128], form[128];
-            size_t n = dot ? (size_t)(dot - name) : strlen(name);
-            if (n >= sizeof word)
-                continue;
-            memcpy(word, name, n);
-            word[n] = '\0';
-            env_form(word, form, sizeof form);
-            size_t fl = strlen(form);
-            if (strncmp(env, form, fl) == 0 && (env[fl] == '\0' || env[fl] == '_'))
-                return true;
-        }
-    return false;
-}
-
 /* ---- handing keys to components ------------------------------------------------------------ */
 
 /* @key is none of @tables' keys: TPC_ERR_CONFIG listing them, after @origin. */
@@ -492,10 +410,10 @@ tpc_error_t *tpc_config_apply(tpc_config_t *cfg, const char *name, const tpc_pro
                                             "a component named \"job\" cannot be configured "
                                             "from a file: [job] is the job's section"),
                               "give the vertex another name");
-    tpc_error_t *err = note_applied(cfg, name ? name : "job");
     char env_name[512] = "";
     if (name)
-        env_form(name, env_name, sizeof env_name);
+        tpc__config_env_form(name, env_name, sizeof env_name);
+    tpc_error_t *err = note_applied(cfg, name ? name : "job");
     for (size_t i = 0; i < cfg->n && !err; i++) {
         entry_t *e = &cfg->entries[i];
         if (!e->env && (name ? e->section && strcmp(e->section, name) == 0 : !e->section))
@@ -506,13 +424,14 @@ tpc_error_t *tpc_config_apply(tpc_config_t *cfg, const char *name, const tpc_pro
         if (!e->env || (name ? !e->section || strcmp(e->section, env_name) != 0 : !!e->section))
             continue;
         char buf[512];
-        const char *key = env_key(tables, ntables, e->key, buf, sizeof buf);
+        const char *key = tpc__config_env_key(tables, ntables, e->key, buf, sizeof buf);
         if (!key && name)
-            key = key_of_env(e->key, buf, sizeof buf);
+            key = tpc__config_key_of_env(e->key, buf, sizeof buf);
         if (key)
             err = set_entry(e, key, tables, ntables, set, component);
-        else if (looks_like_job_key(tables, ntables, e->key))
-            err = unknown(tables, ntables, key_of_env(e->key, buf, sizeof buf), e->origin);
+        else if (tpc__config_looks_like_job_key(tables, ntables, e->key))
+            err = unknown(tables, ntables, tpc__config_key_of_env(e->key, buf, sizeof buf),
+                          e->origin);
     }
     return err;
 }
@@ -526,8 +445,8 @@ const char *tpc_config_get(const tpc_config_t *cfg, const char *name, const char
         name = NULL;
     char env_name[512] = "", env_key_name[512];
     if (name)
-        env_form(name, env_name, sizeof env_name);
-    env_form(key, env_key_name, sizeof env_key_name);
+        tpc__config_env_form(name, env_name, sizeof env_name);
+    tpc__config_env_form(key, env_key_name, sizeof env_key_name);
     const entry_t *found = NULL;
     for (size_t i = 0; i < cfg->n; i++) {
         const entry_t *e = &cfg->entries[i];
@@ -561,8 +480,9 @@ tpc_error_t *tpc_config_check_used(const tpc_config_t *cfg)
         const entry_t *e = &cfg->entries[i];
         /* A job-level variable is another program's unless it reads like a job key. */
         const tpc_props_t *job[] = {tpc_job_properties()};
-        if (e->used || (e->env && !e->section &&
-                        (was_applied(cfg, "job") || !looks_like_job_key(job, 1, e->key))))
+        if (e->used ||
+            (e->env && !e->section &&
+             (was_applied(cfg, "job") || !tpc__config_looks_like_job_key(job, 1, e->key))))
             continue;
         char names[1024];
         size_t len = 0;

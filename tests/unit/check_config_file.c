@@ -561,6 +561,38 @@ START_TEST(test_documented_example)
 }
 END_TEST
 
+/* A file of TPC_CONFIG_FILE_MAX bytes of short distinct keys (some 150 000 lines) is read in
+ * well under the case's timeout, and a key repeated at its end is still found. */
+START_TEST(test_large_file_of_distinct_keys)
+{
+    char *text = malloc(TPC_CONFIG_FILE_MAX + 1);
+    ck_assert_ptr_nonnull(text);
+    static const char digits[] = "0123456789abcdefghijklmnopqrstuvwxyz";
+    size_t len = 0, lines = 0;
+    while (len + 8 <= TPC_CONFIG_FILE_MAX) {
+        size_t v = lines++;
+        for (int d = 0; d < 4; d++, v /= 36)
+            text[len++] = digits[v % 36];
+        memcpy(text + len, "=1\n", 3);
+        len += 3;
+    }
+    ck_assert_uint_gt(lines, 140000);
+    tpc_config_t *cfg = tpc_config_new();
+    tpc_error_t *err = tpc_config_read_text(cfg, "big.conf", text, len);
+    ck_assert_msg(!err, "%s", err ? tpc_error_message(err) : "");
+    ck_assert_str_eq(tpc_config_get(cfg, NULL, "0000", NULL), "1");
+    memcpy(text + len - 7, "0000", 4); /* the last line repeats the first key */
+    tpc_config_t *again = tpc_config_new();
+    char where[64];
+    snprintf(where, sizeof where, "big.conf:%zu: ", lines);
+    EXPECT(tpc_config_read_text(again, "big.conf", text, len), where, "\"0000\" is set twice",
+           "first at big.conf:1");
+    tpc_config_destroy(again);
+    tpc_config_destroy(cfg);
+    free(text);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("config_file");
@@ -578,6 +610,7 @@ int main(void)
     tcase_add_test(tc, test_environment_names_distinct);
     tcase_add_test(tc, test_read_file);
     tcase_add_test(tc, test_documented_example);
+    tcase_add_test(tc, test_large_file_of_distinct_keys);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);
