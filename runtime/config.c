@@ -399,6 +399,33 @@ static tpc_error_t *note_applied(tpc_config_t *cfg, const char *name)
     return NULL;
 }
 
+/* Two vertices of one environment name (@name and one configured before, "a-b" and "a.b"): the
+ * environment cannot tell which one a variable means, so one that names them is refused. */
+static tpc_error_t *refuse_same_env_name(const tpc_config_t *cfg, const char *name,
+                                         const char *env_name)
+{
+    const entry_t *var = NULL;
+    for (size_t i = 0; i < cfg->n && !var; i++)
+        if (cfg->entries[i].env && cfg->entries[i].section &&
+            strcmp(cfg->entries[i].section, env_name) == 0)
+            var = &cfg->entries[i];
+    for (size_t a = 0; var && a < cfg->napplied; a++) {
+        const char *other = cfg->applied[a];
+        char form[512];
+        tpc__config_env_form(other, form, sizeof form);
+        /* "job" in the list is the job itself, which takes no TWOPC_<NAME>__ variable. */
+        if (strcmp(other, "job") != 0 && strcmp(other, name) != 0 && strcmp(form, env_name) == 0)
+            return tpc_error_hint(
+                tpc_error_new(TPC_ERR_CONFIG, TPC_ERROR_FATAL,
+                              "vertices \"%s\" and \"%s\" are one name in the environment "
+                              "(TWOPC_%s__), which %s sets a key of",
+                              other, name, env_name, var->origin),
+                "rename one of the vertices so that their names differ in more than case, '-' "
+                "and '.', or configure them from a file");
+    }
+    return NULL;
+}
+
 tpc_error_t *tpc_config_apply(tpc_config_t *cfg, const char *name, const tpc_props_t *const *tables,
                               size_t ntables, tpc_config_set_fn set, void *component)
 {
@@ -413,7 +440,9 @@ tpc_error_t *tpc_config_apply(tpc_config_t *cfg, const char *name, const tpc_pro
     char env_name[512] = "";
     if (name)
         tpc__config_env_form(name, env_name, sizeof env_name);
-    tpc_error_t *err = note_applied(cfg, name ? name : "job");
+    tpc_error_t *err = name ? refuse_same_env_name(cfg, name, env_name) : NULL;
+    if (!err)
+        err = note_applied(cfg, name ? name : "job");
     for (size_t i = 0; i < cfg->n && !err; i++) {
         entry_t *e = &cfg->entries[i];
         if (!e->env && (name ? e->section && strcmp(e->section, name) == 0 : !e->section))

@@ -1,6 +1,8 @@
 /*
  * The environment's half of a configuration (tpc_props.h): TWOPC_<NAME>__<KEY> for a component,
  * TWOPC_<KEY> for the job, and how a key or a vertex name reads in the environment's upper case.
+ * Folding loses case, '-' and '.', so two variables may spell one key: they are refused together
+ * rather than one silently winning by its place in environ.
  */
 #include "config_internal.h"
 #include "runtime_internal.h"
@@ -47,12 +49,31 @@ static void drop_env(tpc_config_t *cfg)
     cfg->n = kept;
 }
 
+/* The entry just added, unless another variable spelt the same key: a job-level variable counts
+ * only when it reads like a job key (others belong to other programs). */
+static tpc_error_t *refuse_second_spelling(tpc_hash_t *seen, const tpc__config_entry_t *e)
+{
+    const tpc_props_t *job[] = {tpc_job_properties()};
+    if (!e->section && !tpc__config_looks_like_job_key(job, 1, e->key))
+        return NULL;
+    const char *first = tpc__config_index_find(
+        seen, e->section, e->section ? strlen(e->section) : 0, e->key, strlen(e->key));
+    if (first)
+        return tpc_error_hint(tpc_error_new(TPC_ERR_CONFIG, TPC_ERROR_FATAL,
+                                            "%s and %s set the same key (%s%s%s in upper case)",
+                                            first, e->origin, e->section ? e->section : "",
+                                            e->section ? "__" : "", e->key),
+                              "the environment ignores case, '-' and '.': keep one of them");
+    return tpc__config_index_add(seen, e->section, e->key, e->origin) ? NULL : tpc_error_nomem();
+}
+
 tpc_error_t *tpc_config_read_env(tpc_config_t *cfg, char *const *envp)
 {
     if (!cfg)
         return tpc_error_new(TPC_ERR_INVALID_ARG, TPC_ERROR_FATAL,
                              "reading the environment needs a configuration");
     drop_env(cfg);
+    tpc_hash_t seen = {0};
     tpc_error_t *err = NULL;
     for (char *const *v = envp ? envp : environ; v && *v && !err; v++) {
         const char *eq = strchr(*v, '=');
@@ -73,7 +94,10 @@ tpc_error_t *tpc_config_read_env(tpc_config_t *cfg, char *const *envp)
                                     eq + 1, strlen(eq + 1), origin, true)
                   : tpc__config_add(cfg, NULL, 0, upper, strlen(upper), eq + 1, strlen(eq + 1),
                                     origin, true);
+        if (!err)
+            err = refuse_second_spelling(&seen, &cfg->entries[cfg->n - 1]);
     }
+    tpc__config_index_free(&seen);
     if (err)
         drop_env(cfg);
     return err;
@@ -91,8 +115,8 @@ const char *tpc__config_key_of_env(const char *env, char *buf, size_t size)
 }
 
 /* A row "prefix.*" takes "PREFIX_REST" as "prefix." and REST read back by key_of_env(). */
-const char *tpc__config_env_key(const tpc_props_t *const *tables, size_t ntables,
-                                const char *env, char *buf, size_t size)
+const char *tpc__config_env_key(const tpc_props_t *const *tables, size_t ntables, const char *env,
+                                char *buf, size_t size)
 {
     for (size_t t = 0; t < ntables; t++)
         for (size_t i = 0; i < tables[t]->count; i++) {

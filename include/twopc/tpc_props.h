@@ -202,7 +202,12 @@ TPC_API tpc_error_t *tpc_config_read_text(tpc_config_t *cfg, const char *origin,
  * examples and tests): a variable without "__" that names no job key is left alone, unless it
  * starts like one (the first word of a job key: TWOPC_CHECKPOINT_..., TWOPC_RESTART_...), which
  * tpc_job_configure() refuses as a misspelt key.
- * @returns NULL, or TPC_ERR_NOMEM.
+ *
+ * Folding loses case, '-' and '.', so two variables may spell one key (`TWOPC_sink__pg_table`
+ * and `TWOPC_SINK__PG_TABLE`): they are refused, both named, rather than the later one winning
+ * (a job-level pair only when it reads like a job key, as above).
+ * @returns NULL; TPC_ERR_CONFIG naming two variables of one key, and then @p cfg holds no
+ *     variable; or TPC_ERR_NOMEM.
  */
 TPC_API tpc_error_t *tpc_config_read_env(tpc_config_t *cfg, char *const *envp);
 
@@ -216,7 +221,9 @@ typedef tpc_error_t *(*tpc_config_set_fn)(void *component, const char *key, cons
  * @param tables the component's property tables (@p ntables of them), which map environment
  *     names to keys and list the keys in the hint for an unknown one.
  * @returns NULL, or the setter's error prefixed with the key's origin (an unknown key:
- *     TPC_ERR_CONFIG listing the keys of @p tables).
+ *     TPC_ERR_CONFIG listing the keys of @p tables); TPC_ERR_CONFIG naming both components when
+ *     @p name and a component configured before are one name in the environment ("a-b" and
+ *     "a.b" are both `TWOPC_A_B__`) and a variable of that name is set.
  */
 TPC_API tpc_error_t *tpc_config_apply(tpc_config_t *cfg, const char *name,
                                       const tpc_props_t *const *tables, size_t ntables,

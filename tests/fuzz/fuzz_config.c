@@ -77,9 +77,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     tpc_error_destroy(tpc_config_read_env(cfg, envp));
 
     const tpc_props_t *tables[] = {&table};
-    comp_t a = {0}, b = {0};
+    comp_t a = {0}, b = {0}, c = {0};
     tpc_error_destroy(tpc_config_apply(cfg, "a", tables, 1, set, &a));
     tpc_error_destroy(tpc_config_apply(cfg, "B-1", tables, 1, set, &b));
+    /* "b.1" is B_1 in the environment too: refused when a variable names B_1. */
+    tpc_error_destroy(tpc_config_apply(cfg, "b.1", tables, 1, set, &c));
     tpc_job_t *job = tpc_job_new("fuzz");
     tpc_error_destroy(tpc_job_configure(job, cfg));
     tpc_job_destroy(job);
@@ -88,6 +90,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     tpc_error_destroy(tpc_config_check_used(cfg));
     tpc_props_free(&table, &a);
     tpc_props_free(&table, &b);
+    tpc_props_free(&table, &c);
     tpc_config_destroy(cfg);
     free(env_text);
     return 0;

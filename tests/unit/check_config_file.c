@@ -593,6 +593,47 @@ START_TEST(test_large_file_of_distinct_keys)
 }
 END_TEST
 
+/* Two variables of one key in two spellings: refused, both named, not the later one winning. */
+START_TEST(test_environment_spellings_refused)
+{
+    char *two[] = {"TWOPC_sink__pg_table=a", "TWOPC_SINK__PG_TABLE=b", NULL};
+    tpc_config_t *cfg = tpc_config_new();
+    EXPECT(tpc_config_read_env(cfg, two), "TWOPC_sink__pg_table", "TWOPC_SINK__PG_TABLE");
+    ck_assert_ptr_null(tpc_config_get(cfg, "sink", "pg.table", NULL));
+    char *job[] = {"TWOPC_checkpoint.interval-ms=5", "TWOPC_CHECKPOINT_INTERVAL_MS=6", NULL};
+    EXPECT(tpc_config_read_env(cfg, job), "TWOPC_checkpoint.interval-ms",
+           "TWOPC_CHECKPOINT_INTERVAL_MS");
+    /* Other programs' variables of the job's level are theirs to spell. */
+    char *other[] = {"TWOPC_test_pg=a", "TWOPC_TEST_PG=b", "TWOPC_C__MAX_RETRIES=2", NULL};
+    ck_assert_ptr_null(tpc_config_read_env(cfg, other));
+    ck_assert_str_eq(tpc_config_get(cfg, "c", "max-retries", NULL), "2");
+    tpc_config_destroy(cfg);
+}
+END_TEST
+
+/* Vertices "a-b" and "a.b" are both A_B in the environment: configuring the second is refused,
+ * naming both, when the environment sets A_B; without such a variable both may be configured. */
+START_TEST(test_vertices_of_one_environment_name)
+{
+    char *env[] = {"TWOPC_A_B__MAX_RETRIES=2", NULL};
+    tpc_config_t *cfg = config_of("[a.b]\nmax-retries = 3\n", env);
+    comp_t first, second;
+    comp_init(&first);
+    comp_init(&second);
+    ck_assert_ptr_null(comp_configure(cfg, "a-b", &first));
+    EXPECT(comp_configure(cfg, "a.b", &second), "\"a-b\"", "\"a.b\"", "TWOPC_A_B__");
+    tpc_config_destroy(cfg);
+    cfg = config_of("[a.b]\nmax-retries = 3\n", NULL);
+    ck_assert_ptr_null(comp_configure(cfg, "a-b", &first));
+    ck_assert_ptr_null(comp_configure(cfg, "a.b", &second));
+    ck_assert_int_eq(second.retries, 3);
+    ck_assert_ptr_null(tpc_config_check_used(cfg));
+    tpc_config_destroy(cfg);
+    tpc_props_free(&comp_table, &first);
+    tpc_props_free(&comp_table, &second);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("config_file");
@@ -611,6 +652,8 @@ int main(void)
     tcase_add_test(tc, test_read_file);
     tcase_add_test(tc, test_documented_example);
     tcase_add_test(tc, test_large_file_of_distinct_keys);
+    tcase_add_test(tc, test_environment_spellings_refused);
+    tcase_add_test(tc, test_vertices_of_one_environment_name);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);
