@@ -1,9 +1,9 @@
 /*
- * libFuzzer harness: configuration files (runtime/config.c). The input is read as a file; the
- * part after its first NUL byte, split at '\n', is an environment. Whatever was read is then
- * given to a test component with a table of every row type and to a job, looked up and checked
- * for keys nobody took: no input may crash, leak or read out of bounds, and a refused text must
- * leave the configuration as it was.
+ * libFuzzer harness: configuration files and the environment (runtime/config.c, config_env.c). The
+ * input is read as a file; the part after its first NUL byte, split at '\n', is an environment.
+ * Whatever was read is then given to a test component with a table of every row type and to a job,
+ * looked up and checked for keys nobody took: no input may crash, leak or read out of bounds, and a
+ * refused text must leave the configuration as it was.
  */
 #include "tpc_props.h"
 
