@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 static char examples_dir[4096];
@@ -63,6 +64,52 @@ START_TEST(test_bounded_two_sources)
 }
 END_TEST
 
+/* --config FILE: its keys reach the job and the sink "files", and a section nobody takes is
+ * refused with the file and the line. */
+START_TEST(test_bounded_two_sources_config)
+{
+    char *dir = tpc_test_tmpdir("ex-b2-config");
+    char path[2000], outdir[2100], cmd[7000], out[65536];
+    snprintf(path, sizeof path, "%s/app.conf", dir);
+    snprintf(outdir, sizeof outdir, "%s/out", dir);
+    ck_assert_int_eq(mkdir(outdir, 0755), 0);
+    FILE *f = fopen(path, "w");
+    ck_assert_ptr_nonnull(f);
+    fputs("checkpoint.interval.ms = 40\n[files]\nfile.suffix = .log\n[file]\nx = 1\n", f);
+    fclose(f);
+    snprintf(cmd, sizeof cmd, "bounded_two_sources --config %s %s %s/ckpt 10 1000 2>&1", path,
+             outdir, dir);
+    int status = run_example(cmd, out, sizeof out);
+    ck_assert_msg(status != 0, "accepted:\n%s", out);
+    ck_assert_msg(strstr(out, "app.conf:5: ") &&
+                      strstr(out, "no component of the program is named \"file\""),
+                  "%s", out);
+    f = fopen(path, "w");
+    fputs("checkpoint.interval.ms = 40\n[files]\nfile.suffix = .log\n", f);
+    fclose(f);
+    status = run_example(cmd, out, sizeof out);
+    ck_assert_msg(status == 0, "exit %d:\n%s", status, out);
+    ck_assert_ptr_nonnull(strstr(out, "long   records 1000, committed 1000: exactly once"));
+    DIR *d = opendir(outdir);
+    ck_assert_ptr_nonnull(d);
+    size_t logs = 0, others = 0;
+    for (struct dirent *e; (e = readdir(d));) {
+        size_t n = strlen(e->d_name);
+        if (e->d_name[0] == '.')
+            continue;
+        if (n > 4 && strcmp(e->d_name + n - 4, ".log") == 0)
+            logs++;
+        else
+            others++;
+    }
+    closedir(d);
+    ck_assert_uint_gt(logs, 0);
+    ck_assert_uint_eq(others, 0);
+    tpc_test_rmdir(dir);
+    free(dir);
+}
+END_TEST
+
 START_TEST(test_minimal_twice)
 {
     char *dir = tpc_test_tmpdir("ex-min");
@@ -90,6 +137,7 @@ int main(void)
     TCase *tc = tcase_create("core");
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, test_bounded_two_sources);
+    tcase_add_test(tc, test_bounded_two_sources_config);
     tcase_add_test(tc, test_minimal_twice);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
