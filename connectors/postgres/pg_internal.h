@@ -154,6 +154,7 @@ typedef struct {
     uint32_t staged_parts;                /* of the current transaction */
     uint64_t staged_rows;                 /* of the current transaction */
     tpc__pg_buf_t move;                   /* the move's send buffer, kept between moves */
+    uint64_t layout;                      /* hash of the mode, tables, columns and their types */
 } tpc__pg_conn_t;
 
 typedef struct {
@@ -167,6 +168,9 @@ typedef struct {
     tpc__pg_txn_kind_t kind;
     uint32_t parts;       /* staged: parts in the staging table */
     uint64_t staged_rows; /* staged: rows over all parts */
+    bool has_layout;      /* staged: handles before version 3 do not have it */
+    int layout_mode;      /* staged: pg.mode its parts were written with */
+    uint64_t layout;      /* staged: the writer's tpc__pg_conn_t.layout */
     char gid[TPC_PG_GID_MAX + 1];
 } tpc__pg_txn_t;
 

@@ -36,8 +36,38 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* The layout the tuples of a part depend on: pg.mode (a changelog tuple has two more fields), and
+ * each table's name, written columns in their order, and their types as the server formats them
+ * (typmod included). FNV-1a, with a zero byte after each name. */
+static uint64_t layout_hash(const tpc__pg_conn_t *c)
+{
+    uint64_t h = 14695981039346656037ull;
+    unsigned char mode = (unsigned char)c->conf->mode;
+    h = (h ^ mode) * 1099511628211ull;
+    for (int i = 0; i < c->ntables; i++) {
+        const tpc__pg_table_t *t = &c->tables[i];
+        for (const char *p = t->name;; p++) {
+            h = (h ^ (unsigned char)*p) * 1099511628211ull;
+            if (!*p)
+                break;
+        }
+        for (int k = 0; k < t->ncols; k++) {
+            const char *parts[2] = {t->cols[k].name, t->cols[k].type_name};
+            for (int j = 0; j < 2; j++)
+                for (const char *p = parts[j];; p++) {
+                    h = (h ^ (unsigned char)*p) * 1099511628211ull;
+                    if (!*p)
+                        break;
+                }
+        }
+        h = (h ^ 0xff) * 1099511628211ull; /* end of a table */
+    }
+    return h;
+}
+
 tpc_error_t *tpc__pg_stage_open(tpc__pg_conn_t *c)
 {
+    c->layout = layout_hash(c);
     /* Parts are binary tuples, stored without compression: it would cost more than it saves. */
     if (c->kind == TPC__PG_TXN_STAGED)
         return tpc__pg_ensure_table(
@@ -131,6 +161,9 @@ tpc_error_t *tpc__pg_stage_pre_commit(tpc__pg_conn_t *c, tpc__pg_txn_t *t, uint6
         return err;
     t->parts = c->staged_parts;
     t->staged_rows = c->staged_rows;
+    t->has_layout = true;
+    t->layout_mode = (int)c->conf->mode;
+    t->layout = c->layout;
     t->ckpt = checkpoint_id;
     t->floor = c->committed_ckpt;
     return NULL;
@@ -293,6 +326,37 @@ static tpc_error_t *lost(const tpc__pg_conn_t *c, const tpc__pg_txn_t *t)
                           c->prefix);
 }
 
+static const char *mode_name(int mode)
+{
+    static const char *const names[] = {"copy", "insert", "upsert", "changelog"};
+    return mode >= 0 && mode < 4 ? names[mode] : "unknown";
+}
+
+/* The parts are tuples of the layout they were written with: another pg.mode, tables, columns
+ * or column types would put their values into the wrong columns, or fail half-way. */
+static tpc_error_t *layout_same(const tpc__pg_conn_t *c, const tpc__pg_txn_t *t)
+{
+    if (!t->has_layout || t->layout == c->layout)
+        return NULL;
+    char what[200];
+    if (t->layout_mode != (int)c->conf->mode)
+        snprintf(what, sizeof what, "they were written with pg.mode=%s, the sink now has %s",
+                 mode_name(t->layout_mode), mode_name((int)c->conf->mode));
+    else
+        snprintf(what, sizeof what,
+                 "pg.table, pg.columns (their order included) or the columns' types differ from "
+                 "when they were written");
+    return tpc_error_hint(
+        tpc_error_new(TPC_ERR_CONFIG, TPC_ERROR_FATAL,
+                      "rows of transaction \"%s\" of checkpoint %" PRIu64
+                      " written ahead in \"%s\" cannot be moved: %s",
+                      t->gid, t->ckpt, c->conf->write_ahead_table, what),
+        "restore with the settings and table definitions the job had when it wrote checkpoint "
+        "%" PRIu64 " and let one more checkpoint complete (the move empties the write-ahead "
+        "table of this prefix), then change them",
+        t->ckpt);
+}
+
 /* The move's statements after its marker row: check, write every part, delete them, sweep. */
 static tpc_error_t *move_rows(tpc__pg_conn_t *c, const tpc__pg_txn_t *t, uint64_t floor)
 {
@@ -302,6 +366,9 @@ static tpc_error_t *move_rows(tpc__pg_conn_t *c, const tpc__pg_txn_t *t, uint64_
         return err;
     if (parts == 0)
         return lost(c, t);
+    err = layout_same(c, t);
+    if (err)
+        return err;
     if (parts != (long long)t->parts || rows != (long long)t->staged_rows) {
         char what[160];
         snprintf(what, sizeof what,

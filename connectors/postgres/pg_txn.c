@@ -277,20 +277,30 @@ void tpc__pg_describe(void *conn, const void *txn, char *buf, size_t cap)
  * u64, pre-commit checkpoint u64, gid length u8, gid. The gid is stored whole so that a handle
  * still names its transaction after pg.gid-prefix changed. Version 2 is a write-ahead (staged)
  * transaction: version 1's fields, then its parts u32 and rows u64 in the staging table, which the
- * move checks before it writes. */
+ * move checks before it writes. Version 3 is version 2 and the layout the parts were written with:
+ * pg.mode u8 and a hash u64 of the tables, columns and column types (pg_staged.c), which the move
+ * compares with its own, since the parts are raw tuples of that layout. */
 #define HANDLE_VERSION        1
 #define HANDLE_VERSION_STAGED 2
+#define HANDLE_VERSION_LAYOUT 3
 #define HANDLE_FIXED          26
 #define HANDLE_STAGED_EXTRA   12
+#define HANDLE_LAYOUT_EXTRA   9
 
 tpc_error_t *tpc__pg_serialize(void *conn, const void *txn, tpc_txn_buf_t *out)
 {
     (void)conn;
     const tpc__pg_txn_t *t = txn;
-    unsigned char b[HANDLE_FIXED + TPC_PG_GID_MAX + HANDLE_STAGED_EXTRA], *p = b;
+    unsigned char b[HANDLE_FIXED + TPC_PG_GID_MAX + HANDLE_STAGED_EXTRA + HANDLE_LAYOUT_EXTRA],
+        *p = b;
     size_t glen = strlen(t->gid);
     bool staged = t->kind == TPC__PG_TXN_STAGED;
-    tpc_txn_put_be(&p, staged ? HANDLE_VERSION_STAGED : HANDLE_VERSION, 1);
+    bool layout = staged && t->has_layout;
+    tpc_txn_put_be(&p,
+                   layout   ? HANDLE_VERSION_LAYOUT
+                   : staged ? HANDLE_VERSION_STAGED
+                            : HANDLE_VERSION,
+                   1);
     tpc_txn_put_be(&p, (uint64_t)t->subtask, 4);
     tpc_txn_put_be(&p, (uint64_t)t->parallelism, 4);
     tpc_txn_put_be(&p, t->begin_ckpt, 8);
@@ -301,6 +311,10 @@ tpc_error_t *tpc__pg_serialize(void *conn, const void *txn, tpc_txn_buf_t *out)
     if (staged) {
         tpc_txn_put_be(&p, t->parts, 4);
         tpc_txn_put_be(&p, t->staged_rows, 8);
+    }
+    if (layout) {
+        tpc_txn_put_be(&p, (uint64_t)t->layout_mode, 1);
+        tpc_txn_put_be(&p, t->layout, 8);
     }
     return tpc_txn_buf_append(out, b, (size_t)(p - b));
 }
@@ -317,8 +331,10 @@ tpc_error_t *tpc__pg_deserialize(void *conn, const void *bytes, size_t len, void
 {
     (void)conn;
     const unsigned char *p = bytes;
-    bool staged = len > 0 && p[0] == HANDLE_VERSION_STAGED;
+    bool layout = len > 0 && p[0] == HANDLE_VERSION_LAYOUT;
+    bool staged = len > 0 && (p[0] == HANDLE_VERSION_STAGED || layout);
     size_t extra = staged ? HANDLE_STAGED_EXTRA : 0;
+    extra += layout ? HANDLE_LAYOUT_EXTRA : 0;
     if (len < HANDLE_FIXED || (p[0] != HANDLE_VERSION && !staged))
         return tpc_error_new(TPC_ERR_CORRUPT, TPC_ERROR_FATAL,
                              "postgres transaction handle of %zu bytes (version %u) is not one "
@@ -351,6 +367,11 @@ tpc_error_t *tpc__pg_deserialize(void *conn, const void *bytes, size_t len, void
         t->kind = TPC__PG_TXN_STAGED;
         t->parts = (uint32_t)tpc_txn_get_be(&p, 4);
         t->staged_rows = tpc_txn_get_be(&p, 8);
+    }
+    if (layout) {
+        t->has_layout = true;
+        t->layout_mode = (int)tpc_txn_get_be(&p, 1);
+        t->layout = tpc_txn_get_be(&p, 8);
     }
     t->written = true;
     *txn = t;

@@ -410,6 +410,65 @@ START_TEST(test_move_after_lost_connections)
 }
 END_TEST
 
+/* Parts are tuples of the columns they were written for: a restore with pg.columns in another
+ * order (or another column type) refuses to move them, saying what changed; the old settings
+ * move them. */
+START_TEST(test_move_refuses_another_column_layout)
+{
+    ck_assert(tpc_test_pg_exec(pg, "CREATE TABLE %s (k bytea, v bytea, n int8)", table));
+    tpc_txn_sink_t *sink = new_sink(noprep, "write-ahead");
+    TPC_TEST_OK(tpc_txn_sink_set(sink, "pg.columns", "k,v"));
+    TPC_TEST_OK(tpc_test_txn_sub_start(&sub, sink, 0, NULL));
+    write_range(0, 30);
+    tpc_test_txn_state_t state = {0};
+    TPC_TEST_OK(tpc_test_txn_sub_snapshot(&sub, 1, &state));
+    tpc_test_txn_sub_close(&sub); /* gone before the notification */
+    tpc_txn_sink_destroy(sink);
+
+    const char *changes[][2] = {{"pg.columns", "v,k"}, {"pg.mode", "insert"}};
+    const char *says[] = {"pg.columns (their order included)", "pg.mode=copy, the sink now has "
+                                                               "insert"};
+    for (int i = 0; i < 2; i++) {
+        sink = new_sink(noprep, "write-ahead");
+        TPC_TEST_OK(tpc_txn_sink_set(sink, "pg.columns", "k,v"));
+        TPC_TEST_OK(tpc_txn_sink_set(sink, changes[i][0], changes[i][1]));
+        tpc_error_t *err = tpc_test_txn_sub_start(&sub, sink, 1, &state);
+        if (!err)
+            tpc_test_txn_sub_close(&sub);
+        tpc_txn_sink_destroy(sink);
+        ck_assert_msg(err != NULL, "moved the parts with %s=%s", changes[i][0], changes[i][1]);
+        ck_assert_msg(strstr(tpc_error_message(err), says[i]) &&
+                          strstr(tpc_error_message(err), "cannot be moved"),
+                      "%s", tpc_error_message(err));
+        ck_assert_msg(tpc_error_hint_text(err) &&
+                          strstr(tpc_error_hint_text(err), "restore with the settings"),
+                      "hint: %s", tpc_error_hint_text(err));
+        tpc_error_destroy(err);
+        ck_assert_int_eq(tpc_test_pg_long(pg, "SELECT count(*) FROM %s", table), 0);
+    }
+    ck_assert(tpc_test_pg_exec(pg, "ALTER TABLE %s ALTER COLUMN v TYPE text USING ''", table));
+    sink = new_sink(noprep, "write-ahead");
+    TPC_TEST_OK(tpc_txn_sink_set(sink, "pg.columns", "k,v"));
+    tpc_error_t *err = tpc_test_txn_sub_start(&sub, sink, 1, &state);
+    if (!err)
+        tpc_test_txn_sub_close(&sub);
+    tpc_txn_sink_destroy(sink);
+    ck_assert_msg(err != NULL, "moved the parts into a column of another type");
+    tpc_error_destroy(err);
+    ck_assert(tpc_test_pg_exec(pg, "ALTER TABLE %s ALTER COLUMN v TYPE bytea USING NULL", table));
+
+    /* The settings it was written with move it. */
+    sink = new_sink(noprep, "write-ahead");
+    TPC_TEST_OK(tpc_txn_sink_set(sink, "pg.columns", "k,v"));
+    TPC_TEST_OK(tpc_test_txn_sub_start(&sub, sink, 1, &state));
+    tpc_test_txn_sub_close(&sub);
+    tpc_txn_sink_destroy(sink);
+    tpc_test_txn_state_free(&state);
+    ck_assert_int_eq(tpc_test_pg_long(pg, "SELECT count(*) FROM %s WHERE k = v", table), 30);
+    ck_assert_int_eq(staged(pg), 0);
+}
+END_TEST
+
 /* A frozen old instance holding the marker row of a gid makes the move wait at most
  * pg.lock-timeout.ms per attempt: the commit fails with a retriable error, not never. */
 START_TEST(test_move_waits_at_most_lock_timeout)
@@ -599,6 +658,7 @@ static int run_own_checks(void)
     tcase_add_test(tc, test_second_mover_waits_then_does_nothing);
     tcase_add_test(tc, test_move_after_lost_connections);
     tcase_add_test(tc, test_move_waits_at_most_lock_timeout);
+    tcase_add_test(tc, test_move_refuses_another_column_layout);
     tcase_add_test(tc, test_move_rolls_back_when_parts_went_missing);
     suite_add_tcase(s, tc);
     TCase *crash = tcase_create("kill-9");

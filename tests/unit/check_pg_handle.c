@@ -66,7 +66,10 @@ START_TEST(test_staged_handle_comes_back)
                        .ckpt = 10,
                        .kind = TPC__PG_TXN_STAGED,
                        .parts = 3,
-                       .staged_rows = 70000};
+                       .staged_rows = 70000,
+                       .has_layout = true,
+                       .layout_mode = 3,
+                       .layout = 0x0123456789abcdefull};
     strcpy(t.gid, "orders:1:2:9");
     tpc_txn_buf_t buf = {0};
     TPC_TEST_OK(tpc__pg_ops.serialize(NULL, &t, &buf));
@@ -77,6 +80,9 @@ START_TEST(test_staged_handle_comes_back)
     ck_assert_int_eq(back->kind, TPC__PG_TXN_STAGED);
     ck_assert_uint_eq(back->parts, 3);
     ck_assert_uint_eq(back->staged_rows, 70000);
+    ck_assert(back->has_layout);
+    ck_assert_int_eq(back->layout_mode, 3);
+    ck_assert_uint_eq(back->layout, 0x0123456789abcdefull);
     ck_assert_uint_eq(back->ckpt, 10);
     tpc__pg_ops.free_txn(NULL, txn);
     /* Cut short by a byte, it is refused. */
