@@ -124,6 +124,7 @@ struct tpc_pg_row {
     int first_op; /* op of every row of the record before the encoder says */
     int done;     /* rows of this record finished (several tables) */
     bool staged;  /* changelog: tuples go to staging tables */
+    bool deletes; /* changelog: the transaction holds a delete */
     uint64_t seq; /* changelog: next sequence number in the transaction */
     tpc__pg_mode_t mode;
     char why[256]; /* first mistake in this record, "" if none */
@@ -147,6 +148,7 @@ typedef struct {
     uint64_t marker_floor;   /* markers up to this checkpoint can no longer be asked for */
     uint64_t marker_swept;   /* the floor the last cleanup used */
     tpc__pg_txn_kind_t kind; /* how this instance's transactions commit (chosen at open) */
+    bool own_locks;          /* keyed statements may meet a lock of this subtask (pg_txn.c) */
     /* write-ahead (pg_staged.c) */
     char *staging_q;                      /* quoted staging table */
     bool staging_open;                    /* the control connection is in a staging txn */

@@ -125,6 +125,7 @@ static bool finish_row(tpc_pg_row_t *row)
         tpc_store_be(p + 6, op == TPC_PG_OP_DELETE ? 2 : 1, 2);
         tpc_store_be(p + 8, 8, 4);
         tpc_store_be(p + 12, row->seq++, 8);
+        row->deletes = row->deletes || op == TPC_PG_OP_DELETE;
     }
     row->table->rows++;
     row->done++;

@@ -159,25 +159,34 @@ tpc_error_t *tpc__pg_pre_commit(void *conn, void *txn, uint64_t checkpoint_id)
         return tpc__pg_stage_pre_commit(c, t, checkpoint_id);
     /* Upsert and changelog statements touch existing rows by key. An earlier transaction of this
      * subtask that is still prepared (its checkpoint was aborted or declined, or is still in
-     * flight) holds the locks of the keys it wrote, and only this thread could commit it: a
-     * statement on such a key would wait for ever. Nor would a delete see a row that transaction
-     * inserted, and the row would survive both. The job restarts instead, from the last completed
-     * checkpoint: it rolls that transaction back and writes its records again. */
-    if (c->kind == TPC__PG_TXN_PREPARED && c->prepared_here > 0 &&
-        (c->conf->mode == TPC__PG_UPSERT || c->conf->mode == TPC__PG_CHANGELOG))
+     * flight) holds the locks of the keys it wrote, and only this thread could commit it. A
+     * delete would not see a row that transaction inserted, and the row would survive both
+     * commits: a changelog with deletes is refused outright. Upserts and updates would wait for
+     * ever on such a key: they wait a short while, then fail. Either way the job restarts from
+     * the last completed checkpoint, which rolls that transaction back and writes its records
+     * again. */
+    bool keyed = c->conf->mode == TPC__PG_UPSERT || c->conf->mode == TPC__PG_CHANGELOG;
+    c->own_locks = c->kind == TPC__PG_TXN_PREPARED && c->prepared_here > 0 && keyed;
+    if (c->own_locks && c->row.deletes)
         return tpc_error_hint(
             tpc_error_new(TPC_ERR_STATE, TPC_ERROR_RETRIABLE,
-                          "pg.mode=%s cannot pre-commit checkpoint %" PRIu64
-                          " while %d earlier transaction%s of this subtask %s still prepared: "
-                          "its keys are locked until a checkpoint completes, and only this "
-                          "subtask could commit it",
-                          c->conf->mode == TPC__PG_UPSERT ? "upsert" : "changelog", checkpoint_id,
-                          c->prepared_here, c->prepared_here == 1 ? "" : "s",
+                          "pg.mode=changelog cannot apply the deletes of checkpoint %" PRIu64
+                          " while %d earlier transaction%s of this subtask %s still prepared: a "
+                          "delete does not see the rows it inserted",
+                          checkpoint_id, c->prepared_here, c->prepared_here == 1 ? "" : "s",
                           c->prepared_here == 1 ? "is" : "are"),
             "the job restarts from its last completed checkpoint and writes these records again; "
-            "keep checkpoint.max-concurrent at 1 with these modes, and look for why checkpoints "
+            "keep checkpoint.max-concurrent at 1 with this mode, and look for why checkpoints "
             "were aborted or declined");
     tpc_error_t *err = tpc__pg_end_rows(c);
+    if (err && c->own_locks && tpc_error_is_retriable(err))
+        err = tpc_error_prefix(err,
+                               "%d earlier transaction%s of this subtask %s still prepared and "
+                               "may hold the key; the job restarts from its last completed "
+                               "checkpoint",
+                               c->prepared_here, c->prepared_here == 1 ? "" : "s",
+                               c->prepared_here == 1 ? "is" : "are");
+    c->own_locks = false;
     if (!err)
         err = tpc__pg_ensure_txn(c);
     if (!err && c->kind == TPC__PG_TXN_DIRECT) {

@@ -364,6 +364,7 @@ void tpc__pg_drop_rows(tpc__pg_conn_t *c)
         c->tables[i].stage[0] = '\0'; /* went with the transaction */
     }
     c->row.seq = 0;
+    c->row.deletes = false;
 }
 
 void tpc__pg_stage_name(tpc__pg_conn_t *c, const char *gid)
@@ -445,13 +446,29 @@ tpc_error_t *tpc__pg_send_rows(tpc__pg_conn_t *c, tpc__pg_table_t *t)
     return streaming(c) ? send_table(c, t) : tpc__pg_exec_buffered(c, t);
 }
 
+/* A prepared transaction of this subtask may hold a key the keyed statements touch, and only this
+ * thread could release it: they wait a short while, then fail (55P03, retriable). */
+#define OWN_LOCK_WAIT_MS 2000
+
+static tpc_error_t *short_lock_wait(tpc__pg_conn_t *c)
+{
+    if (!c->own_locks)
+        return NULL;
+    tpc_error_t *err = tpc__pg_ensure_txn(c);
+    if (!err)
+        err = exec_sql(c, "set lock_timeout", "SET LOCAL lock_timeout = %d", OWN_LOCK_WAIT_MS);
+    return err;
+}
+
 tpc_error_t *tpc__pg_end_rows(tpc__pg_conn_t *c)
 {
-    tpc_error_t *err = NULL;
+    tpc_error_t *err = streaming(c) ? NULL : short_lock_wait(c);
     for (int i = 0; i < c->ntables && !err; i++)
         err = streaming(c) ? send_table(c, &c->tables[i]) : tpc__pg_exec_buffered(c, &c->tables[i]);
     if (!err)
         err = end_copy(c);
+    if (!err && streaming(c))
+        err = short_lock_wait(c);
     for (int i = 0; i < c->ntables && !err; i++) {
         tpc__pg_table_t *t = &c->tables[i];
         if (t->stage[0])

@@ -356,6 +356,48 @@ START_TEST(test_pre_commit_beside_a_prepared_transaction_restarts)
 }
 END_TEST
 
+/* Upserts only: checkpoint 3 updates b, which the still prepared transaction of the aborted
+ * checkpoint 2 holds. The merge waits a short while, then fails (retriable), saying why; the
+ * restart applies the changelog once. */
+START_TEST(test_upsert_beside_a_prepared_transaction_ends)
+{
+    ck_assert(tpc_test_pg_exec(pg, "CREATE TABLE %s (k bytea PRIMARY KEY, v text)", table));
+    tpc_txn_sink_t *sink = new_sink("changelog", "k");
+    TPC_TEST_OK(tpc_test_txn_sub_start(&sub, sink, 0, NULL));
+    const char *const first[][2] = {{"a", "1"}, {"b", "2"}};
+    write_kv(first, 2);
+    tpc_test_txn_state_t state1 = {0};
+    TPC_TEST_OK(tpc_test_txn_sub_snapshot(&sub, 1, &state1));
+    TPC_TEST_OK(tpc__txn_task_complete(sub.task, 1));
+    const char *const second[][2] = {{"b", "4"}};
+    const char *const third[][2] = {{"b", "5"}, {"c", "6"}};
+    write_kv(second, 1);
+    TPC_TEST_OK(tpc_test_txn_sub_snapshot(&sub, 2, NULL));
+    TPC_TEST_OK(tpc__txn_task_aborted(sub.task, 2));
+    write_kv(third, 2);
+    double t0 = tpc_test_now_s();
+    tpc_error_t *err = tpc_test_txn_sub_snapshot(&sub, 3, NULL);
+    double took = tpc_test_now_s() - t0;
+    ck_assert_msg(err != NULL, "the merge went past the prepared transaction's key");
+    ck_assert_msg(strstr(tpc_error_message(err), "still prepared") &&
+                      strstr(tpc_error_message(err), "55P03"),
+                  "%s", tpc_error_message(err));
+    ck_assert(tpc_error_is_retriable(err));
+    tpc_error_destroy(err);
+    ck_assert_msg(took < 10, "the merge waited %.1f s", took);
+    tpc_test_txn_sub_close(&sub);
+    TPC_TEST_OK(tpc_test_txn_sub_start(&sub, sink, 1, &state1));
+    write_kv(second, 1);
+    write_kv(third, 2);
+    TPC_TEST_OK(tpc_test_txn_sub_snapshot(&sub, 4, NULL));
+    TPC_TEST_OK(tpc__txn_task_complete(sub.task, 4));
+    tpc_test_txn_sub_close(&sub);
+    tpc_test_txn_state_free(&state1);
+    tpc_txn_sink_destroy(sink);
+    expect_rows("a=1 b=5 c=6");
+}
+END_TEST
+
 /* A row lock that another session holds ends the merge's wait after pg.lock-timeout.ms with a
  * retriable error, not never. */
 START_TEST(test_lock_wait_ends_at_lock_timeout)
@@ -640,6 +682,7 @@ int main(int argc, char **argv)
     tcase_add_test(tc, test_write_ahead_move_again_after_a_failed_one);
     tcase_add_test(tc, test_pre_commit_beside_a_prepared_transaction_restarts);
     tcase_add_test(tc, test_lock_wait_ends_at_lock_timeout);
+    tcase_add_test(tc, test_upsert_beside_a_prepared_transaction_ends);
     suite_add_tcase(s, tc);
     TCase *crash = tcase_create("crash");
     tcase_set_timeout(crash, 180);
