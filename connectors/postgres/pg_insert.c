@@ -38,28 +38,51 @@ char *tpc__pg_column_list(tpc__pg_conn_t *c, const tpc__pg_table_t *t, const cha
     return out;
 }
 
+char *tpc__pg_column_pairs(tpc__pg_conn_t *c, const tpc__pg_table_t *t, bool keys,
+                           const char *first, const char *sep, const char *mid)
+{
+    /* The quoted names first, then the exact length: a name of '"' characters quotes to twice
+     * its length and more. */
+    char **q = calloc((size_t)t->ncols + 1, sizeof *q);
+    if (!q)
+        return NULL;
+    size_t cap = 1, fixed = strlen(sep) + strlen(first) + strlen(mid);
+    bool ok = true;
+    for (int i = 0; i < t->ncols && ok; i++) {
+        if (t->cols[i].key != keys)
+            continue;
+        q[i] = PQescapeIdentifier(c->data, t->cols[i].name, strlen(t->cols[i].name));
+        ok = q[i] != NULL;
+        cap += ok ? fixed + 2 * strlen(q[i]) : 0;
+    }
+    char *out = ok ? malloc(cap) : NULL;
+    size_t len = 0;
+    bool any = false;
+    for (int i = 0; out && i < t->ncols; i++) {
+        if (!q[i])
+            continue;
+        len +=
+            (size_t)snprintf(out + len, cap - len, "%s%s%s%s", any ? sep : first, q[i], mid, q[i]);
+        any = true;
+    }
+    if (out)
+        out[len] = '\0';
+    for (int i = 0; i < t->ncols; i++)
+        PQfreemem(q[i]);
+    free(q);
+    return out;
+}
+
 char *tpc__pg_conflict_sql(tpc__pg_conn_t *c, const tpc__pg_table_t *t)
 {
     char *keys = tpc__pg_column_list(c, t, "", true);
-    size_t cap = (keys ? strlen(keys) : 0) + (size_t)t->ncols * 160 + 64;
-    char *s = keys ? malloc(cap) : NULL;
-    if (!s) {
-        free(keys);
-        return NULL;
-    }
-    size_t n = (size_t)snprintf(s, cap, " ON CONFLICT (%s) DO ", keys);
+    char *sets = tpc__pg_column_pairs(c, t, false, "UPDATE SET ", ", ", " = EXCLUDED.");
+    size_t cap = (keys ? strlen(keys) : 0) + (sets ? strlen(sets) : 0) + 64;
+    char *s = keys && sets ? malloc(cap) : NULL;
+    if (s)
+        snprintf(s, cap, " ON CONFLICT (%s) DO %s", keys, sets[0] ? sets : "NOTHING");
     free(keys);
-    bool updates = false;
-    for (int i = 0; i < t->ncols; i++)
-        if (!t->cols[i].key) {
-            char *q = PQescapeIdentifier(c->data, t->cols[i].name, strlen(t->cols[i].name));
-            n += (size_t)snprintf(s + n, cap - n, "%s%s = EXCLUDED.%s",
-                                  updates ? ", " : "UPDATE SET ", q ? q : "", q ? q : "");
-            PQfreemem(q);
-            updates = true;
-        }
-    if (!updates)
-        snprintf(s + n, cap - n, "NOTHING");
+    free(sets);
     return s;
 }
 

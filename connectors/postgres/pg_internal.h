@@ -269,6 +269,10 @@ tpc_error_t *tpc__pg_deserialize(void *conn, const void *bytes, size_t len, void
 char *tpc__pg_column_list(tpc__pg_conn_t *c, const tpc__pg_table_t *t, const char *qualifier,
                           bool keys_only);
 char *tpc__pg_insert_sql(tpc__pg_conn_t *c, const tpc__pg_table_t *t, const char *cols, int rows);
+/* For each key column (@keys) or each other column of @t, quoted as q: @first (then @sep before
+ * the next ones), q, @mid, q. "" for none; malloc'd, NULL on failure. */
+char *tpc__pg_column_pairs(tpc__pg_conn_t *c, const tpc__pg_table_t *t, bool keys,
+                           const char *first, const char *sep, const char *mid);
 /* "ON CONFLICT (keys) DO UPDATE SET ..." (or DO NOTHING) after an INSERT into @t. */
 char *tpc__pg_conflict_sql(tpc__pg_conn_t *c, const tpc__pg_table_t *t);
 /* Prepare every table's full-batch statement on the data connection (again after a reconnect). */

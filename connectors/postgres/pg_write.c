@@ -85,29 +85,6 @@ static tpc_error_t *list_mismatch(const char *key, int parts, int tables)
                           "by ';' (\"id,total;order_id,line\")");
 }
 
-/* " AND twopc_target.k = twopc_last.k" for each key column. */
-static char *match_sql(tpc__pg_conn_t *c, const tpc__pg_table_t *t)
-{
-    size_t cap = 1, n = 0;
-    for (int i = 0; i < t->ncols; i++)
-        cap += t->cols[i].key ? 2 * strlen(t->cols[i].name) + 64 : 0;
-    char *s = malloc(cap);
-    for (int i = 0; s && i < t->ncols; i++) {
-        if (!t->cols[i].key)
-            continue;
-        char *q = PQescapeIdentifier(c->data, t->cols[i].name, strlen(t->cols[i].name));
-        if (!q) {
-            free(s);
-            return NULL;
-        }
-        n += (size_t)snprintf(s + n, cap - n, " AND twopc_target.%s = twopc_last.%s", q, q);
-        PQfreemem(q);
-    }
-    if (s)
-        s[n] = '\0';
-    return s;
-}
-
 static tpc_error_t *build_statements(tpc__pg_conn_t *c, tpc__pg_table_t *t)
 {
     t->cols_sql = tpc__pg_column_list(c, t, "", false);
@@ -118,7 +95,8 @@ static tpc_error_t *build_statements(tpc__pg_conn_t *c, tpc__pg_table_t *t)
         if (err)
             return err;
         t->keys_sql = tpc__pg_column_list(c, t, "", true);
-        t->match_sql = match_sql(c, t);
+        t->match_sql = tpc__pg_column_pairs(c, t, true, " AND twopc_target.", " AND twopc_target.",
+                                            " = twopc_last.");
         t->conflict_sql = tpc__pg_conflict_sql(c, t);
         return t->keys_sql && t->match_sql && t->conflict_sql ? NULL : tpc_error_nomem();
     }

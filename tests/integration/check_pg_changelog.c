@@ -398,6 +398,44 @@ START_TEST(test_upsert_beside_a_prepared_transaction_ends)
 }
 END_TEST
 
+/* Column names of '"' characters, which quote to twice their length and more: the statements
+ * built from them (the merge's key match, ON CONFLICT ... DO UPDATE SET) hold them whole. */
+START_TEST(test_names_of_quotes)
+{
+    char key[48], value[72], key_sql[100], value_sql[140], cols[130];
+    memset(key, '"', 40);
+    key[40] = '\0';
+    memset(value, '"', 62);
+    value[62] = '\0';
+    key_sql[0] = '"';
+    memset(key_sql + 1, '"', 80);
+    key_sql[81] = '"';
+    key_sql[82] = '\0';
+    value_sql[0] = '"';
+    memset(value_sql + 1, '"', 124);
+    value_sql[125] = '"';
+    value_sql[126] = '\0';
+    ck_assert(tpc_test_pg_exec(pg, "CREATE TABLE %s (%s int8 PRIMARY KEY, %s int8)", table, key_sql,
+                               value_sql));
+    snprintf(cols, sizeof cols, "%s,%s", key, value);
+    tpc_txn_sink_t *sink = new_sink("changelog", key);
+    TPC_TEST_OK(tpc_txn_sink_set(sink, "pg.columns", cols));
+    TPC_TEST_OK(tpc_pg_sink_set_encoder(sink, changelog, NULL));
+    TPC_TEST_OK(tpc_test_txn_sub_start(&sub, sink, 0, NULL));
+    write_range(0, 300);
+    TPC_TEST_OK(tpc_test_txn_sub_snapshot(&sub, 1, NULL));
+    TPC_TEST_OK(tpc__txn_task_complete(sub.task, 1));
+    write_range(300, 200);
+    TPC_TEST_OK(tpc_test_txn_sub_snapshot(&sub, 2, NULL));
+    TPC_TEST_OK(tpc__txn_task_complete(sub.task, 2));
+    tpc_test_txn_sub_close(&sub);
+    tpc_txn_sink_destroy(sink);
+    ck_assert(tpc_test_pg_exec(pg, "ALTER TABLE %s RENAME %s TO k", table, key_sql));
+    ck_assert(tpc_test_pg_exec(pg, "ALTER TABLE %s RENAME %s TO v", table, value_sql));
+    expect_applied(pg, table, 500, "columns named by quotes");
+}
+END_TEST
+
 /* A row lock that another session holds ends the merge's wait after pg.lock-timeout.ms with a
  * retriable error, not never. */
 START_TEST(test_lock_wait_ends_at_lock_timeout)
@@ -683,6 +721,7 @@ int main(int argc, char **argv)
     tcase_add_test(tc, test_pre_commit_beside_a_prepared_transaction_restarts);
     tcase_add_test(tc, test_lock_wait_ends_at_lock_timeout);
     tcase_add_test(tc, test_upsert_beside_a_prepared_transaction_ends);
+    tcase_add_test(tc, test_names_of_quotes);
     suite_add_tcase(s, tc);
     TCase *crash = tcase_create("crash");
     tcase_set_timeout(crash, 180);
