@@ -43,6 +43,10 @@ typedef enum {
 /* pg.tombstone */
 enum { TPC__PG_TOMBSTONE_NULL = 0, TPC__PG_TOMBSTONE_DELETE = 1 };
 
+/* Largest part written ahead, whatever pg.copy-buffer says: a bytea value and a field libpq
+ * reads back are limited to 1 GiB, and the move holds a part twice. */
+#define TPC__PG_PART_MAX ((size_t)256 << 20)
+
 /* Most tables one sink writes (pg.table's list). */
 #define TPC__PG_TABLES_MAX 16
 

@@ -211,7 +211,8 @@ static const tpc_prop_t pg_props[] = {
      .max = 1 << 30,
      .def = "262144",
      .unit = "bytes",
-     .doc = "Bytes of COPY data sent to the server at once; write-ahead: the size of a part."},
+     .doc = "Bytes of COPY data sent to the server at once; write-ahead: the size of a part "
+            "(at most 256 MiB, whatever is set here)."},
     {.name = "pg.marker-table",
      .type = TPC_PROP_STRING,
      .field = PG_FIELD(marker_table),

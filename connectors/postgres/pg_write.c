@@ -197,6 +197,10 @@ tpc_error_t *tpc__pg_open_tables(tpc__pg_conn_t *c)
         return tpc_error_new(TPC_ERR_CONFIG, TPC_ERROR_FATAL,
                              "\"pg.table\" lists %d tables; one sink writes at most %d", n,
                              TPC__PG_TABLES_MAX);
+    if (n == 1 && conf->columns && strchr(conf->columns, ';'))
+        return list_mismatch("pg.columns", list_count(conf->columns, ';'), n);
+    if (n == 1 && conf->key_columns && strchr(conf->key_columns, ';'))
+        return list_mismatch("pg.key-columns", list_count(conf->key_columns, ';'), n);
     if (n > 1 && conf->columns && list_count(conf->columns, ';') != n)
         return list_mismatch("pg.columns", list_count(conf->columns, ';'), n);
     if (n > 1 && conf->key_columns && list_count(conf->key_columns, ';') != n)
@@ -370,8 +374,11 @@ void tpc__pg_new_rows(tpc__pg_conn_t *c, const char *gid)
  * subtask is prepared (they would wait for its commit, which comes on this very thread). */
 static tpc_error_t *send_due(tpc__pg_conn_t *c, tpc__pg_table_t *t)
 {
-    if (c->kind == TPC__PG_TXN_STAGED)
-        return t->out.len >= c->conf->copy_buffer ? tpc__pg_stage_table(c, t) : NULL;
+    if (c->kind == TPC__PG_TXN_STAGED) {
+        size_t part =
+            c->conf->copy_buffer < TPC__PG_PART_MAX ? c->conf->copy_buffer : TPC__PG_PART_MAX;
+        return t->out.len >= part ? tpc__pg_stage_table(c, t) : NULL;
+    }
     if (streaming(c))
         return t->out.len >= c->conf->copy_buffer ? send_table(c, t) : NULL;
     if (t->rows >= (size_t)t->insert_rows &&

@@ -211,6 +211,16 @@ START_TEST(test_table_lists_that_do_not_fit)
     s = new_sink("changelog");
     TPC_TEST_OK(tpc_txn_sink_set(s, "pg.key-columns", "id"));
     expect_open_error(s, "\"pg.key-columns\" has 1 lists for the 2 tables");
+    /* One table and two lists: not the first list silently. */
+    char one[200];
+    snprintf(one, sizeof one, "%s.orders", schema);
+    s = new_sink("copy");
+    TPC_TEST_OK(tpc_txn_sink_set(s, "pg.table", one));
+    TPC_TEST_OK(tpc_txn_sink_set(s, "pg.columns", "id, total; order_id, line"));
+    expect_open_error(s, "\"pg.columns\" has 2 lists for the 1 tables");
+    s = new_sink("changelog");
+    TPC_TEST_OK(tpc_txn_sink_set(s, "pg.table", one));
+    expect_open_error(s, "\"pg.key-columns\" has 2 lists for the 1 tables");
     s = new_sink("copy");
     TPC_TEST_OK(tpc_pg_sink_set_encoder(s, NULL, NULL));
     expect_open_error(s, "no encoder to choose a record's table");
