@@ -314,7 +314,7 @@ tpc_error_t *tpc__pg_abort_lingering(void *conn, const tpc_txn_lingering_t *l)
         }
     }
     PQclear(res);
-    if (!err && c->kind == TPC__PG_TXN_STAGED)
+    if (!err)
         err = tpc__pg_stage_lingering(c, l);
     if (!err)
         err = drop_markers(c, l->restored_checkpoint);

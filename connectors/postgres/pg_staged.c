@@ -514,8 +514,30 @@ tpc_error_t *tpc__pg_stage_drop(tpc__pg_conn_t *c, tpc__pg_txn_t *t)
     return err;
 }
 
+/* Another mode than write-ahead (prepared, at-least-once) still drops what an earlier run in
+ * write-ahead mode left, when the write-ahead table is there and may be used. */
+static tpc_error_t *stage_table_usable(tpc__pg_conn_t *c, bool *usable)
+{
+    const char *params[] = {c->staging_q};
+    PGresult *res = NULL;
+    tpc_error_t *err =
+        tpc__pg_exec(c->control,
+                     "SELECT coalesce(has_table_privilege(to_regclass($1), 'SELECT') AND "
+                     "has_table_privilege(to_regclass($1), 'DELETE'), false)",
+                     1, params, "look up the write-ahead table", &res);
+    if (err)
+        return err;
+    *usable = strcmp(PQgetvalue(res, 0, 0), "t") == 0;
+    PQclear(res);
+    return NULL;
+}
+
 tpc_error_t *tpc__pg_stage_lingering(tpc__pg_conn_t *c, const tpc_txn_lingering_t *l)
 {
+    bool usable = true;
+    tpc_error_t *failed = c->kind == TPC__PG_TXN_STAGED ? NULL : stage_table_usable(c, &usable);
+    if (failed || !usable)
+        return failed;
     char sql[600];
     snprintf(sql, sizeof sql, "SELECT DISTINCT gid, subtask FROM %s WHERE sink = $1", c->staging_q);
     const char *params[] = {c->prefix};

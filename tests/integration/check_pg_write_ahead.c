@@ -469,6 +469,28 @@ START_TEST(test_move_refuses_another_column_layout)
 }
 END_TEST
 
+/* Parts a run in write-ahead mode left behind go at the next start in another mode too (here
+ * at-least-once, the same prefix). */
+START_TEST(test_leftover_parts_dropped_in_another_mode)
+{
+    ck_assert(tpc_test_pg_exec(pg, "CREATE TABLE %s (k bytea, v bytea)", table));
+    tpc_txn_sink_t *sink = new_sink(noprep, "write-ahead");
+    TPC_TEST_OK(tpc_test_txn_sub_start(&sub, sink, 0, NULL));
+    write_range(0, 40);
+    TPC_TEST_OK(tpc_test_txn_sub_snapshot(&sub, 1, NULL));
+    tpc_test_txn_sub_close(&sub); /* checkpoint 1 never completes */
+    tpc_txn_sink_destroy(sink);
+    ck_assert_int_gt(staged(pg), 0);
+    sink = new_sink(noprep, "prepared");
+    TPC_TEST_OK(tpc_txn_sink_set(sink, "guarantee", "at-least-once"));
+    TPC_TEST_OK(tpc_test_txn_sub_start(&sub, sink, 0, NULL));
+    tpc_test_txn_sub_close(&sub);
+    tpc_txn_sink_destroy(sink);
+    ck_assert_int_eq(staged(pg), 0);
+    ck_assert_int_eq(tpc_test_pg_long(pg, "SELECT count(*) FROM %s", table), 0);
+}
+END_TEST
+
 /* A frozen old instance holding the marker row of a gid makes the move wait at most
  * pg.lock-timeout.ms per attempt: the commit fails with a retriable error, not never. */
 START_TEST(test_move_waits_at_most_lock_timeout)
@@ -658,6 +680,7 @@ static int run_own_checks(void)
     tcase_add_test(tc, test_second_mover_waits_then_does_nothing);
     tcase_add_test(tc, test_move_after_lost_connections);
     tcase_add_test(tc, test_move_waits_at_most_lock_timeout);
+    tcase_add_test(tc, test_leftover_parts_dropped_in_another_mode);
     tcase_add_test(tc, test_move_refuses_another_column_layout);
     tcase_add_test(tc, test_move_rolls_back_when_parts_went_missing);
     suite_add_tcase(s, tc);
