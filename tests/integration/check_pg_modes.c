@@ -289,6 +289,43 @@ START_TEST(test_upsert_latest_wins)
 }
 END_TEST
 
+/* Checkpoint 1 is aborted after the sink prepared its upserts; checkpoint 2 upserts the same keys,
+ * which the prepared transaction holds and only this subtask could release. The pre-commit fails
+ * within seconds (retriable, saying why) instead of waiting for ever; the restart from the start
+ * writes both checkpoints once. */
+START_TEST(test_upsert_beside_a_prepared_transaction_fails_soon)
+{
+    ck_assert(tpc_test_pg_exec(pg, "CREATE TABLE %s (k bytea PRIMARY KEY, v int8)", table));
+    tpc_txn_sink_t *sink = new_sink(NULL);
+    TPC_TEST_OK(tpc_txn_sink_set(sink, "pg.mode", "upsert"));
+    TPC_TEST_OK(tpc_txn_sink_set(sink, "pg.key-columns", "k"));
+    TPC_TEST_OK(tpc_pg_sink_set_encoder(sink, mod10, NULL));
+    TPC_TEST_OK(tpc_test_txn_sub_start(&sub, sink, 0, NULL));
+    write_range(0, 20);
+    TPC_TEST_OK(tpc_test_txn_sub_snapshot(&sub, 1, NULL));
+    TPC_TEST_OK(tpc__txn_task_aborted(sub.task, 1));
+    write_range(20, 10);
+    double t0 = tpc_test_now_s();
+    tpc_error_t *err = tpc_test_txn_sub_snapshot(&sub, 2, NULL);
+    double took = tpc_test_now_s() - t0;
+    ck_assert_msg(err != NULL, "the upserts went past the prepared transaction's keys");
+    ck_assert_msg(strstr(tpc_error_message(err), "still prepared") &&
+                      strstr(tpc_error_message(err), "55P03"),
+                  "%s", tpc_error_message(err));
+    ck_assert(tpc_error_is_retriable(err));
+    tpc_error_destroy(err);
+    ck_assert_msg(took < 10, "the upserts waited %.1f s", took);
+    tpc_test_txn_sub_close(&sub);
+    TPC_TEST_OK(tpc_test_txn_sub_start(&sub, sink, 0, NULL));
+    write_range(0, 30);
+    run_checkpoint(3);
+    tpc_test_txn_sub_close(&sub);
+    tpc_txn_sink_destroy(sink);
+    ck_assert_int_eq(tpc_test_pg_long(pg, "SELECT count(*) FROM %s", table), 10);
+    ck_assert_int_eq(tpc_test_pg_long(pg, "SELECT sum(v) FROM %s", table), 245); /* 20..29 */
+}
+END_TEST
+
 static void expect_set_error(const char *key, const char *value, const char *part)
 {
     tpc_txn_sink_t *sink = NULL;
@@ -388,6 +425,7 @@ static Suite *suite(void)
     tcase_add_test(tc, test_schema_mismatch_ends_job_without_restarts);
     tcase_add_test(tc, test_insert_mode_in_batches);
     tcase_add_test(tc, test_upsert_latest_wins);
+    tcase_add_test(tc, test_upsert_beside_a_prepared_transaction_fails_soon);
     tcase_add_test(tc, test_configuration_errors);
     tcase_add_test(tc, test_open_errors);
     suite_add_tcase(s, tc);
