@@ -1,16 +1,19 @@
 /*
  * libFuzzer harness: the recovery client's Kafka protocol (connectors/kafka/wire/kafka_wire.c,
- * kafka_end_txn.c, kafka_sasl.c, kafka_admin.c) against a broker that this harness plays on
- * 127.0.0.1. The client ends a transaction as a restore does: ApiVersions, SASL when asked
- * (SaslHandshake and SaslAuthenticate, PLAIN or SCRAM-SHA-256), FindCoordinator, EndTxn, with its
- * retries; or, with bit 2 of byte 0, lists the transactions of the cluster as `twopc kafka
- * transactions` does: Metadata, then ListTransactions and DescribeTransactions at each broker.
+ * kafka_end_txn.c, kafka_sasl.c, kafka_admin.c, kafka_producers.c) against a broker that this
+ * harness plays on 127.0.0.1. The client ends a transaction as a restore does: ApiVersions, SASL
+ * when asked (SaslHandshake and SaslAuthenticate, PLAIN or SCRAM-SHA-256), FindCoordinator, EndTxn,
+ * with its retries; or, with bit 2 of byte 0, lists the transactions of the cluster as `twopc kafka
+ * transactions` does: Metadata, then ListTransactions and DescribeTransactions at each broker; or,
+ * with bit 5, describes the active producers of a partition (bit 6: partition 7, else 0) as `twopc
+ * kafka producers` does: Metadata for the topic, then DescribeProducers at its leader.
  *
  * Input: byte 0 picks the security (bit 0: SASL; bit 1: SCRAM-SHA-256 rather than PLAIN); then
  * responses, each a 2-byte big-endian length and the response body that follows the correlation id
  * (which the broker copies from the request). The broker answers requests in order, on whichever
- * connection they come, and closes a connection when the input has no response left. A body may
- * name the broker itself as the coordinator: the 4 bytes "PORT" are replaced by its port.
+ * connection they come (each served by a thread of its own), and closes a connection when the input
+ * has no response left. A body may name the broker itself as the coordinator or leader: the 4 bytes
+ * "PORT" are replaced by its port.
  *
  * The client may only reach this broker: getaddrinfo() is replaced here by one that resolves
  * 127.0.0.1 with the broker's port and nothing else, so no fuzzed host name is looked up and no
@@ -24,6 +27,7 @@
 #include <netdb.h>
 #include <netinet/in.h>
 #include <pthread.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -88,27 +92,34 @@ static bool next_response(uint8_t *out, size_t cap, size_t *len)
     return ok;
 }
 
-static void serve(int c)
+/* One connection, on a thread of its own: the client may hold its bootstrap connection open while
+ * it opens another to a leader or coordinator. */
+static void *serve(void *arg)
 {
-    static uint8_t req[1 << 16], body[1 << 16], out[4 + 4 + (1 << 16)];
+    int c = (int)(intptr_t)arg;
+    /* On the thread's stack, not the heap: a thread may still be reading when an input ends,
+     * and its buffers are no leak. */
+    uint8_t req[1 << 16], body[1 << 16], out[4 + 4 + (1 << 16)];
     for (;;) {
         uint8_t head[4];
         if (!read_full(c, head, 4))
-            return;
+            break;
         uint32_t n =
             (uint32_t)head[0] << 24 | (uint32_t)head[1] << 16 | (uint32_t)head[2] << 8 | head[3];
         if (n < 8 || n > sizeof req || !read_full(c, req, n))
-            return;
+            break;
         size_t len = 0;
         if (!next_response(body, sizeof body, &len))
-            return;
+            break;
         uint32_t size = htonl((uint32_t)(4 + len));
         memcpy(out, &size, 4);
         memcpy(out + 4, req + 4, 4); /* the correlation id */
         memcpy(out + 8, body, len);
         if (write(c, out, 8 + len) != (ssize_t)(8 + len))
-            return;
+            break;
     }
+    close(c);
+    return NULL;
 }
 
 static void *broker_main(void *arg)
@@ -118,8 +129,12 @@ static void *broker_main(void *arg)
         int c = accept(listen_fd, NULL, NULL);
         if (c < 0)
             continue;
-        serve(c);
-        close(c);
+        pthread_t t;
+        if (pthread_create(&t, NULL, serve, (void *)(intptr_t)c) != 0) {
+            close(c);
+            continue;
+        }
+        pthread_detach(t);
     }
     return NULL;
 }
@@ -159,7 +174,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     tpc__kafka_wire_conf_t conf = {
         .bootstrap = bootstrap, .props = sasl, .nprops = data[0] & 1 ? 4 : 0};
     tpc_error_t *err;
-    if (data[0] & 4) {
+    if (data[0] & 32) {
+        tpc__kafka_producer_info_t *producers = NULL;
+        size_t n = 0;
+        err = tpc__kafka_describe_producers(&conf, "twopc-fuzz", data[0] & 64 ? 7 : 0, 30,
+                                            &producers, &n);
+        if (n && !producers)
+            abort(); /* entries counted that are not there */
+        free(producers);
+    } else if (data[0] & 4) {
         tpc__kafka_txn_info_t *txns = NULL;
         size_t n = 0;
         err = tpc__kafka_list_transactions(&conf, data[0] & 8 ? "twopc" : NULL, data[0] & 16, 30,
