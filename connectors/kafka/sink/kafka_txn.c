@@ -232,6 +232,24 @@ tpc_error_t *tpc__kafka_flush(void *conn, void *txn)
     return err;
 }
 
+/* How long the abort at close of a canceled subtask may wait for the broker. */
+#define CANCELED_ABORT_MS 1000
+
+/* At close. A canceled subtask (a stop past stop.timeout.ms, an attempt failed elsewhere) waits
+ * a second at most: the broker may be away, and the next run aborts what is left open
+ * (init_transactions of the id). */
+static tpc_error_t *abort_txn(tpc__kafka_sub_t *c, tpc__kafka_txn_t *t)
+{
+    tpc__kafka_producer_t *p = producer_of(c, t);
+    int timeout_ms = tpc_txn_is_canceled(c->st) ? CANCELED_ABORT_MS : (int)c->conf->txn_timeout_ms;
+    rd_kafka_error_t *e = rd_kafka_abort_transaction(p->rk, timeout_ms);
+    if (e)
+        return tpc__kafka_txn_error(e, "abort_transaction", p->id, false);
+    c->slots[t->slot].state = TPC__KAFKA_SLOT_FREE;
+    t->slot = -1;
+    return NULL;
+}
+
 /* Name the transaction on @p for its handle: the coordinator's producer id, epoch and start
  * time of the open transaction of the id. Asking the coordinator rather than the producer's
  * statistics also shows that the transaction is really open there, with every partition added,
@@ -248,6 +266,17 @@ static tpc_error_t *name_txn(tpc__kafka_sub_t *c, tpc__kafka_txn_t *t, tpc__kafk
     bool ours = !now.error && strcmp(now.state, "Ongoing") == 0 &&
                 (p->pid < 0 || now.producer_id == p->pid);
     if (!ours) {
+        /* Lost before any checkpoint promised it: the broker aborted it (its timeout), or
+         * another instance of the job initialised the id. Abort it here and let the producer
+         * tell which: fenced ends the job (a restart would fence the other instance in turn);
+         * anything else is a retriable failure that replays the records. */
+        tpc_error_t *aborted = abort_txn(c, t);
+        if (aborted && tpc_error_code(aborted) == TPC_ERR_FENCED)
+            return tpc_error_prefix(aborted,
+                                    "transaction \"%s\" is not open at its coordinator "
+                                    "at pre-commit",
+                                    t->id);
+        tpc_error_destroy(aborted);
         char name[300];
         tpc__kafka_txn_name(name, sizeof name, t->id, now.producer_id, now.producer_epoch,
                             now.start_ms);
@@ -331,24 +360,6 @@ tpc_error_t *tpc__kafka_commit(void *conn, void *txn)
     tpc_error_t *err = commit(c, t);
     pthread_mutex_unlock(&c->lock);
     return err;
-}
-
-/* How long the abort at close of a canceled subtask may wait for the broker. */
-#define CANCELED_ABORT_MS 1000
-
-/* At close. A canceled subtask (a stop past stop.timeout.ms, an attempt failed elsewhere) waits
- * a second at most: the broker may be away, and the next run aborts what is left open
- * (init_transactions of the id). */
-static tpc_error_t *abort_txn(tpc__kafka_sub_t *c, tpc__kafka_txn_t *t)
-{
-    tpc__kafka_producer_t *p = producer_of(c, t);
-    int timeout_ms = tpc_txn_is_canceled(c->st) ? CANCELED_ABORT_MS : (int)c->conf->txn_timeout_ms;
-    rd_kafka_error_t *e = rd_kafka_abort_transaction(p->rk, timeout_ms);
-    if (e)
-        return tpc__kafka_txn_error(e, "abort_transaction", p->id, false);
-    c->slots[t->slot].state = TPC__KAFKA_SLOT_FREE;
-    t->slot = -1;
-    return NULL;
 }
 
 tpc_error_t *tpc__kafka_abort(void *conn, void *txn)
