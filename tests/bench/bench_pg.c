@@ -1,16 +1,20 @@
 /*
  * PostgreSQL sink throughput against a plain libpq loop, in the same run on the same server, for
- * both ways to commit exactly once.
+ * every way the sink writes and commits. Each part runs the sink and the loop into tables of their
+ * own and then checks both tables hold what the records make, once.
  *
+ * copy (exactly-once, prepared commit):
  *   sink:    sequence source -> exactly-once pg sink in copy mode, checkpoints every second (each
  *            one a marker row and PREPARE TRANSACTION, then COMMIT PREPARED once it is complete)
  *   raw:     one loop encoding the same rows into binary COPY, sent in buffers of the sink's size,
  *            with PREPARE TRANSACTION + COMMIT PREPARED (from a second connection) once a second
+ * write-ahead:
  *   wa sink: the same sink with pg.commit=write-ahead (rows committed into the write-ahead table at
  *            the checkpoint, moved into the table by one transaction once it is complete)
  *   wa raw:  one loop doing that by hand without prepared transactions: binary COPY of (batch, id,
  *            payload) into a staging table, COMMIT once a second, then one transaction that inserts
  *            a marker row, INSERT ... SELECT the batch into the table and DELETE it from staging
+ * changelog:
  *   changelog sink: the sink with pg.mode=changelog (prepared commit): record i upserts key
  *            (i * 7919) mod KEYS with its text, one in ten deletes it instead, into a table with a
  *            primary key
@@ -19,14 +23,38 @@
  *            statement (latest operation per key, DELETE ... USING, INSERT ... ON CONFLICT DO
  *            UPDATE), DROP TABLE, PREPARE TRANSACTION and COMMIT PREPARED; both tables must end as
  *            the changelog applied once
+ * upsert:
+ *   upsert sink: the sink with pg.mode=upsert (prepared commit): record i upserts key
+ *            (i * 7919) mod KEYS with its text, into a table with a primary key
+ *   upsert raw: one loop sending the statements the sink sends: INSERT ... VALUES of
+ *            pg.batch-size's default of rows ... ON CONFLICT (id) DO UPDATE, prepared once, binary
+ *            parameters, in a transaction with PREPARE TRANSACTION + COMMIT PREPARED once a second
+ *            (keys of fewer than KEYS consecutive records never repeat, so no batch has to be cut
+ *            short); both tables must end as the upserts applied once
+ * tables (two tables in one sink, copy mode, prepared commit):
+ *   tables sink: the sink with pg.table listing two tables, each record a row in both
+ *            (tpc_pg_row_table())
+ *   tables raw: one loop doing that by hand: a COPY buffer per table, a full one sent in a binary
+ *            COPY into its table (ending the other table's COPY first, as the sink does), both
+ *            tables in one transaction, PREPARE TRANSACTION + COMMIT PREPARED once a second
+ * at-least-once:
+ *   at_least_once sink: the copy sink with guarantee=at-least-once (a plain COMMIT at each
+ *            checkpoint, no marker row, no prepared transaction)
+ *   at_least_once raw: the copy loop with COMMIT once a second instead of PREPARE TRANSACTION +
+ *            COMMIT PREPARED
  *
  * Rows are (bigint, 100-byte text). Commit latency is that of each commit of the sink (COMMIT
  * PREPARED, or the move), measured by wrapping the sink's commit; the handle size is what the sink
  * stores per transaction in a checkpoint; the write-ahead log per row is the server's over each
  * sink run (other sessions' included), where the write-ahead mode's double write shows. Prints
  *   bench pg <metric> <value> <unit>
+ * with, for each part, <part>_sink_rows_per_s, <part>_raw_rows_per_s and <part>_ratio (raw time
+ * over sink time; the copy part's have no prefix, write-ahead's are wa_).
  * Environment: TWOPC_TEST_PG_CONNINFO (the server; the prepared runs need
- * max_prepared_transactions > 0), TWOPC_BENCH_ROWS (default 1000000).
+ * max_prepared_transactions > 0), TWOPC_BENCH_ROWS (default 1000000), TWOPC_BENCH_PG_PARTS (the
+ * parts to run, comma-separated, of copy, write-ahead, changelog, upsert, tables, at-least-once;
+ * default all; they run in that order whatever the list's; the <part>_vs_copy lines and
+ * wa_vs_prepared need copy too).
  */
 #include "tpc_pg.h"
 #include "tpc_test_bench.h"
@@ -44,6 +72,9 @@
 #define COPY_BUFFER (256u << 10)
 #define MAX_COMMITS 4096
 #define KEYS        100000
+#define BATCH_ROWS  500 /* pg.batch-size's default */
+#define OID_INT8    20
+#define OID_TEXT    25
 
 /* The changelog: record i upserts key_of(i), or deletes it when is_delete(i). */
 static bool is_delete(uint64_t seq)
@@ -96,6 +127,27 @@ static tpc_error_t *encode_changelog(void *opaque, const tpc_record_t *r, tpc_pg
     return NULL;
 }
 
+static tpc_error_t *encode_upsert(void *opaque, const tpc_record_t *r, tpc_pg_row_t *row)
+{
+    (void)opaque;
+    int subtask;
+    uint64_t seq;
+    tpc_test_seq_decode(r->key, r->key_len, &subtask, &seq);
+    char text[TEXT_BYTES];
+    text_of(seq, text);
+    tpc_pg_row_int8(row, key_of(seq));
+    tpc_pg_row_text(row, text, TEXT_BYTES);
+    return NULL;
+}
+
+/* Two tables: the row of encode() into the first, and again into the second. */
+static tpc_error_t *encode_two(void *opaque, const tpc_record_t *r, tpc_pg_row_t *row)
+{
+    encode(opaque, r, row);
+    tpc_pg_row_table(row, 1);
+    return encode(opaque, r, row);
+}
+
 /* The sink's commit, timed: the wrapper ops table differs from the sink's only there. */
 static tpc_txn_connector_ops_t timed_ops;
 static const tpc_txn_connector_ops_t *pg_ops;
@@ -121,9 +173,18 @@ static tpc_error_t *timed_commit(void *conn, void *txn)
     return err;
 }
 
-/* @changelog: pg.mode=changelog with encode_changelog(), into a table whose key is id. */
-static double run_sink(const char *conninfo, const char *table, uint64_t rows, const char *commit,
-                       const char *staging, bool changelog)
+/* One sink run: where, how it writes and commits, and its encoder. */
+typedef struct {
+    const char *table;     /* pg.table */
+    const char *mode;      /* pg.mode */
+    const char *commit;    /* pg.commit */
+    const char *keys;      /* pg.key-columns, or NULL */
+    const char *guarantee; /* the sink's guarantee */
+    tpc_pg_encoder_t encoder;
+} sink_conf_t;
+
+static double run_sink(const char *conninfo, const sink_conf_t *o, uint64_t rows,
+                       const char *staging)
 {
     commits = 0;
     handle_bytes = 0;
@@ -133,19 +194,16 @@ static double run_sink(const char *conninfo, const char *table, uint64_t rows, c
     tpc_test_seq_conf_t src = {.count_default = rows, .per_poll = 256};
     tpc_txn_sink_t *conf_sink = NULL, *sink = NULL;
     tpc_error_t *err = tpc_pg_sink_new(&conf_sink);
-    const char *kv[][2] = {{"pg.conninfo", conninfo},
-                           {"pg.table", table},
-                           {"pg.gid-prefix", prefix},
-                           {"pg.commit", commit},
-                           {"pg.write-ahead-table", staging}};
+    const char *kv[][2] = {{"pg.conninfo", conninfo},         {"pg.table", o->table},
+                           {"pg.gid-prefix", prefix},         {"pg.commit", o->commit},
+                           {"pg.write-ahead-table", staging}, {"pg.mode", o->mode},
+                           {"guarantee", o->guarantee}};
     for (size_t i = 0; i < sizeof kv / sizeof *kv && !err; i++)
         err = tpc_txn_sink_set(conf_sink, kv[i][0], kv[i][1]);
-    if (!err && changelog)
-        err = tpc_txn_sink_set(conf_sink, "pg.mode", "changelog");
-    if (!err && changelog)
-        err = tpc_txn_sink_set(conf_sink, "pg.key-columns", "id");
+    if (!err && o->keys)
+        err = tpc_txn_sink_set(conf_sink, "pg.key-columns", o->keys);
     if (!err)
-        err = tpc_pg_sink_set_encoder(conf_sink, changelog ? encode_changelog : encode, NULL);
+        err = tpc_pg_sink_set_encoder(conf_sink, o->encoder, NULL);
     if (!err) {
         /* conf_sink keeps owning the configuration; the timed sink borrows it. */
         pg_ops = tpc_txn_sink_connector_ops(conf_sink);
@@ -190,13 +248,23 @@ static void start_txn(PGconn *data, const char *copy)
     PQputCopyData(data, (const char *)header, sizeof header);
 }
 
-static void end_txn(PGconn *data, PGconn *control, int n)
+static void end_copy(PGconn *data)
 {
     static const unsigned char trailer[2] = {0xff, 0xff};
     PQputCopyData(data, (const char *)trailer, 2);
     PQputCopyEnd(data, NULL);
     expect(data, PQgetResult(data), PGRES_COMMAND_OK, "end COPY");
     PQclear(PQgetResult(data));
+}
+
+/* PREPARE TRANSACTION number @n of this run on @data, COMMIT PREPARED on @control; or, when not
+ * @prepared, a plain COMMIT. */
+static void finish_txn(PGconn *data, PGconn *control, int n, bool prepared)
+{
+    if (!prepared) {
+        expect(data, PQexec(data, "COMMIT"), PGRES_COMMAND_OK, "COMMIT");
+        return;
+    }
     char sql[128];
     snprintf(sql, sizeof sql, "PREPARE TRANSACTION 'bench-pg-raw-%d-%d'", (int)getpid(), n);
     expect(data, PQexec(data, sql), PGRES_COMMAND_OK, "PREPARE TRANSACTION");
@@ -204,7 +272,14 @@ static void end_txn(PGconn *data, PGconn *control, int n)
     expect(control, PQexec(control, sql), PGRES_COMMAND_OK, "COMMIT PREPARED");
 }
 
-static double run_raw(const char *table, uint64_t rows)
+static void end_txn(PGconn *data, PGconn *control, int n, bool prepared)
+{
+    end_copy(data);
+    finish_txn(data, control, n, prepared);
+}
+
+/* The copy loop; @prepared: PREPARE TRANSACTION + COMMIT PREPARED, else COMMIT, once a second. */
+static double run_raw(const char *table, uint64_t rows, bool prepared)
 {
     PGconn *data = tpc_test_pg_connect(), *control = tpc_test_pg_connect();
     unsigned char *buf = malloc(COPY_BUFFER + 256);
@@ -228,14 +303,14 @@ static double run_raw(const char *table, uint64_t rows)
             PQputCopyData(data, (const char *)buf, (int)len);
             len = 0;
             if (tpc_test_now_s() >= next) {
-                end_txn(data, control, txns++);
+                end_txn(data, control, txns++, prepared);
                 start_txn(data, copy);
                 next += 1.0;
             }
         }
     }
     PQputCopyData(data, (const char *)buf, (int)len);
-    end_txn(data, control, txns++);
+    end_txn(data, control, txns++, prepared);
     double secs = tpc_test_now_s() - t0;
     free(buf);
     PQfinish(data);
@@ -403,8 +478,9 @@ static double run_raw_changelog(const char *table, uint64_t rows)
     return secs;
 }
 
-/* Dies unless @table holds exactly what the changelog of @rows records leaves; drops it. */
-static void expect_changelog(PGconn *pg, const char *table, uint64_t rows)
+/* Dies unless @table holds exactly what the changelog of @rows records leaves (@deletes: with the
+ * deletes of is_delete(), else every record an upsert); drops it. */
+static void expect_keyed(PGconn *pg, const char *table, uint64_t rows, bool deletes)
 {
     int64_t *last = malloc(KEYS * sizeof *last);
     if (!last)
@@ -412,7 +488,7 @@ static void expect_changelog(PGconn *pg, const char *table, uint64_t rows)
     for (int k = 0; k < KEYS; k++)
         last[k] = -1;
     for (uint64_t i = 0; i < rows; i++)
-        last[key_of(i)] = is_delete(i) ? -1 : (int64_t)i;
+        last[key_of(i)] = deletes && is_delete(i) ? -1 : (int64_t)i;
     long long present = 0, sum = 0;
     for (int k = 0; k < KEYS; k++)
         if (last[k] >= 0) {
@@ -426,7 +502,144 @@ static void expect_changelog(PGconn *pg, const char *table, uint64_t rows)
         pg, "SELECT coalesce(sum(substring(payload FROM '^[0-9]+')::int8), 0) FROM %s", table);
     tpc_test_pg_exec(pg, "DROP TABLE %s", table);
     if (n != present || s != sum)
-        tpc_test_bench_die("a changelog table is not the changelog applied once", NULL);
+        tpc_test_bench_die(deletes ? "a changelog table is not the changelog applied once"
+                                   : "an upsert table is not the upserts applied once",
+                           NULL);
+}
+
+/* "INSERT INTO "t" ("id", "payload") VALUES ($1, $2), ... ON CONFLICT ("id") DO UPDATE SET
+ * "payload" = EXCLUDED."payload"" of @rows rows, quoted as the sink quotes; malloc'd. */
+static char *upsert_sql(PGconn *pg, const char *table, int rows)
+{
+    char *t = PQescapeIdentifier(pg, table, strlen(table));
+    size_t cap = (t ? strlen(t) : 0) + (size_t)rows * 24 + 256;
+    char *s = t ? malloc(cap) : NULL;
+    if (!s)
+        tpc_test_bench_die("upsert statement", NULL);
+    size_t n = (size_t)snprintf(s, cap, "INSERT INTO %s (\"id\", \"payload\") VALUES ", t);
+    for (int r = 0; r < rows; r++)
+        n += (size_t)snprintf(s + n, cap - n, "%s($%d, $%d)", r ? ", " : "", 2 * r + 1, 2 * r + 2);
+    snprintf(s + n, cap - n,
+             " ON CONFLICT (\"id\") DO UPDATE SET \"payload\" = EXCLUDED.\"payload\"");
+    PQfreemem(t);
+    return s;
+}
+
+/* The upserts by hand into @table (key id): binary parameters of BATCH_ROWS rows into the
+ * statement prepared once, a shorter last batch unprepared; PREPARE TRANSACTION + COMMIT PREPARED
+ * once a second. */
+static double run_raw_upsert(const char *table, uint64_t rows)
+{
+    PGconn *data = tpc_test_pg_connect(), *control = tpc_test_pg_connect();
+    if (!data || !control)
+        tpc_test_bench_die("raw upsert connections", NULL);
+    static unsigned char keys[BATCH_ROWS][8];
+    static char texts[BATCH_ROWS][TEXT_BYTES];
+    const char *values[2 * BATCH_ROWS];
+    int lengths[2 * BATCH_ROWS], formats[2 * BATCH_ROWS];
+    Oid types[2 * BATCH_ROWS];
+    for (int r = 0; r < BATCH_ROWS; r++) {
+        values[2 * r] = (const char *)keys[r];
+        values[2 * r + 1] = texts[r];
+        lengths[2 * r] = 8;
+        lengths[2 * r + 1] = TEXT_BYTES;
+        formats[2 * r] = formats[2 * r + 1] = 1;
+        types[2 * r] = OID_INT8;
+        types[2 * r + 1] = OID_TEXT;
+    }
+    char *sql = upsert_sql(data, table, BATCH_ROWS);
+    expect(data, PQprepare(data, "bench_batch", sql, 2 * BATCH_ROWS, types), PGRES_COMMAND_OK,
+           "prepare the upsert statement");
+    free(sql);
+    double t0 = tpc_test_now_s(), next = t0 + 1.0;
+    int txns = 0, r = 0;
+    expect(data, PQexec(data, "BEGIN"), PGRES_COMMAND_OK, "BEGIN");
+    for (uint64_t i = 0; i < rows; i++) {
+        put_be(keys[r], (uint64_t)key_of(i), 8);
+        text_of(i, texts[r]);
+        if (++r < BATCH_ROWS)
+            continue;
+        r = 0;
+        expect(data,
+               PQexecPrepared(data, "bench_batch", 2 * BATCH_ROWS, values, lengths, formats, 1),
+               PGRES_COMMAND_OK, "upsert rows");
+        if (tpc_test_now_s() >= next && i + 1 < rows) {
+            finish_txn(data, control, txns++, true);
+            expect(data, PQexec(data, "BEGIN"), PGRES_COMMAND_OK, "BEGIN");
+            next += 1.0;
+        }
+    }
+    if (r) {
+        sql = upsert_sql(data, table, r);
+        expect(data, PQexecParams(data, sql, 2 * r, types, values, lengths, formats, 1),
+               PGRES_COMMAND_OK, "upsert the last rows");
+        free(sql);
+    }
+    finish_txn(data, control, txns++, true);
+    double secs = tpc_test_now_s() - t0;
+    PQfinish(data);
+    PQfinish(control);
+    return secs;
+}
+
+/* Two tables by hand: a COPY buffer each, a full one sent in a COPY into its table (ending the
+ * other table's COPY first), both in one transaction, PREPARE TRANSACTION + COMMIT PREPARED once a
+ * second. */
+static double run_raw_tables(const char *table0, const char *table1, uint64_t rows)
+{
+    PGconn *data = tpc_test_pg_connect(), *control = tpc_test_pg_connect();
+    unsigned char *buf[2] = {malloc(COPY_BUFFER + 256), malloc(COPY_BUFFER + 256)};
+    if (!data || !control || !buf[0] || !buf[1])
+        tpc_test_bench_die("raw tables connections", NULL);
+    char copy[2][256];
+    snprintf(copy[0], sizeof copy[0], "COPY %s FROM STDIN (FORMAT binary)", table0);
+    snprintf(copy[1], sizeof copy[1], "COPY %s FROM STDIN (FORMAT binary)", table1);
+    static const unsigned char header[19] = {'P', 'G', 'C', 'O', 'P', 'Y', '\n', 0xff, '\r', '\n'};
+    double t0 = tpc_test_now_s(), next = t0 + 1.0;
+    size_t len[2] = {0, 0};
+    int txns = 0, copying = -1;
+    expect(data, PQexec(data, "BEGIN"), PGRES_COMMAND_OK, "BEGIN");
+    for (uint64_t i = 0; i < rows; i++) {
+        bool last = i + 1 == rows;
+        for (int k = 0; k < 2; k++) {
+            unsigned char *p = buf[k] + len[k];
+            put_be(p, 2, 2);
+            put_be(p + 2, 8, 4);
+            put_be(p + 6, i, 8);
+            put_be(p + 14, TEXT_BYTES, 4);
+            text_of(i, (char *)p + 18);
+            len[k] += 18 + TEXT_BYTES;
+        }
+        bool sent = false;
+        for (int k = 0; k < 2; k++) {
+            if (len[k] < COPY_BUFFER && !last)
+                continue;
+            if (copying != k) {
+                if (copying >= 0)
+                    end_copy(data);
+                expect(data, PQexec(data, copy[k]), PGRES_COPY_IN, "COPY");
+                PQputCopyData(data, (const char *)header, sizeof header);
+                copying = k;
+            }
+            PQputCopyData(data, (const char *)buf[k], (int)len[k]);
+            len[k] = 0;
+            sent = true;
+        }
+        if (last || (sent && tpc_test_now_s() >= next)) {
+            end_copy(data);
+            copying = -1;
+            finish_txn(data, control, txns++, true);
+            if (!last)
+                expect(data, PQexec(data, "BEGIN"), PGRES_COMMAND_OK, "BEGIN");
+            next += 1.0;
+        }
+    }
+    double secs = tpc_test_now_s() - t0;
+    free(buf[0]);
+    free(buf[1]);
+    PQfinish(data);
+    PQfinish(control);
+    return secs;
 }
 
 static int cmp_double(const void *a, const void *b)
@@ -458,82 +671,213 @@ static long long wal_position(PGconn *pg)
     return tpc_test_pg_long(pg, "SELECT pg_current_wal_lsn() - '0/0'::pg_lsn");
 }
 
+/* Dies unless @table holds rows 0 to @rows - 1, each once with its text; drops it. */
 static void expect_rows(PGconn *pg, const char *table, uint64_t rows)
 {
+    long long n = (long long)rows;
     long long got = tpc_test_pg_long(pg, "SELECT count(*) FROM %s", table);
+    long long good = tpc_test_pg_long(
+        pg,
+        "SELECT (count(DISTINCT id) = %lld AND min(id) = 0 AND max(id) = %lld AND "
+        "bool_and(length(payload) = %d AND substring(payload FROM '^[0-9]+')::int8 = id))::int "
+        "FROM %s",
+        n, n - 1, TEXT_BYTES, table);
     tpc_test_pg_exec(pg, "DROP TABLE %s", table);
-    if (got != (long long)rows)
-        tpc_test_bench_die("a table does not hold every row", NULL);
+    if (got != n || good != 1)
+        tpc_test_bench_die("a table does not hold every row once", NULL);
+}
+
+/* A table (bigint PRIMARY KEY, text) with a unique name, made on @pg. */
+static void make_keyed_table(PGconn *pg, char *name, size_t cap, const char *tag)
+{
+    tpc_test_unique_name(name, cap, tag, '_');
+    if (!tpc_test_pg_exec(pg, "CREATE TABLE %s (id bigint PRIMARY KEY, payload text)", name))
+        tpc_test_bench_die("tables", NULL);
+}
+
+/* What every part shares. */
+typedef struct {
+    const char *conninfo;
+    uint64_t rows;
+    PGconn *pg;
+    char staging[96]; /* pg.write-ahead-table of every sink run */
+    double copy_sink; /* seconds of the copy part's sink run; 0 when it did not run */
+} bench_t;
+
+/* The three lines every part prints: sink and raw throughput, and their ratio. */
+static void print_rates(const bench_t *b, const char *part, double sink, double raw)
+{
+    printf("bench pg %ssink_rows_per_s %.0f rows/s\n", part, (double)b->rows / sink);
+    printf("bench pg %sraw_rows_per_s %.0f rows/s\n", part, (double)b->rows / raw);
+    printf("bench pg %sratio %.3f ratio\n", part, raw / sink);
+}
+
+/* "<part>_vs_copy": the copy sink's time over this one's, when the copy part ran. */
+static void print_vs_copy(const bench_t *b, const char *name, double sink)
+{
+    if (b->copy_sink > 0)
+        printf("bench pg %s %.3f ratio\n", name, b->copy_sink / sink);
+}
+
+static void part_copy(bench_t *b)
+{
+    char sink_table[96], raw_table[96];
+    make_table(b->pg, sink_table, sizeof sink_table, "bench_pg_sink");
+    make_table(b->pg, raw_table, sizeof raw_table, "bench_pg_raw");
+    double raw = run_raw(raw_table, b->rows, true);
+    long long wal0 = wal_position(b->pg);
+    sink_conf_t o = {sink_table, "copy", "prepared", NULL, "exactly-once", encode};
+    double sink = run_sink(b->conninfo, &o, b->rows, b->staging);
+    long long wal1 = wal_position(b->pg);
+    print_rates(b, "", sink, raw);
+    commit_latency("");
+    printf("bench pg handle_bytes %zu bytes\n", handle_bytes);
+    printf("bench pg wal_bytes_per_row %.0f bytes\n", (double)(wal1 - wal0) / (double)b->rows);
+    expect_rows(b->pg, sink_table, b->rows);
+    expect_rows(b->pg, raw_table, b->rows);
+    b->copy_sink = sink;
+}
+
+static void part_write_ahead(bench_t *b)
+{
+    char sink_table[96], raw_table[96];
+    make_table(b->pg, sink_table, sizeof sink_table, "bench_pg_wa_sink");
+    make_table(b->pg, raw_table, sizeof raw_table, "bench_pg_wa_raw");
+    double raw = run_raw_write_ahead(b->pg, raw_table, b->rows);
+    long long wal0 = wal_position(b->pg);
+    sink_conf_t o = {sink_table, "copy", "write-ahead", NULL, "exactly-once", encode};
+    double sink = run_sink(b->conninfo, &o, b->rows, b->staging);
+    long long wal1 = wal_position(b->pg);
+    print_rates(b, "wa_", sink, raw);
+    print_vs_copy(b, "wa_vs_prepared", sink);
+    commit_latency("wa_");
+    printf("bench pg wa_handle_bytes %zu bytes\n", handle_bytes);
+    /* The double write: WAL the server wrote per row (other sessions' too, on a shared server). */
+    printf("bench pg wa_wal_bytes_per_row %.0f bytes\n", (double)(wal1 - wal0) / (double)b->rows);
+    expect_rows(b->pg, sink_table, b->rows);
+    expect_rows(b->pg, raw_table, b->rows);
+    if (tpc_test_pg_long(b->pg, "SELECT count(*) FROM %s", b->staging) != 0)
+        tpc_test_bench_die("rows are left in the staging table", NULL);
+}
+
+static void part_changelog(bench_t *b)
+{
+    char sink_table[96], raw_table[96];
+    make_keyed_table(b->pg, sink_table, sizeof sink_table, "bench_pg_cl_sink");
+    make_keyed_table(b->pg, raw_table, sizeof raw_table, "bench_pg_cl_raw");
+    double raw = run_raw_changelog(raw_table, b->rows);
+    sink_conf_t o = {sink_table, "changelog", "prepared", "id", "exactly-once", encode_changelog};
+    double sink = run_sink(b->conninfo, &o, b->rows, b->staging);
+    print_rates(b, "changelog_", sink, raw);
+    print_vs_copy(b, "changelog_vs_copy", sink);
+    commit_latency("changelog_");
+    expect_keyed(b->pg, sink_table, b->rows, true);
+    expect_keyed(b->pg, raw_table, b->rows, true);
+}
+
+static void part_upsert(bench_t *b)
+{
+    char sink_table[96], raw_table[96];
+    make_keyed_table(b->pg, sink_table, sizeof sink_table, "bench_pg_up_sink");
+    make_keyed_table(b->pg, raw_table, sizeof raw_table, "bench_pg_up_raw");
+    double raw = run_raw_upsert(raw_table, b->rows);
+    sink_conf_t o = {sink_table, "upsert", "prepared", "id", "exactly-once", encode_upsert};
+    double sink = run_sink(b->conninfo, &o, b->rows, b->staging);
+    print_rates(b, "upsert_", sink, raw);
+    print_vs_copy(b, "upsert_vs_copy", sink);
+    commit_latency("upsert_");
+    expect_keyed(b->pg, sink_table, b->rows, false);
+    expect_keyed(b->pg, raw_table, b->rows, false);
+}
+
+static void part_tables(bench_t *b)
+{
+    char sink_tables[2][96], raw_tables[2][96], list[200];
+    make_table(b->pg, sink_tables[0], sizeof sink_tables[0], "bench_pg_t0_sink");
+    make_table(b->pg, sink_tables[1], sizeof sink_tables[1], "bench_pg_t1_sink");
+    make_table(b->pg, raw_tables[0], sizeof raw_tables[0], "bench_pg_t0_raw");
+    make_table(b->pg, raw_tables[1], sizeof raw_tables[1], "bench_pg_t1_raw");
+    snprintf(list, sizeof list, "%s,%s", sink_tables[0], sink_tables[1]);
+    double raw = run_raw_tables(raw_tables[0], raw_tables[1], b->rows);
+    sink_conf_t o = {list, "copy", "prepared", NULL, "exactly-once", encode_two};
+    double sink = run_sink(b->conninfo, &o, b->rows, b->staging);
+    print_rates(b, "tables_", sink, raw);
+    print_vs_copy(b, "tables_vs_copy", sink);
+    commit_latency("tables_");
+    for (int k = 0; k < 2; k++) {
+        expect_rows(b->pg, sink_tables[k], b->rows);
+        expect_rows(b->pg, raw_tables[k], b->rows);
+    }
+}
+
+static void part_at_least_once(bench_t *b)
+{
+    char sink_table[96], raw_table[96];
+    make_table(b->pg, sink_table, sizeof sink_table, "bench_pg_alo_sink");
+    make_table(b->pg, raw_table, sizeof raw_table, "bench_pg_alo_raw");
+    double raw = run_raw(raw_table, b->rows, false);
+    sink_conf_t o = {sink_table, "copy", "auto", NULL, "at-least-once", encode};
+    double sink = run_sink(b->conninfo, &o, b->rows, b->staging);
+    print_rates(b, "at_least_once_", sink, raw);
+    print_vs_copy(b, "at_least_once_vs_copy", sink);
+    /* Its pre-commit commits; the commit after the checkpoint has nothing left to do. */
+    expect_rows(b->pg, sink_table, b->rows);
+    expect_rows(b->pg, raw_table, b->rows);
+}
+
+static const struct {
+    const char *name;
+    void (*run)(bench_t *b);
+} parts[] = {{"copy", part_copy},           {"write-ahead", part_write_ahead},
+             {"changelog", part_changelog}, {"upsert", part_upsert},
+             {"tables", part_tables},       {"at-least-once", part_at_least_once}};
+
+#define NPARTS (sizeof parts / sizeof *parts)
+
+/* Which parts TWOPC_BENCH_PG_PARTS names (all when it is unset or empty); dies on an unknown one.
+ */
+static void select_parts(const char *list, bool *run)
+{
+    for (size_t i = 0; i < NPARTS; i++)
+        run[i] = !list || !*list;
+    for (const char *p = list; p && *p;) {
+        size_t len = strcspn(p, ",");
+        bool known = len == 0;
+        for (size_t i = 0; i < NPARTS; i++)
+            if (strlen(parts[i].name) == len && strncmp(p, parts[i].name, len) == 0)
+                run[i] = known = true;
+        if (!known) {
+            fprintf(stderr,
+                    "bench_pg: TWOPC_BENCH_PG_PARTS names \"%.*s\", which is no part; the parts "
+                    "are copy, write-ahead, changelog, upsert, tables and at-least-once\n",
+                    (int)len, p);
+            exit(1);
+        }
+        p += len + (p[len] == ',');
+    }
 }
 
 int main(void)
 {
-    const char *conninfo = tpc_test_env_require("TWOPC_TEST_PG_CONNINFO");
-    if (!conninfo)
+    bench_t b = {.conninfo = tpc_test_env_require("TWOPC_TEST_PG_CONNINFO")};
+    if (!b.conninfo)
         return 1;
+    bool run[NPARTS];
+    select_parts(getenv("TWOPC_BENCH_PG_PARTS"), run);
     const char *env = getenv("TWOPC_BENCH_ROWS");
-    uint64_t rows = env ? strtoull(env, NULL, 10) : 0;
-    if (!rows)
-        rows = 1000000;
-    PGconn *pg = tpc_test_pg_connect();
-    if (!pg)
+    b.rows = env ? strtoull(env, NULL, 10) : 0;
+    if (!b.rows)
+        b.rows = 1000000;
+    b.pg = tpc_test_pg_connect();
+    if (!b.pg)
         tpc_test_bench_die("connection", NULL);
-    char sink_table[96], raw_table[96], wa_sink_table[96], wa_raw_table[96], staging[96];
-    make_table(pg, sink_table, sizeof sink_table, "bench_pg_sink");
-    make_table(pg, raw_table, sizeof raw_table, "bench_pg_raw");
-    make_table(pg, wa_sink_table, sizeof wa_sink_table, "bench_pg_wa_sink");
-    make_table(pg, wa_raw_table, sizeof wa_raw_table, "bench_pg_wa_raw");
-    tpc_test_unique_name(staging, sizeof staging, "bench_pg_staging", '_');
-
-    double raw = run_raw(raw_table, rows);
-    long long wal0 = wal_position(pg);
-    double sink = run_sink(conninfo, sink_table, rows, "prepared", staging, false);
-    long long wal1 = wal_position(pg);
-    size_t prepared_handle = handle_bytes;
-    printf("bench pg sink_rows_per_s %.0f rows/s\n", (double)rows / sink);
-    printf("bench pg raw_rows_per_s %.0f rows/s\n", (double)rows / raw);
-    printf("bench pg ratio %.3f ratio\n", raw / sink);
-    commit_latency("");
-    printf("bench pg handle_bytes %zu bytes\n", prepared_handle);
-    printf("bench pg wal_bytes_per_row %.0f bytes\n", (double)(wal1 - wal0) / (double)rows);
-
-    double wa_raw = run_raw_write_ahead(pg, wa_raw_table, rows);
-    wal0 = wal_position(pg);
-    double wa_sink = run_sink(conninfo, wa_sink_table, rows, "write-ahead", staging, false);
-    wal1 = wal_position(pg);
-    printf("bench pg wa_sink_rows_per_s %.0f rows/s\n", (double)rows / wa_sink);
-    printf("bench pg wa_raw_rows_per_s %.0f rows/s\n", (double)rows / wa_raw);
-    printf("bench pg wa_ratio %.3f ratio\n", wa_raw / wa_sink);
-    printf("bench pg wa_vs_prepared %.3f ratio\n", sink / wa_sink);
-    commit_latency("wa_");
-    printf("bench pg wa_handle_bytes %zu bytes\n", handle_bytes);
-    /* The double write: WAL the server wrote per row (other sessions' too, on a shared server). */
-    printf("bench pg wa_wal_bytes_per_row %.0f bytes\n", (double)(wal1 - wal0) / (double)rows);
-
-    char cl_sink_table[96], cl_raw_table[96];
-    tpc_test_unique_name(cl_sink_table, sizeof cl_sink_table, "bench_pg_cl_sink", '_');
-    tpc_test_unique_name(cl_raw_table, sizeof cl_raw_table, "bench_pg_cl_raw", '_');
-    if (!tpc_test_pg_exec(pg, "CREATE TABLE %s (id bigint PRIMARY KEY, payload text)",
-                          cl_sink_table) ||
-        !tpc_test_pg_exec(pg, "CREATE TABLE %s (id bigint PRIMARY KEY, payload text)",
-                          cl_raw_table))
-        tpc_test_bench_die("tables", NULL);
-    double cl_raw = run_raw_changelog(cl_raw_table, rows);
-    double cl_sink = run_sink(conninfo, cl_sink_table, rows, "prepared", staging, true);
-    printf("bench pg changelog_sink_rows_per_s %.0f rows/s\n", (double)rows / cl_sink);
-    printf("bench pg changelog_raw_rows_per_s %.0f rows/s\n", (double)rows / cl_raw);
-    printf("bench pg changelog_ratio %.3f ratio\n", cl_raw / cl_sink);
-    printf("bench pg changelog_vs_copy %.3f ratio\n", sink / cl_sink);
-    commit_latency("changelog_");
-    expect_changelog(pg, cl_sink_table, rows);
-    expect_changelog(pg, cl_raw_table, rows);
-    expect_rows(pg, sink_table, rows);
-    expect_rows(pg, raw_table, rows);
-    expect_rows(pg, wa_sink_table, rows);
-    expect_rows(pg, wa_raw_table, rows);
-    if (tpc_test_pg_long(pg, "SELECT count(*) FROM %s", staging) != 0)
-        tpc_test_bench_die("rows are left in the staging table", NULL);
-    tpc_test_pg_exec(pg, "DROP TABLE %s", staging);
-    PQfinish(pg);
+    tpc_test_unique_name(b.staging, sizeof b.staging, "bench_pg_staging", '_');
+    for (size_t i = 0; i < NPARTS; i++)
+        if (run[i])
+            parts[i].run(&b);
+    /* Only the write-ahead part makes the staging table. */
+    if (tpc_test_pg_long(b.pg, "SELECT (to_regclass('%s') IS NOT NULL)::int", b.staging) == 1)
+        tpc_test_pg_exec(b.pg, "DROP TABLE %s", b.staging);
+    PQfinish(b.pg);
     return 0;
 }
