@@ -13,10 +13,7 @@
 #include <string.h>
 #include <time.h>
 
-typedef struct {
-    char host[256];
-    int port;
-} broker_t;
+typedef tpc__kafka_node_t broker_t;
 
 static tpc_error_t *malformed(const tpc__kafka_conn_t *c, const char *what)
 {
@@ -55,42 +52,57 @@ static int by_address(const void *a, const void *b)
     return c ? c : (x->port > y->port) - (x->port < y->port);
 }
 
+tpc_error_t *tpc__kafka_metadata(tpc__kafka_conn_t *c, int v, const char *topic, int64_t deadline,
+                                 tpc__kafka_rbuf_t *r, tpc__kafka_node_t **nodes, int32_t *count)
+{
+    *nodes = NULL;
+    *count = 0;
+    tpc__kafka_wbuf_t w = {0};
+    tpc__kafka_w_i32(&w, topic ? 1 : 0);
+    if (topic)
+        tpc__kafka_w_str(&w, topic, false);
+    tpc__kafka_w_i8(&w, 0); /* allow auto topic creation: no */
+    if (v >= 8) {
+        tpc__kafka_w_i8(&w, 0);
+        tpc__kafka_w_i8(&w, 0);
+    }
+    tpc_error_t *err = tpc__kafka_conn_call(c, TPC__KAFKA_API_METADATA, v, false, &w, deadline, r);
+    tpc__kafka_wbuf_free(&w);
+    if (err)
+        return err;
+    tpc__kafka_r_i32(r); /* throttle */
+    int32_t n = tpc__kafka_r_i32(r);
+    if (r->bad || n < 0 || n > 10000)
+        return malformed(c, "Metadata");
+    tpc__kafka_node_t *all = calloc((size_t)n + 1, sizeof *all);
+    if (!all)
+        return tpc_error_nomem();
+    for (int32_t i = 0; i < n; i++) {
+        char rack[256];
+        all[i].id = tpc__kafka_r_i32(r);
+        tpc__kafka_r_str(r, false, all[i].host, sizeof all[i].host);
+        all[i].port = tpc__kafka_r_i32(r);
+        tpc__kafka_r_str(r, false, rack, sizeof rack);
+    }
+    if (r->bad) {
+        free(all);
+        return malformed(c, "Metadata");
+    }
+    *nodes = all;
+    *count = n;
+    return NULL;
+}
+
 static tpc_error_t *brokers_of(tpc__kafka_conn_t *c, int64_t deadline, broker_t **out, size_t *n)
 {
     int v = tpc__kafka_conn_version(c, TPC__KAFKA_API_METADATA, 4, 8);
     if (v < 0)
         return unsupported(c, "Metadata versions 4 to 8");
-    tpc__kafka_wbuf_t w = {0};
-    tpc__kafka_w_i32(&w, 0); /* no topics */
-    tpc__kafka_w_i8(&w, 0);  /* allow auto topic creation: no */
-    if (v >= 8) {
-        tpc__kafka_w_i8(&w, 0);
-        tpc__kafka_w_i8(&w, 0);
-    }
     tpc__kafka_rbuf_t r;
-    tpc_error_t *err = tpc__kafka_conn_call(c, TPC__KAFKA_API_METADATA, v, false, &w, deadline, &r);
-    tpc__kafka_wbuf_free(&w);
+    int32_t count;
+    tpc_error_t *err = tpc__kafka_metadata(c, v, NULL, deadline, &r, out, &count);
     if (err)
         return err;
-    tpc__kafka_r_i32(&r); /* throttle */
-    int32_t count = tpc__kafka_r_i32(&r);
-    if (r.bad || count < 0 || count > 10000)
-        return malformed(c, "Metadata");
-    *out = calloc((size_t)count + 1, sizeof **out);
-    if (!*out)
-        return tpc_error_nomem();
-    for (int32_t i = 0; i < count; i++) {
-        char rack[256];
-        tpc__kafka_r_i32(&r); /* node id */
-        tpc__kafka_r_str(&r, false, (*out)[i].host, sizeof(*out)[i].host);
-        (*out)[i].port = tpc__kafka_r_i32(&r);
-        tpc__kafka_r_str(&r, false, rack, sizeof rack);
-    }
-    if (r.bad) {
-        free(*out);
-        *out = NULL;
-        return malformed(c, "Metadata");
-    }
     /* Each broker once, however often an answer lists it. */
     qsort(*out, (size_t)count, sizeof **out, by_address);
     size_t k = 0;

@@ -38,37 +38,12 @@ static tpc_error_t *leader_of(tpc__kafka_conn_t *c, const char *topic, int32_t p
         return tpc_error_new(TPC_ERR_UNSUPPORTED, TPC_ERROR_FATAL,
                              "broker \"%s\" does not support Metadata versions 4 to 8",
                              tpc__kafka_conn_name(c));
-    tpc__kafka_wbuf_t w = {0};
-    tpc__kafka_w_i32(&w, 1);
-    tpc__kafka_w_str(&w, topic, false);
-    tpc__kafka_w_i8(&w, 0); /* allow auto topic creation: no */
-    if (v >= 8) {
-        tpc__kafka_w_i8(&w, 0);
-        tpc__kafka_w_i8(&w, 0);
-    }
     tpc__kafka_rbuf_t r;
-    tpc_error_t *err = tpc__kafka_conn_call(c, TPC__KAFKA_API_METADATA, v, false, &w, deadline, &r);
-    tpc__kafka_wbuf_free(&w);
+    tpc__kafka_node_t *nodes;
+    int32_t nbrokers;
+    tpc_error_t *err = tpc__kafka_metadata(c, v, topic, deadline, &r, &nodes, &nbrokers);
     if (err)
         return err;
-    tpc__kafka_r_i32(&r); /* throttle */
-    int32_t nbrokers = tpc__kafka_r_i32(&r);
-    if (r.bad || nbrokers < 0 || nbrokers > 10000)
-        return malformed(c, "Metadata");
-    typedef struct {
-        int32_t id, port;
-        char host[256];
-    } node_t;
-    node_t *nodes = calloc((size_t)nbrokers + 1, sizeof *nodes);
-    if (!nodes)
-        return tpc_error_nomem();
-    for (int32_t i = 0; i < nbrokers; i++) {
-        char rack[256];
-        nodes[i].id = tpc__kafka_r_i32(&r);
-        tpc__kafka_r_str(&r, false, nodes[i].host, sizeof nodes[i].host);
-        nodes[i].port = tpc__kafka_r_i32(&r);
-        tpc__kafka_r_str(&r, false, rack, sizeof rack);
-    }
     char cluster[256];
     tpc__kafka_r_str(&r, false, cluster, sizeof cluster);
     tpc__kafka_r_i32(&r); /* controller */

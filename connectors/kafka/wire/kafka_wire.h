@@ -139,6 +139,19 @@ tpc_error_t *tpc__kafka_conn_call(tpc__kafka_conn_t *c, int api, int version, bo
                                   const tpc__kafka_wbuf_t *body, int64_t deadline_ms,
                                   tpc__kafka_rbuf_t *resp);
 
+/* A broker of a Metadata answer. */
+typedef struct {
+    int32_t id;
+    int port;
+    char host[256];
+} tpc__kafka_node_t;
+
+/* Metadata version @v (4 to 8, from tpc__kafka_conn_version) for @topic (NULL: no topic) on @c:
+ * the brokers it lists into *@nodes (allocated with one spare, *@count of them; free()), and @r
+ * left after them, at the cluster id, for the caller to read the topics. */
+tpc_error_t *tpc__kafka_metadata(tpc__kafka_conn_t *c, int v, const char *topic, int64_t deadline,
+                                 tpc__kafka_rbuf_t *r, tpc__kafka_node_t **nodes, int32_t *count);
+
 /* Wait until @fd is ready for @events; @name and @what ("receive from") go into the error. */
 tpc_error_t *tpc__kafka_wait_fd(int fd, short events, int64_t deadline_ms, const char *name,
                                 const char *what);
