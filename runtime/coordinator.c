@@ -164,6 +164,31 @@ static const char *union_state_conflict(coord_t *c, pending_t *p)
     return NULL;
 }
 
+/* Why checkpoint @p ck cannot be written (a checkpoint its keyed state builds on is no longer in
+ * @p dir), or NULL. */
+static const char *missing_ref(const char *dir, const tpc__checkpoint_t *ck)
+{
+    if (!ck->nrefs)
+        return NULL;
+    tpc__checkpoint_file_t *files;
+    size_t n;
+    tpc_error_t *err = tpc__checkpoint_list(dir, &files, &n);
+    if (err) {
+        tpc_error_destroy(err);
+        return NULL; /* the write reports it */
+    }
+    const char *why = NULL;
+    for (uint32_t i = 0; i < ck->nrefs && !why; i++) {
+        bool found = false;
+        for (size_t j = 0; j < n && !found; j++)
+            found = files[j].id == ck->refs[i];
+        if (!found)
+            why = "its incremental keyed state builds on a checkpoint that is no longer retained";
+    }
+    tpc__checkpoint_files_free(files, n);
+    return why;
+}
+
 static void complete_checkpoint(coord_t *c, pending_t *p)
 {
     tpc_job_t *job = c->job;
@@ -195,10 +220,23 @@ static void complete_checkpoint(coord_t *c, pending_t *p)
         s->closed = p->closed[i];
     }
     char *path = NULL;
+    tpc__checkpoint_collect_refs(&ck);
+    const char *lost = missing_ref(job->conf.dir, &ck);
+    if (lost) {
+        /* A subtask built on a checkpoint that retention removed meanwhile (it had not yet heard
+         * that a newer one completed): abort this one; the next builds on the newer one. */
+        for (int v = 0; v < job->nvertices; v++)
+            free(ck.vertices[v].subtasks);
+        free(ck.vertices);
+        free(ck.refs);
+        abort_checkpoint(c, p, lost, false);
+        return;
+    }
     tpc_error_t *err = tpc__checkpoint_write(job->conf.dir, &ck, &path);
     for (int v = 0; v < job->nvertices; v++)
         free(ck.vertices[v].subtasks);
     free(ck.vertices);
+    free(ck.refs);
     if (!err)
         err = tpc__restore_note_complete(job, p->id);
     if (err) {

@@ -210,6 +210,22 @@ static const tpc_prop_t job_props[] = {
      .def = "128",
      .doc = "Key groups: the highest parallelism any vertex may have. Stored in checkpoints; a "
             "restore with another value is refused."},
+    {.name = "state.incremental",
+     .type = TPC_PROP_BOOL,
+     .field = JOB_FIELD(incremental),
+     .def = "false",
+     .doc = "Incremental checkpoints of keyed state: a checkpoint writes only the keyed entries "
+            "put and deleted since the previous one, and a restore reads the chain back to the "
+            "last full snapshot (docs/keyed-state.md)."},
+    {.name = "state.incremental.max-chain",
+     .type = TPC_PROP_INT,
+     .field = JOB_FIELD(max_chain),
+     .min = 1,
+     .max = 1000,
+     .def = "10",
+     .doc = "With state.incremental: the most checkpoints a restore reads for one subtask's keyed "
+            "state; when the chain has this many, the next checkpoint writes a full snapshot "
+            "(1: every one is full)."},
 };
 
 static const tpc_props_t job_table = {"job", "tpc_job_set()", job_props,

@@ -22,6 +22,12 @@
  * value, group and state name, which the subtask never changes while the entry is frozen; the
  * subtask still relinks frozen entries' `next` in its chains (docs/keyed-state.md). The tables are
  * the kit's hash table (tpc_kit.h), whose nodes are the entries themselves.
+ *
+ * Incremental snapshots (state.incremental): the subtask lists each entry changed since the last
+ * completed snapshot of its chain (entry->dirty is its place in that list) and logs deletes as
+ * entries; the barrier hands that list to the writer instead of walking the whole table, with the
+ * chain's checkpoint ids as the snapshot's links (restore.c reads the chain back). Every
+ * max_chain-th snapshot is full again.
  */
 #include "runtime_task.h"
 #include "tpc_kit.h"
@@ -63,6 +69,7 @@ typedef struct {
     int group;
     uint32_t key_len, value_len, value_cap;
     uint32_t epoch; /* the table's epoch when written: older ones may be frozen */
+    uint32_t dirty; /* 1 + its index in the table's dirty list; 0: not listed */
     uint8_t key[];  /* then the value: one allocation per entry */
 } entry_t;
 
@@ -96,7 +103,22 @@ struct tpc__frozen {
     size_t n;
     char **names; /* copies: the subtask may add names meanwhile */
     int nnames;
+    /* An incremental snapshot: the deletes (entries, framed) and the chain it builds on. */
+    tpc__buf_t deletes;
+    uint32_t ndeletes;
+    uint64_t *links;
+    uint32_t nlinks;
 };
+
+/* A snapshot taken while incremental snapshots are on, until it completes or aborts. */
+typedef struct {
+    uint64_t id;
+    uint32_t epoch;     /* the epoch after it: entries changed since have this one or later */
+    size_t deletes_len; /* bytes of the delete log it covered */
+    uint32_t ndeletes;  /* and entries */
+    uint64_t *links;    /* the chain that ends with it: the next snapshot builds on this */
+    uint32_t nlinks;
+} taken_t;
 
 struct tpc__keyed {
     name_t *names;
@@ -107,7 +129,36 @@ struct tpc__keyed {
     bool frozen;
     entry_t **retired;
     size_t nretired, retired_cap;
+    /* Incremental snapshots (state.incremental): a snapshot writes what changed since the last
+     * link of the chain of completed snapshots it builds on; after max_chain links a full one. */
+    int max_chain; /* 0: every snapshot is full */
+    uint64_t *links;
+    uint32_t nlinks;
+    frozen_ref_t *dirty; /* entries changed since the chain's last link; {NULL, NULL}: gone */
+    size_t ndirty, dirty_cap;
+    tpc__buf_t deletes; /* deletes since then, as framed checkpoint entries */
+    uint32_t ndeletes;
+    taken_t *taken;
+    size_t ntaken, taken_cap;
 };
+
+/* Whether changes are tracked: a snapshot may build on the present state. */
+static bool tracking(const tpc__keyed_t *k)
+{
+    return k->max_chain && (k->nlinks || k->ntaken);
+}
+
+/* Note that @p target (a value's entry, or @p item of the map in @p e) changed. */
+static void mark(tpc__keyed_t *k, entry_t *e, entry_t *item)
+{
+    entry_t *target = item ? item : e;
+    if (!tracking(k) || target->dirty)
+        return;
+    if (k->ndirty == k->dirty_cap)
+        tpc__xgrow(&k->dirty, &k->dirty_cap, k->ndirty + 1, sizeof *k->dirty);
+    k->dirty[k->ndirty++] = (frozen_ref_t){e, item};
+    target->dirty = (uint32_t)k->ndirty;
+}
 
 /* Whether @p e may be read by the snapshot writer: then it must not change or be freed. */
 static bool is_frozen(const tpc__keyed_t *k, const entry_t *e)
@@ -118,6 +169,10 @@ static bool is_frozen(const tpc__keyed_t *k, const entry_t *e)
 /* Free @p e, or keep it for the snapshot writer until tpc__keyed_thaw. */
 static void release(tpc__keyed_t *k, entry_t *e)
 {
+    if (e->dirty) {
+        k->dirty[e->dirty - 1] = (frozen_ref_t){NULL, NULL};
+        e->dirty = 0;
+    }
     if (!is_frozen(k, e)) {
         free(e);
         return;
@@ -162,6 +217,7 @@ static entry_t *put(tpc__keyed_t *k, tpc_hash_t *t, int name, int group, uint64_
         if (vlen)
             memmove(VALUE(e), value, vlen);
         e->value_len = (uint32_t)vlen;
+        e->epoch = k->epoch;
         return e;
     }
     size_t cap = vlen < 16 ? 16 : vlen;
@@ -184,6 +240,14 @@ static entry_t *put(tpc__keyed_t *k, tpc_hash_t *t, int name, int group, uint64_
         return n;
     }
     tpc_hash_replace(slot, &n->node);
+    if (n->dirty) { /* listed as changed: the list now points to the new entry */
+        frozen_ref_t *r = &k->dirty[n->dirty - 1];
+        if (r->item == e)
+            r->item = n;
+        else
+            r->e = n;
+        e->dirty = 0;
+    }
     release(k, e);
     return n;
 }
@@ -246,6 +310,12 @@ void tpc__keyed_free(tpc__keyed_t *k)
     for (int i = 0; i < k->nnames; i++)
         free(k->names[i].name);
     free(k->names);
+    free(k->links);
+    free(k->dirty);
+    tpc__buf_free(&k->deletes);
+    for (size_t i = 0; i < k->ntaken; i++)
+        free(k->taken[i].links);
+    free(k->taken);
     free(k);
 }
 
@@ -310,8 +380,11 @@ tpc_error_t *tpc__keyed_check(tpc_ctx_t *ctx, const char *what, const char *stat
 
 static tpc__keyed_t *keyed_of(tpc__task_t *t)
 {
-    if (!t->keyed)
+    if (!t->keyed) {
         t->keyed = tpc__xcalloc(1, sizeof *t->keyed);
+        const tpc__conf_t *conf = &t->attempt->job->conf;
+        t->keyed->max_chain = conf->incremental ? conf->max_chain : 0;
+    }
     return t->keyed;
 }
 
@@ -343,6 +416,23 @@ static tpc_error_t *lookup(tpc_ctx_t *ctx, const char *state, int kind, const vo
     if (!err && name >= 0)
         *slot = find(&ctx->task->keyed->t, name, entry_hash(name, kh), key, key_len);
     return err;
+}
+
+static void entry_encode(tpc__buf_t *one, int group, int kind, const char *name, const void *key,
+                         size_t key_len, const void *map_key, size_t map_key_len, const void *value,
+                         size_t value_len);
+
+/* Log the delete of (@p name, @p key) or of its map entry @p map_key, for the next incremental
+ * snapshot. */
+static void log_delete(tpc__keyed_t *k, int group, int kind, int name, const void *key,
+                       size_t key_len, const void *map_key, size_t map_key_len)
+{
+    tpc__buf_t one = {0};
+    entry_encode(&one, group, kind, k->names[name].name, key, key_len, map_key, map_key_len, NULL,
+                 0);
+    tpc__buf_put_bytes(&k->deletes, one.data, one.len);
+    k->ndeletes++;
+    tpc__buf_free(&one);
 }
 
 static tpc_error_t *check_sizes(size_t key_len, const void *value, size_t value_len)
@@ -386,7 +476,7 @@ tpc_error_t *tpc_keyed_put(tpc_ctx_t *ctx, const char *state, const void *key, s
     if (err)
         return err;
     tpc__keyed_t *k = ctx->task->keyed;
-    put(k, &k->t, name, group, entry_hash(name, kh), key, key_len, value, value_len);
+    mark(k, put(k, &k->t, name, group, entry_hash(name, kh), key, key_len, value, value_len), NULL);
     return NULL;
 }
 
@@ -401,6 +491,8 @@ tpc_error_t *tpc_keyed_delete(tpc_ctx_t *ctx, const char *state, const void *key
     tpc_hash_node_t **slot = find(&k->t, name, entry_hash(name, kh), key, key_len);
     if (!at(slot))
         return NULL;
+    if (tracking(k))
+        log_delete(k, group, TPC__KEYED_DELETE, name, key, key_len, NULL, 0);
     if (k->names[name].kind == KIND_MAP) {
         tpc_hash_t *m = map_of(at(slot));
         table_clear(k, m, NULL);
@@ -471,24 +563,24 @@ tpc_error_t *tpc_keyed_map_get(tpc_ctx_t *ctx, const char *state, const void *ke
 }
 
 /* The map of (name, key), created empty when absent. */
-static tpc_hash_t *map_for(tpc__keyed_t *k, int name, int group, uint64_t kh, const void *key,
-                           size_t key_len)
+static entry_t *map_for(tpc__keyed_t *k, int name, int group, uint64_t kh, const void *key,
+                        size_t key_len)
 {
-    const entry_t *e = at(find(&k->t, name, entry_hash(name, kh), key, key_len));
+    entry_t *e = at(find(&k->t, name, entry_hash(name, kh), key, key_len));
     if (e)
-        return map_of(e);
+        return e;
     tpc_hash_t *m = tpc__xcalloc(1, sizeof *m);
-    put(k, &k->t, name, group, entry_hash(name, kh), key, key_len, &m, sizeof m);
-    return m;
+    return put(k, &k->t, name, group, entry_hash(name, kh), key, key_len, &m, sizeof m);
 }
 
 static void map_put(tpc__keyed_t *k, int name, int group, uint64_t kh, const void *key,
                     size_t key_len, const void *map_key, size_t map_key_len, const void *value,
                     size_t value_len)
 {
-    tpc_hash_t *m = map_for(k, name, group, kh, key, key_len);
-    put(k, m, 0, group, tpc__key_hash(map_key, map_key_len), map_key, map_key_len, value,
-        value_len);
+    entry_t *e = map_for(k, name, group, kh, key, key_len);
+    mark(k, e,
+         put(k, map_of(e), 0, group, tpc__key_hash(map_key, map_key_len), map_key, map_key_len,
+             value, value_len));
 }
 
 tpc_error_t *tpc_keyed_map_put(tpc_ctx_t *ctx, const char *state, const void *key, size_t key_len,
@@ -519,7 +611,11 @@ tpc_error_t *tpc_keyed_map_delete(tpc_ctx_t *ctx, const char *state, const void 
     tpc_error_t *err = map_lookup(ctx, state, key, key_len, map_key, map_key_len, &m, &it);
     if (err || !at(it))
         return err;
-    unlink_entry(ctx->task->keyed, m, it);
+    tpc__keyed_t *k = ctx->task->keyed;
+    if (tracking(k))
+        log_delete(k, at(it)->group, TPC__KEYED_MAP_DELETE, name_index(k, state, 0, false), key,
+                   key_len, map_key, map_key_len);
+    unlink_entry(k, m, it);
     if (m->count == 0) /* an empty map is no state: the key reads as it did before its first put */
         return tpc_keyed_delete(ctx, state, key, key_len);
     return NULL;
@@ -548,55 +644,105 @@ tpc_error_t *tpc_keyed_map_foreach(tpc_ctx_t *ctx, const char *state, const void
 
 /* One keyed entry in a checkpoint: u32 key group | kind << 24, then as `bytes` the state's name,
  * the key, for a map entry its map key, and the value (a timer: its time, u64). */
-void tpc__keyed_entry_write(tpc_state_writer_t *w, tpc__buf_t *one, int group, int kind,
-                            const char *name, const void *key, size_t key_len, const void *map_key,
-                            size_t map_key_len, const void *value, size_t value_len)
+static void entry_encode(tpc__buf_t *one, int group, int kind, const char *name, const void *key,
+                         size_t key_len, const void *map_key, size_t map_key_len, const void *value,
+                         size_t value_len)
 {
     one->len = 0;
     tpc__buf_put_u32(one, (uint32_t)group | (uint32_t)kind << 24);
     tpc__buf_put_bytes(one, name, strlen(name));
     tpc__buf_put_bytes(one, key, key_len);
-    if (kind == TPC__KEYED_MAP)
+    if (kind == TPC__KEYED_MAP || kind == TPC__KEYED_MAP_DELETE)
         tpc__buf_put_bytes(one, map_key, map_key_len);
     tpc__buf_put_bytes(one, value, value_len);
+}
+
+void tpc__keyed_entry_write(tpc_state_writer_t *w, tpc__buf_t *one, int group, int kind,
+                            const char *name, const void *key, size_t key_len, const void *map_key,
+                            size_t map_key_len, const void *value, size_t value_len)
+{
+    entry_encode(one, group, kind, name, key, key_len, map_key, map_key_len, value, value_len);
     tpc__buf_put_bytes(&w->keyed, one->data, one->len);
     w->nkeyed++;
 }
 
-tpc__frozen_t *tpc__keyed_freeze(tpc__keyed_t *k)
+static void add_ref(tpc__frozen_t *f, size_t *cap, const entry_t *e, const entry_t *item)
 {
-    if (!k || !k->t.count)
+    if (f->n == *cap)
+        tpc__xgrow(&f->refs, cap, f->n + 1, sizeof *f->refs);
+    f->refs[f->n++] = (frozen_ref_t){e, item};
+}
+
+/* A u64 array of @p n with @p add appended when not 0 (free it). */
+static uint64_t *links_copy(const uint64_t *links, uint32_t n, uint64_t add)
+{
+    uint64_t *c = tpc__xmalloc((n + 1) * sizeof *c);
+    if (n)
+        memcpy(c, links, n * sizeof *c);
+    if (add)
+        c[n] = add;
+    return c;
+}
+
+tpc__frozen_t *tpc__keyed_freeze(tpc__keyed_t *k, uint64_t id)
+{
+    /* Incremental when a chain of completed snapshots is there to build on and not yet at its
+     * longest; a full snapshot (which starts a new chain) otherwise. */
+    bool incremental = k && k->max_chain && k->nlinks && k->nlinks < (uint32_t)k->max_chain;
+    if (!k || (!incremental && !k->t.count))
         return NULL;
     tpc__frozen_t *f = tpc__xcalloc(1, sizeof *f);
     size_t cap = 0;
-    tpc__xgrow(&f->refs, &cap, k->t.count, sizeof *f->refs);
-    tpc_hash_iter_t outer, inner;
-    for (tpc_hash_node_t *n = tpc_hash_first(&k->t, &outer); n; n = tpc_hash_next(&outer)) {
-        const entry_t *e = entry_of(n);
-        if (k->names[e->name].kind == KIND_VALUE) {
-            if (f->n == cap)
-                tpc__xgrow(&f->refs, &cap, f->n + 1, sizeof *f->refs);
-            f->refs[f->n++] = (frozen_ref_t){e, NULL};
-            continue;
-        }
-        for (tpc_hash_node_t *m = tpc_hash_first(map_of(e), &inner); m; m = tpc_hash_next(&inner)) {
-            if (f->n == cap)
-                tpc__xgrow(&f->refs, &cap, f->n + 1, sizeof *f->refs);
-            f->refs[f->n++] = (frozen_ref_t){e, entry_of(m)};
+    if (incremental) {
+        tpc__xgrow(&f->refs, &cap, k->ndirty ? k->ndirty : 1, sizeof *f->refs);
+        for (size_t i = 0; i < k->ndirty; i++)
+            if (k->dirty[i].e)
+                f->refs[f->n++] = k->dirty[i];
+        tpc__buf_put(&f->deletes, k->deletes.data, k->deletes.len);
+        f->ndeletes = k->ndeletes;
+        f->links = links_copy(k->links, k->nlinks, 0);
+        f->nlinks = k->nlinks;
+    } else {
+        tpc__xgrow(&f->refs, &cap, k->t.count, sizeof *f->refs);
+        tpc_hash_iter_t outer, inner;
+        for (tpc_hash_node_t *n = tpc_hash_first(&k->t, &outer); n; n = tpc_hash_next(&outer)) {
+            const entry_t *e = entry_of(n);
+            if (k->names[e->name].kind == KIND_VALUE) {
+                add_ref(f, &cap, e, NULL);
+                continue;
+            }
+            for (tpc_hash_node_t *m = tpc_hash_first(map_of(e), &inner); m;
+                 m = tpc_hash_next(&inner))
+                add_ref(f, &cap, e, entry_of(m));
         }
     }
     f->nnames = k->nnames;
-    f->names = tpc__xmalloc((size_t)k->nnames * sizeof *f->names);
+    f->names = tpc__xmalloc((size_t)k->nnames * sizeof *f->names + 1);
     for (int i = 0; i < k->nnames; i++)
         f->names[i] = tpc__xstrdup(k->names[i].name);
     /* From here on every entry written has the new epoch: all older ones are frozen. */
     k->epoch++;
     k->frozen = true;
+    if (k->max_chain) { /* what the chain is once this one completes */
+        if (k->ntaken == k->taken_cap)
+            tpc__xgrow(&k->taken, &k->taken_cap, k->ntaken + 1, sizeof *k->taken);
+        k->taken[k->ntaken++] = (taken_t){
+            .id = id,
+            .epoch = k->epoch,
+            .deletes_len = k->deletes.len,
+            .ndeletes = k->ndeletes,
+            .links = incremental ? links_copy(k->links, k->nlinks, id) : links_copy(NULL, 0, id),
+            .nlinks = incremental ? k->nlinks + 1 : 1,
+        };
+    }
     return f;
 }
 
 void tpc__keyed_write_frozen(const tpc__frozen_t *f, tpc_state_writer_t *w)
 {
+    /* Deletes first: a key deleted and written again since the last link is written after. */
+    tpc__buf_put(&w->keyed, f->deletes.data, f->deletes.len);
+    w->nkeyed += f->ndeletes;
     tpc__buf_t one = {0};
     for (size_t i = 0; i < f->n; i++) {
         const entry_t *e = f->refs[i].e, *it = f->refs[i].item;
@@ -609,6 +755,10 @@ void tpc__keyed_write_frozen(const tpc__frozen_t *f, tpc_state_writer_t *w)
                                    it->key, it->key_len, VALUE(it), it->value_len);
     }
     tpc__buf_free(&one);
+    if (f->nlinks) {
+        w->links = links_copy(f->links, f->nlinks, 0);
+        w->nlinks = f->nlinks;
+    }
 }
 
 void tpc__keyed_thaw(tpc__keyed_t *k, tpc__frozen_t *f)
@@ -623,7 +773,72 @@ void tpc__keyed_thaw(tpc__keyed_t *k, tpc__frozen_t *f)
         free(f->names[i]);
     free(f->names);
     free(f->refs);
+    tpc__buf_free(&f->deletes);
+    free(f->links);
     free(f);
+}
+
+/* Older than @p epoch (wrapping): not changed since the snapshot that ended it. */
+static bool before(uint32_t epoch, uint32_t than)
+{
+    return (int32_t)(epoch - than) < 0;
+}
+
+/* Drop the snapshots taken up to @p id (@p done: and keep the chain that @p id ends). */
+static void settle(tpc__keyed_t *k, uint64_t id, bool done)
+{
+    size_t j = 0;
+    for (size_t i = 0; i < k->ntaken; i++) {
+        taken_t *tk = &k->taken[i];
+        if (done && tk->id == id) {
+            free(k->links);
+            k->links = tk->links;
+            k->nlinks = tk->nlinks;
+            tk->links = NULL;
+            /* What it covered is in the chain now: forget the deletes and changes before it. */
+            size_t cut = tk->deletes_len;
+            memmove(k->deletes.data, k->deletes.data + cut, k->deletes.len - cut);
+            k->deletes.len -= cut;
+            k->ndeletes -= tk->ndeletes;
+            for (size_t m = 0; m < k->ntaken; m++)
+                if (k->taken[m].id > id) {
+                    k->taken[m].deletes_len -= cut;
+                    k->taken[m].ndeletes -= tk->ndeletes;
+                }
+            size_t d = 0;
+            for (size_t m = 0; m < k->ndirty; m++) {
+                frozen_ref_t r = k->dirty[m];
+                entry_t *target = (entry_t *)(r.item ? r.item : r.e);
+                if (!target)
+                    continue;
+                if (before(target->epoch, tk->epoch)) {
+                    target->dirty = 0;
+                    continue;
+                }
+                k->dirty[d++] = r;
+                target->dirty = (uint32_t)d;
+            }
+            k->ndirty = d;
+        }
+        if (tk->id == id || (done && tk->id < id)) {
+            free(tk->links);
+            continue;
+        }
+        k->taken[j++] = *tk;
+    }
+    k->ntaken = j;
+}
+
+void tpc__keyed_completed(tpc__keyed_t *k, uint64_t id)
+{
+    if (k && k->max_chain)
+        settle(k, id, true);
+}
+
+void tpc__keyed_aborted(tpc__keyed_t *k, uint64_t id)
+{
+    if (k && k->max_chain)
+        settle(k, id, false);
 }
 
 bool tpc__keyed_parse(const uint8_t *p, size_t len, tpc__keyed_entry_t *e)
@@ -633,10 +848,12 @@ bool tpc__keyed_parse(const uint8_t *p, size_t len, tpc__keyed_entry_t *e)
     *e = (tpc__keyed_entry_t){.group = (int)(word & 0xffffff), .kind = (int)(word >> 24)};
     e->name = tpc__rd_bytes(&r, &e->name_len);
     e->key = tpc__rd_bytes(&r, &e->key_len);
-    if (e->kind == TPC__KEYED_MAP)
+    if (e->kind == TPC__KEYED_MAP || e->kind == TPC__KEYED_MAP_DELETE)
         e->map_key = tpc__rd_bytes(&r, &e->map_key_len);
     e->value = tpc__rd_bytes(&r, &e->value_len);
-    if (r.bad || r.off != r.len || e->kind > TPC__KEYED_TIMER)
+    if (r.bad || r.off != r.len || e->kind > TPC__KEYED_MAP_DELETE)
+        return false;
+    if (e->kind >= TPC__KEYED_DELETE && e->value_len)
         return false;
     if (e->kind == TPC__KEYED_TIMER) { /* a timer has no name; its value is its time */
         tpc__rd_t v = {e->value, e->value_len, 0, false};
@@ -644,6 +861,32 @@ bool tpc__keyed_parse(const uint8_t *p, size_t len, tpc__keyed_entry_t *e)
         return e->name_len == 0 && e->value_len == 8;
     }
     return e->name_len > 0 && !memchr(e->name, 0, e->name_len);
+}
+
+/* Apply a delete entry @p e of state @p name to @p k. */
+static void load_delete(tpc__keyed_t *k, const tpc__keyed_entry_t *e, int name, uint64_t kh)
+{
+    tpc_hash_node_t **slot = find(&k->t, name, entry_hash(name, kh), e->key, e->key_len);
+    if (!at(slot))
+        return;
+    bool map = k->names[name].kind == KIND_MAP;
+    if (map && e->kind == TPC__KEYED_MAP_DELETE) {
+        tpc_hash_t *m = map_of(at(slot));
+        tpc_hash_node_t **it =
+            find(m, 0, tpc__key_hash(e->map_key, e->map_key_len), e->map_key, e->map_key_len);
+        if (at(it))
+            unlink_entry(k, m, it);
+        if (m->count)
+            return;
+    } else if (e->kind == TPC__KEYED_MAP_DELETE) {
+        return;
+    }
+    if (map) {
+        tpc_hash_t *m = map_of(at(slot));
+        table_clear(k, m, NULL);
+        free(m);
+    }
+    unlink_entry(k, &k->t, slot);
 }
 
 tpc_error_t *tpc__keyed_load(tpc__task_t *t, const tpc__slice_t *entries, size_t n)
@@ -679,6 +922,13 @@ tpc_error_t *tpc__keyed_load(tpc__task_t *t, const tpc__slice_t *entries, size_t
         char *s = tpc__xmalloc(e.name_len + 1);
         memcpy(s, e.name, e.name_len);
         s[e.name_len] = 0;
+        if (e.kind >= TPC__KEYED_DELETE) { /* from an incremental snapshot */
+            int idx = name_index(k, s, 0, false);
+            free(s);
+            if (idx >= 0)
+                load_delete(k, &e, idx, kh);
+            continue;
+        }
         int kind = e.kind == TPC__KEYED_MAP ? KIND_MAP : KIND_VALUE;
         int idx = name_index(k, s, kind, true);
         free(s);

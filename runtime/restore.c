@@ -74,6 +74,115 @@ static tpc_error_t *missing(const rule_t *r, uint64_t bound)
                   bound, r->dir);
 }
 
+static const tpc__vertex_snapshot_t *find_vertex(const tpc__checkpoint_t *c, const char *name);
+
+/* Append the keyed entries of @p from to @p to, leaving out timers (the newest link holds them
+ * all). */
+static void add_link_entries(tpc_state_writer_t *to, const tpc_state_writer_t *from)
+{
+    tpc__rd_t rd = {from->keyed.data, from->keyed.len, 0, false};
+    for (uint32_t e = 0; e < from->nkeyed; e++) {
+        size_t len;
+        const uint8_t *p = tpc__rd_bytes(&rd, &len);
+        tpc__keyed_entry_t ke;
+        if (tpc__keyed_parse(p, len, &ke) && ke.kind == TPC__KEYED_TIMER)
+            continue;
+        tpc__buf_put_bytes(&to->keyed, p, len);
+        to->nkeyed++;
+    }
+}
+
+static tpc_error_t *link_error(tpc_err_t code, uint64_t link, const char *what)
+{
+    return tpc_error_new(code, TPC_ERROR_FATAL,
+                         "its keyed state is incremental and builds on checkpoint %" PRIu64
+                         ", which %s",
+                         link, what);
+}
+
+/* Read checkpoint @p files[i] into @p out and, when its keyed state is incremental, the links it
+ * builds on: each subtask's keyed entries become those of its chain in order (full snapshot,
+ * then each increment, deletes included), as if the checkpoint held them all. A link that is
+ * missing, damaged or does not continue the chain makes the checkpoint unusable, like a damaged
+ * file. The links are read one at a time. */
+static tpc_error_t *read_chain(const tpc__checkpoint_file_t *files, size_t n, size_t i,
+                               tpc__checkpoint_t *out)
+{
+    tpc_error_t *err = tpc__checkpoint_read(files[i].path, out);
+    if (err || !out->nrefs)
+        return err;
+    /* The entries each subtask's chain gives it so far. */
+    tpc_state_writer_t **acc = tpc__xcalloc((size_t)out->nvertices, sizeof *acc);
+    for (int v = 0; v < out->nvertices; v++)
+        acc[v] = tpc__xcalloc((size_t)out->vertices[v].parallelism, sizeof **acc);
+    for (uint32_t r = 0; r < out->nrefs && !err; r++) {
+        uint64_t id = out->refs[r];
+        size_t f = n;
+        for (size_t j = 0; j < n && f == n; j++)
+            if (files[j].id == id)
+                f = j;
+        if (f == n) {
+            err = link_error(TPC_ERR_NOT_FOUND, id, "is missing");
+            break;
+        }
+        tpc__checkpoint_t link;
+        err = tpc__checkpoint_read(files[f].path, &link);
+        if (err) {
+            err = tpc_error_prefix(err,
+                                   "its keyed state is incremental and builds on checkpoint "
+                                   "%" PRIu64 ", which is damaged",
+                                   id);
+            break;
+        }
+        for (int v = 0; v < out->nvertices && !err; v++) {
+            const tpc__vertex_snapshot_t *vs = &out->vertices[v];
+            for (int s = 0; s < vs->parallelism && !err; s++) {
+                const tpc_state_writer_t *w = &vs->subtasks[s].state;
+                uint32_t at = 0;
+                while (at < w->nlinks && w->links[at] != id)
+                    at++;
+                if (at == w->nlinks)
+                    continue;
+                const tpc__vertex_snapshot_t *lv = find_vertex(&link, vs->name);
+                const tpc_state_writer_t *lw =
+                    lv && lv->parallelism == vs->parallelism ? &lv->subtasks[s].state : NULL;
+                /* The link's own chain must be this chain up to it. */
+                bool continues =
+                    lw && lw->nlinks == at && strcmp(link.job_name, out->job_name) == 0;
+                for (uint32_t x = 0; continues && x < at; x++)
+                    continues = lw->links[x] == w->links[x];
+                if (!continues) {
+                    char what[256];
+                    snprintf(what, sizeof what, "does not hold the chain's part of \"%s\"[%d]",
+                             vs->name, s);
+                    err = link_error(TPC_ERR_CORRUPT, id, what);
+                    break;
+                }
+                add_link_entries(&acc[v][s], lw);
+            }
+        }
+        tpc__checkpoint_free(&link);
+    }
+    for (int v = 0; v < out->nvertices; v++) {
+        for (int s = 0; s < out->vertices[v].parallelism; s++) {
+            tpc_state_writer_t *w = &out->vertices[v].subtasks[s].state, *a = &acc[v][s];
+            if (!err && w->nlinks) {
+                tpc__buf_put(&a->keyed, w->keyed.data, w->keyed.len);
+                tpc__buf_free(&w->keyed);
+                w->keyed = a->keyed;
+                w->nkeyed += a->nkeyed;
+                a->keyed = (tpc__buf_t){0};
+            }
+            tpc__buf_free(&a->keyed);
+        }
+        free(acc[v]);
+    }
+    free(acc);
+    if (err)
+        tpc__checkpoint_free(out);
+    return err;
+}
+
 /* Pick the checkpoint to restore from @files (newest first, none below @lowest); *picked stays n
  * for none. A file newer than @bound was written but no sink was told of it (the record is written
  * first): damaged, it is skipped safely. The checkpoint at @bound must be there and valid:
@@ -87,7 +196,7 @@ static tpc_error_t *pick(const rule_t *r, tpc__checkpoint_file_t *files, size_t 
     for (size_t i = 0; i < n && files[i].id >= lowest; i++) {
         if (files[i].id < bound && !damaged && !fallback)
             return missing(r, bound);
-        tpc_error_t *err = tpc__checkpoint_read(files[i].path, out);
+        tpc_error_t *err = read_chain(files, n, i, out);
         if (err && files[i].id > bound) {
             note(r, "skipping checkpoint %" PRIu64 ", which no sink was told of: %s", files[i].id,
                  tpc_error_message(err));

@@ -140,6 +140,11 @@ struct tpc_state_writer_s {
     tpc__buf_t owned; /* owned state entries, same framing */
     tpc__buf_t keyed; /* keyed state entries (keyed.c), same framing */
     uint32_t nlist, nunion, nowned, nkeyed;
+    /* An incremental snapshot of keyed state: the checkpoints whose keyed entries come before
+     * these ones, oldest first (the first holds a full snapshot); none: the entries are the whole
+     * keyed state. */
+    uint64_t *links;
+    uint32_t nlinks;
 };
 
 typedef struct {
@@ -196,6 +201,10 @@ typedef struct {
     uint64_t timestamp_ms;
     bool savepoint;
     uint32_t max_parallelism; /* key groups; 0 in files of format 1 */
+    /* The other checkpoints whose files this one needs (the links of its subtasks' keyed state),
+     * ascending; set by the encoder from the links, read back from the header. */
+    uint64_t *refs;
+    uint32_t nrefs;
     char *job_name;
     int nvertices;
     tpc__vertex_snapshot_t *vertices;
@@ -226,8 +235,14 @@ typedef struct {
 /* Checkpoint files in @p dir, newest first. */
 tpc_error_t *tpc__checkpoint_list(const char *dir, tpc__checkpoint_file_t **files, size_t *n);
 void tpc__checkpoint_files_free(tpc__checkpoint_file_t *files, size_t n);
-/* Keep the newest @p retained checkpoints (savepoints are never deleted). */
+/* Keep the newest @p retained checkpoints (savepoints are never deleted), and every checkpoint that
+ * a kept one needs for its keyed state (its refs). */
 void tpc__checkpoint_retain(const char *dir, int retained);
+/* The refs of the checkpoint file at @p path, read from its header alone (not checked against its
+ * checksum: for retention, which keeps more on an error). */
+tpc_error_t *tpc__checkpoint_read_refs(const char *path, uint64_t **refs, uint32_t *n);
+/* The ascending union of the links of @p c's subtasks (into c->refs). */
+void tpc__checkpoint_collect_refs(tpc__checkpoint_t *c);
 
 void tpc__sha256(const uint8_t *p, size_t len, uint8_t out[32]);
 /* A u32-length string as a new NUL-terminated copy, NULL when the reader ran out. */
@@ -238,7 +253,15 @@ tpc_error_t *tpc__file_read(const char *path, uint8_t **data, size_t *len, int *
 
 /* ---- keyed state entries in a checkpoint (keyed.c) ----------------------------------------- */
 
-enum { TPC__KEYED_VALUE = 0, TPC__KEYED_MAP = 1, TPC__KEYED_TIMER = 2 };
+/* DELETE: the key's value, or its whole map, is gone; MAP_DELETE: one map entry is (both only in
+ * incremental snapshots, with an empty value). */
+enum {
+    TPC__KEYED_VALUE = 0,
+    TPC__KEYED_MAP = 1,
+    TPC__KEYED_TIMER = 2,
+    TPC__KEYED_DELETE = 3,
+    TPC__KEYED_MAP_DELETE = 4
+};
 
 typedef struct {
     int group, kind;                             /* kind: TPC__KEYED_* */

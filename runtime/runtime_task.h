@@ -167,6 +167,8 @@ typedef struct {
     char *metrics_listen; /* metrics.listen, NULL: no endpoint */
     enum { TPC__RESTORE_AUTO, TPC__RESTORE_FRESH, TPC__RESTORE_REQUIRED } restore;
     int max_parallelism;         /* key groups */
+    bool incremental;            /* state.incremental */
+    int max_chain;               /* state.incremental.max-chain */
     bool fallback_at_least_once; /* restore.fallback */
     size_t channel_capacity, batch_size;
     int64_t channel_capacity_ms;
@@ -279,9 +281,13 @@ void tpc__keyed_free(tpc__keyed_t *k);
  * the subtask goes on; tpc__keyed_thaw, on the subtask's thread after the writer is done, frees
  * what the subtask replaced or removed meanwhile. */
 typedef struct tpc__frozen tpc__frozen_t;
-tpc__frozen_t *tpc__keyed_freeze(tpc__keyed_t *k);
+tpc__frozen_t *tpc__keyed_freeze(tpc__keyed_t *k, uint64_t id);
 void tpc__keyed_write_frozen(const tpc__frozen_t *f, tpc_state_writer_t *w);
 void tpc__keyed_thaw(tpc__keyed_t *k, tpc__frozen_t *f);
+/* Checkpoint @p id completed (its snapshot is the chain's new last link) or aborted (the next
+ * snapshot builds on what the last one did). */
+void tpc__keyed_completed(tpc__keyed_t *k, uint64_t id);
+void tpc__keyed_aborted(tpc__keyed_t *k, uint64_t id);
 /* Keyed entries (state and timers) of a restore into the subtask's tables. */
 tpc_error_t *tpc__keyed_load(tpc__task_t *t, const tpc__slice_t *entries, size_t n);
 /* The rule for keyed state and timers (every input a hash edge, a key of the subtask's groups);

@@ -18,6 +18,9 @@ void tpc__state_writer_free(tpc_state_writer_t *w)
     tpc__buf_free(&w->uni);
     tpc__buf_free(&w->owned);
     tpc__buf_free(&w->keyed);
+    free(w->links);
+    w->links = NULL;
+    w->nlinks = 0;
     w->nlist = w->nunion = w->nowned = w->nkeyed = 0;
 }
 

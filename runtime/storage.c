@@ -21,7 +21,7 @@
 #include <unistd.h>
 
 #define MAGIC          "TPCCKPT1"
-#define FORMAT_VERSION 2u /* 1: no max-parallelism, no keyed state */
+#define FORMAT_VERSION 3u /* 1: no max-parallelism, no keyed state; 2: no links */
 #define DIGEST_LEN     32
 #define VERTEX_MIN     8  /* name length u32 + parallelism u32 */
 #define SUBTASK_MIN    17 /* flags u8, then count u32 + length u32 for list and for union state */
@@ -41,6 +41,7 @@ void tpc__checkpoint_free(tpc__checkpoint_t *c)
         free(vs->name);
     }
     free(c->vertices);
+    free(c->refs);
     free(c->job_name);
     *c = (tpc__checkpoint_t){0};
 }
@@ -67,14 +68,51 @@ void tpc__sha256(const uint8_t *p, size_t len, uint8_t out[32])
     EVP_Digest(p, len, out, &n, EVP_sha256(), NULL);
 }
 
+static int by_u64(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+void tpc__checkpoint_collect_refs(tpc__checkpoint_t *c)
+{
+    free(c->refs);
+    c->refs = NULL;
+    c->nrefs = 0;
+    size_t cap = 0;
+    for (int v = 0; v < c->nvertices; v++)
+        for (int s = 0; s < c->vertices[v].parallelism; s++) {
+            const tpc_state_writer_t *w = &c->vertices[v].subtasks[s].state;
+            for (uint32_t i = 0; i < w->nlinks; i++) {
+                bool seen = false;
+                for (uint32_t j = 0; j < c->nrefs && !seen; j++)
+                    seen = c->refs[j] == w->links[i];
+                if (seen)
+                    continue;
+                tpc__xgrow(&c->refs, &cap, c->nrefs + 1, sizeof *c->refs);
+                c->refs[c->nrefs++] = w->links[i];
+            }
+        }
+    if (c->nrefs)
+        qsort(c->refs, c->nrefs, sizeof *c->refs, by_u64);
+}
+
+/* Format 3 only when some subtask's keyed state is incremental: a checkpoint without links stays
+ * readable by versions that know format 2. */
 static void encode(const tpc__checkpoint_t *c, tpc__buf_t *b)
 {
+    bool links = c->nrefs > 0;
     tpc__buf_put(b, MAGIC, 8);
-    tpc__buf_put_u32(b, FORMAT_VERSION);
+    tpc__buf_put_u32(b, links ? 3u : 2u);
     tpc__buf_put_u64(b, c->id);
     tpc__buf_put_u64(b, c->timestamp_ms);
     tpc__buf_put_u8(b, c->savepoint);
     tpc__buf_put_u32(b, c->max_parallelism);
+    if (links) { /* in the header, so that retention reads them without the rest */
+        tpc__buf_put_u32(b, c->nrefs);
+        for (uint32_t i = 0; i < c->nrefs; i++)
+            tpc__buf_put_u64(b, c->refs[i]);
+    }
     tpc__buf_put_bytes(b, c->job_name, strlen(c->job_name));
     tpc__buf_put_u32(b, (uint32_t)c->nvertices);
     for (int v = 0; v < c->nvertices; v++) {
@@ -92,6 +130,11 @@ static void encode(const tpc__checkpoint_t *c, tpc__buf_t *b)
             tpc__buf_put_bytes(b, ss->state.owned.data, ss->state.owned.len);
             tpc__buf_put_u32(b, ss->state.nkeyed);
             tpc__buf_put_bytes(b, ss->state.keyed.data, ss->state.keyed.len);
+            if (!links)
+                continue;
+            tpc__buf_put_u32(b, ss->state.nlinks);
+            for (uint32_t i = 0; i < ss->state.nlinks; i++)
+                tpc__buf_put_u64(b, ss->state.links[i]);
         }
     }
     uint8_t digest[DIGEST_LEN];
@@ -144,6 +187,18 @@ tpc_error_t *tpc__checkpoint_decode(const uint8_t *p, size_t len, tpc__checkpoin
     out->timestamp_ms = tpc__rd_u64(&r);
     out->savepoint = tpc__rd_u8(&r) != 0;
     out->max_parallelism = version >= 2 ? tpc__rd_u32(&r) : 0;
+    if (version >= 3) {
+        uint32_t nrefs = tpc__rd_u32(&r);
+        if (r.bad || nrefs > (r.len - r.off) / 8)
+            goto bad;
+        out->refs = tpc__xmalloc((nrefs ? nrefs : 1) * sizeof *out->refs);
+        out->nrefs = nrefs;
+        for (uint32_t i = 0; i < nrefs; i++) {
+            out->refs[i] = tpc__rd_u64(&r);
+            if (out->refs[i] >= out->id || (i && out->refs[i] <= out->refs[i - 1]))
+                goto bad; /* ascending, and only older checkpoints */
+        }
+    }
     out->job_name = tpc__rd_string(&r);
     /* Counts are bounded by the bytes left before anything is allocated: a vertex takes at least
      * VERTEX_MIN bytes, a subtask SUBTASK_MIN. */
@@ -190,6 +245,21 @@ tpc_error_t *tpc__checkpoint_decode(const uint8_t *p, size_t len, tpc__checkpoin
             if (r.bad || !entries_valid(e, n, ss->state.nkeyed))
                 goto bad;
             tpc__buf_put(&ss->state.keyed, e, n);
+            if (version < 3)
+                continue;
+            uint32_t nl = tpc__rd_u32(&r);
+            if (r.bad || nl > out->nrefs)
+                goto bad;
+            ss->state.links = tpc__xmalloc((nl ? nl : 1) * sizeof *ss->state.links);
+            ss->state.nlinks = nl;
+            for (uint32_t i = 0; i < nl; i++) {
+                ss->state.links[i] = tpc__rd_u64(&r);
+                bool listed = false; /* each link is among the header's refs, in order */
+                for (uint32_t j = 0; j < out->nrefs; j++)
+                    listed |= out->refs[j] == ss->state.links[i];
+                if (!listed || (i && ss->state.links[i] <= ss->state.links[i - 1]))
+                    goto bad;
+            }
         }
     }
     if (r.bad || r.off != r.len)
@@ -410,6 +480,45 @@ void tpc__checkpoint_files_free(tpc__checkpoint_file_t *files, size_t n)
     free(files);
 }
 
+tpc_error_t *tpc__checkpoint_read_refs(const char *path, uint64_t **refs, uint32_t *n)
+{
+    *refs = NULL;
+    *n = 0;
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return io_error("open", path);
+    uint8_t head[8 + 4 + 8 + 8 + 1 + 4 + 4];
+    size_t got = fread(head, 1, sizeof head, f);
+    tpc__rd_t r = {head + 8, got > 8 ? got - 8 : 0, 0, false};
+    uint32_t version = tpc__rd_u32(&r);
+    tpc__rd_u64(&r);
+    tpc__rd_u64(&r);
+    tpc__rd_u8(&r);
+    tpc__rd_u32(&r);
+    uint32_t count = tpc__rd_u32(&r);
+    tpc_error_t *err = NULL;
+    if (got < 8 + 4 || memcmp(head, MAGIC, 8) != 0 || version < 1 || version > FORMAT_VERSION)
+        err = tpc_error_new(TPC_ERR_CORRUPT, 0, "\"%s\" is not a checkpoint file", path);
+    else if (version >= 3 && (r.bad || count > 1u << 20))
+        err = tpc_error_new(TPC_ERR_CORRUPT, 0, "\"%s\" has a malformed header", path);
+    if (!err && version >= 3 && count) {
+        uint8_t *p = tpc__xmalloc((size_t)count * 8);
+        if (fread(p, 8, count, f) != count) {
+            err = tpc_error_new(TPC_ERR_CORRUPT, 0, "\"%s\" has a malformed header", path);
+            free(p);
+        } else {
+            tpc__rd_t rr = {p, (size_t)count * 8, 0, false};
+            *refs = tpc__xmalloc((size_t)count * sizeof **refs);
+            for (uint32_t i = 0; i < count; i++)
+                (*refs)[i] = tpc__rd_u64(&rr);
+            *n = count;
+            free(p);
+        }
+    }
+    fclose(f);
+    return err;
+}
+
 void tpc__checkpoint_retain(const char *dir, int retained)
 {
     tpc__checkpoint_file_t *files;
@@ -419,16 +528,41 @@ void tpc__checkpoint_retain(const char *dir, int retained)
         tpc_error_destroy(err);
         return;
     }
-    tpc__store_folder_t f;
-    tpc__store_folder_init(&f, dir);
+    /* Kept: savepoints, the newest checkpoints, and whatever files those list as their refs (the
+     * links of incremental keyed state). A kept file whose refs cannot be read keeps everything
+     * older than itself. Files are newest first and refs point only to older ones, so one pass
+     * sees a file's keepers before the file. */
+    bool *keep = tpc__xcalloc(n ? n : 1, sizeof *keep);
+    uint64_t keep_below = 0; /* everything older than this is kept */
     int kept = 0;
     for (size_t i = 0; i < n; i++) {
-        if (files[i].savepoint)
+        if (files[i].savepoint || kept < retained || files[i].id < keep_below)
+            keep[i] = true;
+        if (!files[i].savepoint && kept < retained)
+            kept++;
+        if (!keep[i])
             continue;
-        if (kept++ < retained)
+        uint64_t *refs;
+        uint32_t nrefs;
+        err = tpc__checkpoint_read_refs(files[i].path, &refs, &nrefs);
+        if (err) {
+            tpc_error_destroy(err);
+            keep_below = files[i].id;
+            continue;
+        }
+        for (uint32_t j = 0; j < nrefs; j++)
+            for (size_t k = i + 1; k < n; k++)
+                keep[k] |= files[k].id == refs[j];
+        free(refs);
+    }
+    tpc__store_folder_t f;
+    tpc__store_folder_init(&f, dir);
+    for (size_t i = 0; i < n; i++) {
+        if (keep[i])
             continue;
         const char *name = strrchr(files[i].path, '/');
         tpc_error_destroy(f.base.ops->remove(&f.base, name ? name + 1 : files[i].path));
     }
+    free(keep);
     tpc__checkpoint_files_free(files, n);
 }

@@ -119,7 +119,7 @@ static void settle_snapshot(tpc__task_t *t, bool wait)
 /* Ack checkpoint @p ack: at once, or, with keyed state, once another thread wrote its entries. */
 static void post_ack(tpc__task_t *t, tpc__event_t ack)
 {
-    tpc__frozen_t *f = tpc__keyed_freeze(t->keyed);
+    tpc__frozen_t *f = tpc__keyed_freeze(t->keyed, ack.id);
     if (!f) {
         post_event(t, ack);
         return;
@@ -284,6 +284,7 @@ static tpc_error_t *handle_mail(tpc__task_t *t)
             }
             break;
         case TPC__MSG_NOTIFY_COMPLETE:
+            tpc__keyed_completed(t->keyed, id);
             if (id <= t->last_notified)
                 break;
             t->last_notified = id;
@@ -299,6 +300,7 @@ static tpc_error_t *handle_mail(tpc__task_t *t)
             if (t->aligning && t->aligning_id == id)
                 cancel_alignment(t);
             t->aborted_ids[t->naborted++ % 8] = id;
+            tpc__keyed_aborted(t->keyed, id);
             if (t->ops->notify_checkpoint_aborted)
                 err = t->ops->notify_checkpoint_aborted(t->self, &t->ctx, id);
             break;

@@ -12,6 +12,7 @@
 #include "tpc_test_ops.h"
 
 #include <check.h>
+#include <errno.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -223,12 +224,21 @@ static const tpc_operator_ops_t sum_ops = {.version = TPC_OPERATOR_OPS_VERSION,
                                            .process = sum_process,
                                            .finish = sum_finish};
 
+/* For the jobs of totals_job(): incremental checkpoints with this longest chain ("0": off) and
+ * this many retained checkpoints. */
+static const char *max_chain = "0", *retained = "3";
+
 static tpc_job_t *totals_job(const char *dir, tpc_test_seq_conf_t *src, totals_t *t, int par,
                              tpc_edge_t edge)
 {
     tpc_job_t *job = tpc_job_new("keyed");
     ck_assert_ptr_null(tpc_job_set(job, "checkpoint.dir", dir));
     ck_assert_ptr_null(tpc_job_set(job, "checkpoint.interval.ms", "10"));
+    ck_assert_ptr_null(tpc_job_set(job, "checkpoint.retained", retained));
+    if (strcmp(max_chain, "0") != 0) {
+        ck_assert_ptr_null(tpc_job_set(job, "state.incremental", "true"));
+        ck_assert_ptr_null(tpc_job_set(job, "state.incremental.max-chain", max_chain));
+    }
     int s, r, k;
     ck_assert_ptr_null(tpc_job_add_vertex(job, "source", 1, &tpc_test_seq_source_ops, src, &s));
     ck_assert_ptr_null(tpc_job_add_vertex(job, "rekey", par, &rekey_ops, NULL, &r));
@@ -292,6 +302,214 @@ START_TEST(test_totals_survive_rescaling)
         for (int m = 0; m < MODS; m++)
             ck_assert_uint_eq(atomic_load(&t.mod[k][m]), mod[m]);
     }
+    tpc_test_rmdir(dir);
+    free(dir);
+}
+END_TEST
+
+/* The expected state of every key after all N records. */
+static void check_totals(totals_t *t)
+{
+    for (int k = 0; k < KEYS; k++) {
+        uint64_t total = 0, count = 0, mod[MODS] = {0};
+        for (uint64_t i = (uint64_t)k; i < N; i += KEYS)
+            total += i, count++, mod[i % MODS]++;
+        ck_assert_int_eq(atomic_load(&t->odd_len[k]), count % 2 ? (int)(1 + count % 40) : 0);
+        if (count % 2)
+            ck_assert_uint_eq(atomic_load(&t->odd_byte[k]), count & 0xff);
+        ck_assert_uint_eq(atomic_load(&t->flip[k]), count % 2 ? 0 : count + 1);
+        ck_assert_int_eq(atomic_load(&t->reported[k]), 1);
+        ck_assert_uint_eq(atomic_load(&t->count[k]), count);
+        ck_assert_uint_eq(atomic_load(&t->total[k]), total);
+        ck_assert_int_eq(atomic_load(&t->mod_entries[k]), MODS);
+        for (int m = 0; m < MODS; m++)
+            ck_assert_uint_eq(atomic_load(&t->mod[k][m]), mod[m]);
+    }
+}
+
+/* The refs (links) of the checkpoint the record names. */
+static uint32_t newest_refs(const char *dir, uint64_t *newest, uint64_t **refs)
+{
+    tpc__record_t rec;
+    bool found;
+    TPC_TEST_OK(tpc__record_read(dir, &rec, &found));
+    ck_assert(found && rec.newest > 0);
+    *newest = rec.newest;
+    tpc__record_free(&rec);
+    char path[4200];
+    snprintf(path, sizeof path, "%s/chk-%020llu", dir, (unsigned long long)*newest);
+    uint32_t n;
+    TPC_TEST_OK(tpc__checkpoint_read_refs(path, refs, &n));
+    return n;
+}
+
+/* Incremental checkpoints (every one after the first builds on the chain before it, one
+ * checkpoint retained besides the chain) restored at parallelism 2 -> 3 -> 1, each restore from
+ * a chain: every key's value and map are exact, deletes included. */
+START_TEST(test_incremental_chain_survives_rescaling)
+{
+    char *dir = tpc_test_tmpdir("keyed-incr");
+    tpc_test_seq_conf_t src = {.count_default = N, .per_poll = 16, .sleep_us = 1000};
+    static totals_t t;
+    memset(&t, 0, sizeof t);
+    max_chain = "1000";
+    retained = "1";
+    const int pars[] = {2, 3, 1};
+    for (int run = 0; run < 3; run++) {
+        tpc_job_t *job = totals_job(dir, &src, &t, pars[run], TPC_EDGE_HASH);
+        pthread_t th;
+        if (run < 2)
+            pthread_create(&th, NULL, cancel_after_checkpoints, job);
+        tpc_job_result_t res;
+        tpc_error_t *err = tpc_job_run(job, &res);
+        if (run < 2)
+            pthread_join(th, NULL);
+        ck_assert_msg(err == NULL, "run %d: %s", run, tpc_error_message(err));
+        ck_assert_int_eq(res, run < 2 ? TPC_JOB_CANCELED : TPC_JOB_FINISHED);
+        tpc_job_stats_t st;
+        tpc_job_get_stats(job, &st);
+        ck_assert_msg(st.restarts == 0, "run %d restarted %llu times", run,
+                      (unsigned long long)st.restarts);
+        tpc_job_destroy(job);
+        /* What the next run restores is a chain: its newest checkpoint has links. */
+        uint64_t newest, *refs;
+        uint32_t n = newest_refs(dir, &newest, &refs);
+        ck_assert_msg(n > 0, "run %d: checkpoint %llu is not incremental", run,
+                      (unsigned long long)newest);
+        free(refs);
+    }
+    max_chain = "0";
+    retained = "3";
+    check_totals(&t);
+    tpc_test_rmdir(dir);
+    free(dir);
+}
+END_TEST
+
+/* A slow input, so that few keys change between checkpoints; every checkpoint kept. */
+static void run_slow(const char *dir, totals_t *t, const char *chain)
+{
+    tpc_test_seq_conf_t src = {.count_default = 600, .per_poll = 1, .sleep_us = 3000};
+    max_chain = chain;
+    retained = "1000";
+    tpc_job_t *job = totals_job(dir, &src, t, 2, TPC_EDGE_HASH);
+    tpc_job_result_t res;
+    tpc_error_t *err = tpc_job_run(job, &res);
+    ck_assert_msg(err == NULL, "%s", tpc_error_message(err));
+    ck_assert_int_eq(res, TPC_JOB_FINISHED);
+    tpc_job_destroy(job);
+    max_chain = "0";
+    retained = "3";
+}
+
+/* Chains of at most 3 checkpoints: each increment holds fewer entries than the full snapshots, a
+ * full snapshot comes again after two increments (compaction), each file's links are the chain
+ * of the one before it; retention then keeps exactly the newest checkpoint and its chain. */
+START_TEST(test_incremental_chain_files)
+{
+    char *dir = tpc_test_tmpdir("keyed-chain");
+    static totals_t t;
+    memset(&t, 0, sizeof t);
+    run_slow(dir, &t, "3");
+    tpc__checkpoint_file_t *files;
+    size_t n;
+    TPC_TEST_OK(tpc__checkpoint_list(dir, &files, &n));
+    ck_assert_uint_gt(n, 8);
+    int full_after_first = 0, increments = 0;
+    uint32_t last_full_entries = 0;
+    uint64_t incr_entries = 0, full_entries = 0;
+    for (size_t i = n; i-- > 0;) { /* oldest first */
+        tpc__checkpoint_t c;
+        TPC_TEST_OK(tpc__checkpoint_read(files[i].path, &c));
+        uint32_t entries = 0;
+        const tpc__vertex_snapshot_t *vs = NULL;
+        for (int v = 0; v < c.nvertices; v++)
+            if (strcmp(c.vertices[v].name, "sum") == 0)
+                vs = &c.vertices[v];
+        ck_assert_ptr_nonnull(vs);
+        for (int s = 0; s < vs->parallelism; s++) {
+            const tpc_state_writer_t *w = &vs->subtasks[s].state;
+            entries += w->nkeyed;
+            ck_assert_uint_le(w->nlinks, 2);
+            for (uint32_t l = 0; l < w->nlinks; l++)
+                ck_assert_uint_lt(w->links[l], c.id);
+        }
+        if (c.nrefs == 0) {
+            full_after_first += i < n - 1;
+            last_full_entries = entries;
+        } else if (last_full_entries >= 4 * KEYS) {
+            /* all keys are in state: an increment holds the few that changed */
+            incr_entries += entries;
+            full_entries += last_full_entries;
+            increments++;
+        }
+        tpc__checkpoint_free(&c);
+    }
+    ck_assert_int_gt(full_after_first, 1);
+    ck_assert_int_gt(increments, 1);
+    ck_assert_msg(incr_entries * 5 < full_entries, "increments: %llu entries, full: %llu",
+                  (unsigned long long)incr_entries, (unsigned long long)full_entries);
+    tpc__checkpoint_files_free(files, n);
+
+    uint64_t newest, *refs;
+    uint32_t nrefs = newest_refs(dir, &newest, &refs);
+    tpc__checkpoint_retain(dir, 1);
+    TPC_TEST_OK(tpc__checkpoint_list(dir, &files, &n));
+    ck_assert_uint_eq(n, 1 + nrefs);
+    ck_assert_uint_eq(files[0].id, newest);
+    for (uint32_t r = 0; r < nrefs; r++)
+        ck_assert_uint_eq(files[n - 1 - r].id, refs[r]);
+    tpc__checkpoint_files_free(files, n);
+    free(refs);
+    tpc_test_rmdir(dir);
+    free(dir);
+}
+END_TEST
+
+/* A damaged or missing link of the chain of the completed checkpoint is refused like a damaged
+ * checkpoint, with what to do. */
+START_TEST(test_incremental_damaged_link_refused)
+{
+    char *dir = tpc_test_tmpdir("keyed-link");
+    static totals_t t;
+    memset(&t, 0, sizeof t);
+    run_slow(dir, &t, "1000");
+    uint64_t newest, *refs;
+    uint32_t nrefs = newest_refs(dir, &newest, &refs);
+    ck_assert_uint_gt(nrefs, 1);
+    char path[4200];
+    snprintf(path, sizeof path, "%s/chk-%020llu", dir, (unsigned long long)refs[nrefs / 2]);
+    FILE *f = fopen(path, "r+b");
+    ck_assert_ptr_nonnull(f);
+    fseek(f, -40, SEEK_END);
+    int ch = fgetc(f);
+    fseek(f, -40, SEEK_END);
+    fputc(ch ^ 0x5a, f);
+    fclose(f);
+    char want[200];
+    snprintf(want, sizeof want, "builds on checkpoint %llu, which is damaged",
+             (unsigned long long)refs[nrefs / 2]);
+    for (int round = 0; round < 2; round++) {
+        tpc_test_seq_conf_t src = {.count_default = 600, .per_poll = 1, .sleep_us = 3000};
+        max_chain = "1000";
+        tpc_job_t *job = totals_job(dir, &src, &t, 2, TPC_EDGE_HASH);
+        ck_assert_ptr_null(tpc_job_set(job, "restart.attempts", "0"));
+        tpc_error_t *err = tpc_job_run(job, NULL);
+        max_chain = "0";
+        ck_assert_ptr_nonnull(err);
+        ck_assert_int_eq(tpc_error_code(err), round ? TPC_ERR_NOT_FOUND : TPC_ERR_CORRUPT);
+        ck_assert_msg(strstr(tpc_error_message(err), want), "%s", tpc_error_message(err));
+        ck_assert_msg(strstr(tpc_error_message(err), "refuses to restore"), "%s",
+                      tpc_error_message(err));
+        ck_assert_ptr_nonnull(strstr(tpc_error_hint_text(err), "restore.fallback"));
+        tpc_error_destroy(err);
+        tpc_job_destroy(job);
+        if (round == 0) /* then the link is gone */
+            ck_assert_msg(remove(path) == 0, "%s: %s", path, strerror(errno));
+        snprintf(want, sizeof want, "builds on checkpoint %llu, which is missing",
+                 (unsigned long long)refs[nrefs / 2]);
+    }
+    free(refs);
     tpc_test_rmdir(dir);
     free(dir);
 }
@@ -539,6 +757,9 @@ int main(void)
     tcase_add_test(tc, test_state_api_on_one_key);
     tcase_add_test(tc, test_changed_max_parallelism_refused);
     tcase_add_test(tc, test_entry_in_the_wrong_group_refused);
+    tcase_add_test(tc, test_incremental_chain_survives_rescaling);
+    tcase_add_test(tc, test_incremental_chain_files);
+    tcase_add_test(tc, test_incremental_damaged_link_refused);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);
