@@ -16,11 +16,18 @@
  * checkpoint every second: checkpoint duration p50/p99/max (ckpt_duration_backpressure_*) against
  * the same job with a fast map (ckpt_duration_unloaded_p99), and the goal 2 x unloaded + one
  * interval. TWOPC_BENCH_PART=backpressure runs only this part.
+ * Incremental checkpoints (state.incremental, max-chain 10): the keyed sum over 10 M keys
+ * (x BENCH_SCALE), filled once, then 1 % of the keys changed per 1 s interval for 25 intervals:
+ * bytes of an incremental checkpoint against a full one (incr_ckpt_bytes_ratio, medians), the
+ * duration of the incremental ones (incr_ckpt_ms p50 and max) and of the full ones, and the time
+ * a restart takes to restore the chain the job ended with (incr_restore_ms, from tpc_job_run() to
+ * the operator's finish(), with the chain's length). TWOPC_BENCH_PART=incremental runs only this.
  */
 #include "tpc_runtime.h"
 #include "tpc_test_env.h"
 #include "tpc_test_ops.h"
 
+#include <inttypes.h>
 #include <malloc.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -290,6 +297,233 @@ static int cmp_double(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
+/* ---- incremental checkpoints ------------------------------------------------------------ */
+
+#define INCR_ROUNDS 25
+
+typedef struct {
+    uint64_t keys;
+    const char *dir;
+    double phase2_at; /* when the fill ended: 0 before */
+    uint64_t polled;  /* records the source emitted */
+    /* Checkpoints completed after the fill: duration, bytes, and whether incremental. */
+    double ms[1000];
+    double bytes[1000];
+    bool incr[1000];
+    int n;
+    double finished_at;
+} incr_bench_t;
+
+static uint64_t mix64(uint64_t x)
+{
+    x += 0x9e3779b97f4a7c15ull;
+    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+    x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+    return x ^ (x >> 31);
+}
+
+static incr_bench_t *incr_b;
+
+/* The sequence source, paced once the fill is done: 1 % of the keys per second. Pacing at the
+ * source keeps the channels short, so that a barrier does not wait behind paced records. */
+static tpc_error_t *incr_poll(void *self, tpc_ctx_t *ctx, tpc_poll_result_t *result)
+{
+    incr_bench_t *b = incr_b;
+    if (b->polled >= b->keys) {
+        double now = tpc_test_now_s();
+        if (b->phase2_at == 0)
+            b->phase2_at = now;
+        double due = b->phase2_at + (double)(b->polled - b->keys) / (double)(b->keys / 100);
+        if (due > now)
+            usleep((useconds_t)((due - now) * 1e6));
+    }
+    b->polled += 256; /* per_poll */
+    return tpc_test_seq_source_ops.poll(self, ctx, result);
+}
+
+/* Record n < keys: key n (the fill); after that a random key. */
+static tpc_error_t *incr_rekey_process(void *self, tpc_ctx_t *ctx, const tpc_batch_t *batch)
+{
+    incr_bench_t *b = self;
+    for (size_t i = 0; i < tpc_batch_count(batch); i++) {
+        tpc_record_t r;
+        tpc_batch_get(batch, i, &r);
+        int sub;
+        uint64_t k;
+        if (!tpc_test_seq_decode(r.key, r.key_len, &sub, &k))
+            return tpc_error_new(TPC_ERR_STATE, TPC_ERROR_FATAL, "not a sequence record");
+        if (k >= b->keys)
+            k = mix64(k) % b->keys;
+        tpc_record_t out = {
+            .key = &k, .key_len = sizeof k, .value = r.value, .value_len = r.value_len};
+        if (tpc_emit(ctx, &out) != TPC_OK)
+            return tpc_error_new(TPC_ERR_CANCELED, 0, "canceled");
+    }
+    return NULL;
+}
+
+static const tpc_operator_ops_t incr_rekey_ops = {
+    .version = TPC_OPERATOR_OPS_VERSION, .open = keyed_open, .process = incr_rekey_process};
+
+static tpc_error_t *incr_sum_process(void *self, tpc_ctx_t *ctx, const tpc_batch_t *batch)
+{
+    (void)self;
+    for (size_t i = 0; i < tpc_batch_count(batch); i++) {
+        tpc_record_t r;
+        tpc_batch_get(batch, i, &r);
+        uint64_t v[2] = {0, 0};
+        const void *old;
+        size_t len;
+        tpc_error_t *err = tpc_keyed_get(ctx, "sum", r.key, r.key_len, &old, &len);
+        if (err)
+            return err;
+        if (old && len == sizeof v)
+            memcpy(v, old, sizeof v);
+        v[0] += r.value_len;
+        v[1]++;
+        if ((err = tpc_keyed_put(ctx, "sum", r.key, r.key_len, v, sizeof v)))
+            return err;
+    }
+    return NULL;
+}
+
+static tpc_error_t *incr_sum_finish(void *self, tpc_ctx_t *ctx)
+{
+    (void)ctx;
+    incr_bench_t *b = self;
+    b->finished_at = tpc_test_now_s();
+    return NULL;
+}
+
+static const tpc_operator_ops_t incr_sum_ops = {.version = TPC_OPERATOR_OPS_VERSION,
+                                                .open = keyed_open,
+                                                .process = incr_sum_process,
+                                                .finish = incr_sum_finish};
+
+/* The format version of a checkpoint file (3: incremental keyed state) and its size; with
+ * @p refs, the number of checkpoints it builds on. */
+static uint32_t ckpt_file(const char *dir, uint64_t id, double *bytes, uint32_t *refs)
+{
+    char path[4200];
+    snprintf(path, sizeof path, "%s/chk-%020" PRIu64, dir, id);
+    FILE *f = fopen(path, "rb");
+    uint8_t h[37] = {0};
+    if (!f)
+        return 0;
+    size_t got = fread(h, 1, sizeof h, f);
+    fseek(f, 0, SEEK_END);
+    *bytes = (double)ftell(f);
+    fclose(f);
+    uint32_t version = got >= 12 ? (uint32_t)h[8] | (uint32_t)h[9] << 8 : 0;
+    if (refs)
+        *refs = version == 3 && got == sizeof h ? (uint32_t)h[33] | (uint32_t)h[34] << 8 : 0;
+    return version;
+}
+
+static void on_incr_ckpt(void *opaque, uint64_t id, bool completed, uint64_t us, const char *reason)
+{
+    (void)reason;
+    incr_bench_t *b = opaque;
+    if (!completed || b->phase2_at == 0 || b->n == 1000)
+        return;
+    double bytes = 0;
+    uint32_t version = ckpt_file(b->dir, id, &bytes, NULL);
+    b->ms[b->n] = (double)us / 1000.0;
+    b->bytes[b->n] = bytes;
+    b->incr[b->n] = version == 3;
+    b->n++;
+}
+
+static tpc_job_t *incr_job(const char *dir, tpc_test_seq_conf_t *src, incr_bench_t *b)
+{
+    tpc_job_t *job = tpc_job_new("bench-incremental");
+    check(tpc_job_set(job, "checkpoint.dir", dir));
+    check(tpc_job_set(job, "checkpoint.interval.ms", "1000"));
+    check(tpc_job_set(job, "state.incremental", "true"));
+    int g, r, k;
+    static tpc_operator_ops_t paced;
+    paced = tpc_test_seq_source_ops;
+    paced.poll = incr_poll;
+    incr_b = b;
+    check(tpc_job_add_vertex(job, "generator", 1, &paced, src, &g));
+    check(tpc_job_add_vertex(job, "rekey", 1, &incr_rekey_ops, b, &r));
+    check(tpc_job_add_vertex(job, "sum", 1, &incr_sum_ops, b, &k));
+    check(tpc_job_connect(job, g, r, TPC_EDGE_FORWARD));
+    check(tpc_job_connect(job, r, k, TPC_EDGE_HASH));
+    return job;
+}
+
+/* The median of those of @p n values @p v whose @p incr is @p want; 0 for none. */
+static double median_of(const double *v, const bool *incr, int n, bool want, double *max)
+{
+    static double pick[1000];
+    int m = 0;
+    for (int i = 0; i < n; i++)
+        if (incr[i] == want)
+            pick[m++] = v[i];
+    if (!m)
+        return 0;
+    qsort(pick, (size_t)m, sizeof *pick, cmp_double);
+    if (max)
+        *max = pick[m - 1];
+    return pick[m / 2];
+}
+
+static int incremental(double scale)
+{
+    static incr_bench_t b;
+    memset(&b, 0, sizeof b);
+    b.keys = (uint64_t)(10000000 * scale);
+    char *dir = tpc_test_tmpdir("bench-incremental");
+    b.dir = dir;
+    tpc_test_seq_conf_t src = {.count_default = b.keys + b.keys / 100 * INCR_ROUNDS,
+                               .per_poll = 256};
+    tpc_job_t *job = incr_job(dir, &src, &b);
+    tpc_job_set_checkpoint_callback(job, on_incr_ckpt, &b);
+    check(tpc_job_run(job, NULL));
+    tpc_job_destroy(job);
+    double incr_max = 0, full_max = 0;
+    double incr_bytes = median_of(b.bytes, b.incr, b.n, true, NULL);
+    double full_bytes = median_of(b.bytes, b.incr, b.n, false, NULL);
+    double incr_ms = median_of(b.ms, b.incr, b.n, true, &incr_max);
+    double full_ms = median_of(b.ms, b.incr, b.n, false, &full_max);
+    int nincr = 0;
+    for (int i = 0; i < b.n; i++)
+        nincr += b.incr[i];
+    printf("bench runtime incr_keys %" PRIu64 " keys\n", b.keys);
+    printf("bench runtime incr_ckpts %d count\n", nincr);
+    printf("bench runtime incr_full_ckpts %d count\n", b.n - nincr);
+    printf("bench runtime incr_ckpt_bytes %.0f B\n", incr_bytes);
+    printf("bench runtime incr_full_ckpt_bytes %.0f B\n", full_bytes);
+    printf("bench runtime incr_ckpt_bytes_ratio %.4f ratio\n",
+           full_bytes > 0 ? incr_bytes / full_bytes : 0);
+    printf("bench runtime incr_ckpt_ms %.1f ms\n", incr_ms);
+    printf("bench runtime incr_ckpt_ms_max %.1f ms\n", incr_max);
+    printf("bench runtime incr_full_ckpt_ms %.1f ms\n", full_ms);
+    printf("bench runtime incr_full_ckpt_ms_max %.1f ms\n", full_max);
+    fflush(stdout);
+
+    /* A restart restores the chain the job ended with; its input has ended, so it finishes. */
+    tpc_checkpoint_folder_t folder;
+    check(tpc_checkpoint_folder_read(dir, false, &folder));
+    uint32_t links = 0;
+    double bytes = 0;
+    if (folder.restore_index >= 0)
+        ckpt_file(dir, folder.files[folder.restore_index].id, &bytes, &links);
+    tpc_checkpoint_folder_free(&folder);
+    job = incr_job(dir, &src, &b);
+    check(tpc_job_set(job, "checkpoint.after-finish", "false"));
+    b.finished_at = 0;
+    double t0 = tpc_test_now_s();
+    check(tpc_job_run(job, NULL));
+    tpc_job_destroy(job);
+    printf("bench runtime incr_restore_ms %.1f ms\n", (b.finished_at - t0) * 1000.0);
+    printf("bench runtime incr_restore_links %u count\n", links);
+    tpc_test_rmdir(dir);
+    free(dir);
+    return 0;
+}
+
 /* A source that notes when it emitted its last record. */
 static _Atomic double last_record_at;
 
@@ -373,6 +607,8 @@ int main(void)
     const char *part = getenv("TWOPC_BENCH_PART");
     if (part && strcmp(part, "backpressure") == 0)
         return backpressure();
+    if (part && strcmp(part, "incremental") == 0)
+        return incremental(scale);
 
     double p1_off = 1;
     /* Warm up once so the first measured run does not pay for page faults. */
@@ -429,5 +665,6 @@ int main(void)
     printf("bench runtime rss_10m %.1f MB\n", child_rss_mb(10000000));
     fflush(stdout);
     printf("bench runtime rss_100m %.1f MB\n", child_rss_mb(100000000));
-    return 0;
+    fflush(stdout);
+    return incremental(scale);
 }
