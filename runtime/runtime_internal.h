@@ -324,6 +324,8 @@ int tpc__record_highest(const tpc__record_t *rec, const char *name);
 
 /* Test hook: when set, called before each checkpoint write; an error makes the write fail. */
 extern tpc_error_t *(*tpc__checkpoint_write_fault)(uint64_t id);
+/* Tests: called with each checkpoint about to be put into storage (crash tests kill there). */
+extern void (*tpc__checkpoint_write_probe)(const tpc__checkpoint_t *c);
 
 /* ---- logging ------------------------------------------------------------------------------ */
 

@@ -28,6 +28,7 @@
 #define SUBTASK_MIN_V2 33 /* and for owned and keyed state */
 
 tpc_error_t *(*tpc__checkpoint_write_fault)(uint64_t id);
+void (*tpc__checkpoint_write_probe)(const tpc__checkpoint_t *c);
 
 void tpc__checkpoint_free(tpc__checkpoint_t *c)
 {
@@ -370,6 +371,8 @@ tpc_error_t *tpc__checkpoint_write(const char *dir, const tpc__checkpoint_t *c, 
     tpc__store_folder_init(&f, dir);
     bool exists = false;
     tpc_error_t *err = check_newest(dir, c->id);
+    if (!err && tpc__checkpoint_write_probe)
+        tpc__checkpoint_write_probe(c);
     if (!err)
         err = f.base.ops->put_new(&f.base, name, b.data, b.len, &exists);
     if (!err && exists)

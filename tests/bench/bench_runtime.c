@@ -21,7 +21,8 @@
  * bytes of an incremental checkpoint against a full one (incr_ckpt_bytes_ratio, medians), the
  * duration of the incremental ones (incr_ckpt_ms p50 and max) and of the full ones, and the time
  * a restart takes to restore the chain the job ended with (incr_restore_ms, from tpc_job_run() to
- * the operator's finish(), with the chain's length). TWOPC_BENCH_PART=incremental runs only this.
+ * the operator's finish(), with the chain's length). TWOPC_BENCH_PART=incremental runs only this;
+ * BENCH_INCR_MAX_CHAIN sets state.incremental.max-chain.
  */
 #include "tpc_runtime.h"
 #include "tpc_test_env.h"
@@ -440,6 +441,9 @@ static tpc_job_t *incr_job(const char *dir, tpc_test_seq_conf_t *src, incr_bench
     check(tpc_job_set(job, "checkpoint.dir", dir));
     check(tpc_job_set(job, "checkpoint.interval.ms", "1000"));
     check(tpc_job_set(job, "state.incremental", "true"));
+    const char *chain = getenv("BENCH_INCR_MAX_CHAIN");
+    if (chain)
+        check(tpc_job_set(job, "state.incremental.max-chain", chain));
     int g, r, k;
     static tpc_operator_ops_t paced;
     paced = tpc_test_seq_source_ops;
@@ -491,6 +495,7 @@ static int incremental(double scale)
     for (int i = 0; i < b.n; i++)
         nincr += b.incr[i];
     printf("bench runtime incr_keys %" PRIu64 " keys\n", b.keys);
+    printf("bench runtime incr_changed_per_s %" PRIu64 " keys\n", b.keys / 100);
     printf("bench runtime incr_ckpts %d count\n", nincr);
     printf("bench runtime incr_full_ckpts %d count\n", b.n - nincr);
     printf("bench runtime incr_ckpt_bytes %.0f B\n", incr_bytes);

@@ -28,7 +28,10 @@
 # instead: a running total per user in keyed state, upserted into PostgreSQL and written to Kafka.
 # Every kill of a keyed run is followed by a rescale: a new parallelism for the keyed vertex (1 to
 # 4, never the one before) and for the source and each sink (1 to 3); damaged and removed
-# checkpoints and starts over come on top as above. `verify_output --totals` then wants, per user,
+# checkpoints and starts over come on top as above. Keyed runs take incremental checkpoints
+# (state.incremental, through TWOPC_STATE_INCREMENTAL) with chains of 2 to 5 checkpoints (from the
+# seed), so that kills land while increments and compactions are written and every restore reads a
+# chain, split or merged by the rescale. `verify_output --totals` then wants, per user,
 # every running total in the topic exactly once and in input order (the prefix sums of the user's
 # amounts: no gap, no repeat, no wrong total), and each user's final total in the table.
 #
@@ -328,6 +331,8 @@ one_run() {
     if [ "$keyed" = 1 ]; then
         example=keyed keyed_par=$par keyed_runs=$((keyed_runs + 1))
         E2E_PIPELINE=$E2E_KEYED_PIPELINE
+        # From the seed, not RANDOM, as below; read by the pipeline's configuration only.
+        local -x TWOPC_STATE_INCREMENTAL=true TWOPC_STATE_INCREMENTAL_MAX_CHAIN=$((2 + seed % 4))
         verify_args+=(--totals)
     else
         args+=(--progress lines)
