@@ -30,7 +30,8 @@
 #define RECORDS 30000
 #define KEYS    500
 #define KILLS   16 /* by the parent, at random moments */
-#define PROBES  6  /* on purpose, while a checkpoint is written: half increments, half compactions */
+#define PROBES  6  /* on purpose, while a checkpoint is written: half increments, half compactions \
+                    */
 
 /* ---- the child ----------------------------------------------------------------------------- */
 
@@ -92,8 +93,8 @@ static tpc_error_t *total_process(void *self, tpc_ctx_t *ctx, const tpc_batch_t 
         if (err)
             return err;
         char line[64];
-        int n = snprintf(line, sizeof line, "%.*s %llu %llu", (int)r.key_len,
-                         (const char *)r.key, (unsigned long long)s[0], (unsigned long long)s[1]);
+        int n = snprintf(line, sizeof line, "%.*s %llu %llu", (int)r.key_len, (const char *)r.key,
+                         (unsigned long long)s[0], (unsigned long long)s[1]);
         tpc_record_t out = {.key = r.key, .key_len = r.key_len, .value = line, .value_len = n};
         if (tpc_emit(ctx, &out) != TPC_OK)
             return tpc_error_new(TPC_ERR_CANCELED, 0, "canceled");
@@ -187,7 +188,8 @@ static bool check_lines(const tpc_test_file_out_t *f, char *why, size_t len)
     while (p < end) {
         const char *nl = memchr(p, '\n', (size_t)(end - p));
         if (!nl) {
-            snprintf(why, len, "a line without its newline at byte %zu", (size_t)(p - (char *)f->data));
+            snprintf(why, len, "a line without its newline at byte %zu",
+                     (size_t)(p - (char *)f->data));
             return false;
         }
         unsigned key;
