@@ -30,8 +30,7 @@
 #define RECORDS 30000
 #define KEYS    500
 #define KILLS   16 /* by the parent, at random moments */
-#define PROBES  6  /* on purpose, while a checkpoint is written: half increments, half compactions \
-                    */
+#define PROBES  6  /* on purpose, while writing: half increments, half compactions */
 
 /* ---- the child ----------------------------------------------------------------------------- */
 
