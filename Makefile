@@ -65,7 +65,7 @@ PKG_LIBS := rdkafka libpq openssl libmicrohttpd libcurl check
 PUBLIC_INC := -Iinclude/twopc
 KAFKA_ROOMS := connectors/kafka/sink connectors/kafka/source connectors/kafka/wire
 ALL_INC    := $(PUBLIC_INC) -Ikit -Iruntime -Itxn -Iconnectors/file $(KAFKA_ROOMS:%=-I%) \
-              -Iconnectors/postgres -Itests/support
+              -Iconnectors/postgres -Icluster -Itests/support
 
 WARN   := -Wall -Wextra -Wstrict-prototypes -Wshadow -Wpointer-arith -Wcast-align
 ifeq ($(WERROR),1)
@@ -82,7 +82,8 @@ ifneq ($(SANITIZE),)
 endif
 
 PUBLIC_HEADERS := $(sort $(wildcard include/twopc/*.h))
-LIB_SRCS  := $(sort $(wildcard kit/*.c runtime/*.c txn/*.c connectors/*/*.c connectors/kafka/*/*.c))
+LIB_SRCS  := $(sort $(wildcard kit/*.c runtime/*.c txn/*.c connectors/*/*.c connectors/kafka/*/*.c \
+                               cluster/*.c))
 LIB_OBJS  := $(LIB_SRCS:%.c=$(BUILD)/obj/%.o)
 UNIT_SRCS := $(sort $(wildcard tests/unit/check_*.c))
 INTEG_SRCS:= $(sort $(wildcard tests/integration/check_*.c))
@@ -138,6 +139,11 @@ $(BUILD)/obj/connectors/%.o: connectors/%.c
 $(BUILD)/obj/connectors/kafka/%.o: connectors/kafka/%.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_ALL) $(PUBLIC_INC) -I$(dir $<) -Iconnectors/kafka/wire -c $< -o $@
+# A job run as units over several processes (cluster/): above the runtime and the connectors, it
+# sees the public headers and the Kafka wire client's (librdkafka's properties), as the tools do.
+$(BUILD)/obj/cluster/%.o: cluster/%.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_ALL) $(PUBLIC_INC) -Icluster -Iconnectors/kafka/wire -c $< -o $@
 $(BUILD)/obj/tests/%.o: tests/%.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_ALL) $(ALL_INC) -c $< -o $@
@@ -206,8 +212,8 @@ test-integration: deps lib tools $(INTEG_BINS) examples
 # current release loaded in its place (tests/services/rdkafka-current.sh), so that the sinks' and
 # the source's protocol stays right for users of newer systems. TWOPC_RDKAFKA_CURRENT=off skips the
 # second run; when the library cannot be had, make test says so and runs the rest.
-KAFKA_INTEG_BINS := $(filter $(BUILD)/tests/check_kafka_% $(BUILD)/tests/check_conformance_kafka, \
-                      $(INTEG_BINS))
+KAFKA_INTEG_BINS := $(filter $(BUILD)/tests/check_kafka_% $(BUILD)/tests/check_conformance_kafka \
+                      $(BUILD)/tests/check_cluster_%, $(INTEG_BINS))
 RDKAFKA_CURRENT_DIR := build/rdkafka
 
 test: deps lib tools $(UNIT_BINS) $(INTEG_BINS) examples

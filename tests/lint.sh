@@ -7,6 +7,8 @@
 #   that lives in Y. The arrows between rooms must not close a circle, and must point down the
 #   layers (connectors -> txn -> runtime -> kit; tools on top). A connector's rooms never include
 #   each other, except the Kafka sink and source, which may include the wire client's header.
+# - cluster/ (a job run as units over several processes) sits above the runtime and the connectors:
+#   public headers and the Kafka wire client's header only.
 # - The tools include public headers (include/twopc/), their own, and the Kafka wire client's
 #   header only: never a connector's or a layer's internal header.
 # - Plumbing has one home, the kit (include/twopc/tpc_kit.h, kit/): no monotonic clock, no
@@ -18,7 +20,7 @@ set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
 ROOMS=(kit runtime txn connectors/file connectors/postgres connectors/kafka/sink
-    connectors/kafka/source connectors/kafka/wire connectors/s3 tools)
+    connectors/kafka/source connectors/kafka/wire connectors/s3 cluster tools)
 # The rooms each room may include headers of (besides include/twopc/ and itself).
 declare -A MAY=(
     [kit]=""
@@ -30,6 +32,7 @@ declare -A MAY=(
     [connectors/kafka/source]="connectors/kafka/wire"
     [connectors/kafka/wire]=""
     [connectors/s3]=""
+    [cluster]="connectors/kafka/wire"
     [tools]="connectors/kafka/wire"
 )
 bad=0
@@ -83,7 +86,7 @@ done
 [ "${#left[@]}" -eq 0 ] || say "rooms that include each other in a circle: ${left[*]}"
 
 # One home for plumbing.
-PLUMBING_DIRS=(runtime txn connectors tools include)
+PLUMBING_DIRS=(runtime txn connectors cluster tools include)
 while IFS= read -r hit; do
     say "$hit: a clock or a condition variable's clock outside the kit (use tpc_clock_ms/us," \
         "tpc_cond_init, tpc_cond_wait_us from tpc_kit.h)"

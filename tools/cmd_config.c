@@ -9,6 +9,7 @@
  * `make docs` writes the page; the unit test check_config_doc runs --check, so the documentation
  * cannot drift from the code.
  */
+#include "tpc_cluster.h"
 #include "tpc_file.h"
 #include "tpc_kafka.h"
 #include "tpc_pg.h"
@@ -101,6 +102,7 @@ static void page(FILE *out)
     const tpc_props_t *tables[] = {
         tpc_job_properties(),     tpc_txn_sink_properties(),   tpc_file_sink_properties(),
         tpc_pg_sink_properties(), tpc_kafka_sink_properties(), tpc_kafka_source_properties(),
+        tpc_cluster_properties(),
     };
     for (size_t i = 0; i < sizeof tables / sizeof *tables; i++)
         tpc_props_markdown(tables[i], out);
@@ -110,7 +112,8 @@ int twopc_cmd_config(int argc, char **argv)
 {
     if (argc == 2 && (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0)) {
         puts("usage: twopc config [--check FILE]\n"
-             "  every configuration key (job, sinks, source) as Markdown: what it takes, its\n"
+             "  every configuration key (job, sinks, source, cluster member) as Markdown: what it "
+             "takes, its\n"
              "  default, what it does; --check: exit 1 when FILE differs from that page");
         return TWOPC_EXIT_OK;
     }

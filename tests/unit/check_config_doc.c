@@ -3,6 +3,7 @@
  * default is accepted by its own row, every bad value is refused in the one message shape, and
  * docs/configuration.md is exactly what `twopc config` (tools/cmd_config.c) makes of the tables.
  */
+#include "tpc_cluster.h"
 #include "tpc_file.h"
 #include "tpc_kafka.h"
 #include "tpc_pg.h"
@@ -27,11 +28,13 @@ static const tpc_props_t *table(int i)
         return tpc_pg_sink_properties();
     case 4:
         return tpc_kafka_sink_properties();
-    default:
+    case 5:
         return tpc_kafka_source_properties();
+    default:
+        return tpc_cluster_properties();
     }
 }
-#define NTABLES 6
+#define NTABLES 7
 
 START_TEST(test_rows_well_formed)
 {
@@ -76,6 +79,14 @@ START_TEST(test_defaults_accepted)
             ck_assert_ptr_null(tpc_kafka_source_set(src, p->name, p->def));
     }
     tpc_kafka_source_destroy(src);
+    tpc_cluster_t *member = NULL;
+    ck_assert_ptr_null(tpc_cluster_new("127.0.0.1:9", "app", 4, &member));
+    for (size_t i = 0; i < tpc_cluster_properties()->count; i++) {
+        const tpc_prop_t *p = &tpc_cluster_properties()->props[i];
+        if (p->def)
+            ck_assert_ptr_null(tpc_cluster_set(member, p->name, p->def));
+    }
+    tpc_cluster_destroy(member);
     tpc_txn_sink_t *sinks[3] = {NULL};
     ck_assert_ptr_null(tpc_pg_sink_new(&sinks[0]));
     ck_assert_ptr_null(tpc_kafka_sink_new("127.0.0.1:9", "t", &sinks[1]));
