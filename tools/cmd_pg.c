@@ -1,11 +1,15 @@
 /*
- * `twopc pg transactions` and `twopc pg resolve`: the prepared transactions and marker rows of a
- * PostgreSQL sink, judged by the ground truth a restart uses. A prepared transaction that the
- * newest completed checkpoint lists as pending was promised: a restart commits it. Any other
- * prepared transaction of the prefix (the current one of the checkpoint, those of checkpoints
- * that never completed) is lingering: a restart rolls it back. A marker row is the trace of a
- * committed transaction that was not yet cleaned up. Gids are matched with the sink's own parser,
- * so a prefix never takes in the gids of a sink whose prefix merely starts the same way.
+ * `twopc pg transactions`, `twopc pg resolve` and `twopc pg drop-staged`: the prepared
+ * transactions, marker rows and rows written ahead (pg.commit=write-ahead) of a PostgreSQL sink,
+ * judged by the ground truth a restart uses. A prepared transaction that the newest completed
+ * checkpoint lists as pending was promised: a restart commits it. Any other prepared transaction
+ * of the prefix (the current one of the checkpoint, those of checkpoints that never completed) is
+ * lingering: a restart rolls it back. A marker row is the trace of a committed transaction that
+ * was not yet cleaned up. Rows written ahead follow the same rule by their gid: pending ones are
+ * moved into the tables by a restart and may never be dropped by hand (their records would be
+ * lost), lingering ones are dropped by a restart, or now by drop-staged. Gids are matched with the
+ * sink's own parser, so a prefix never takes in the gids of a sink whose prefix merely starts the
+ * same way.
  */
 #include "tpc_pg.h"
 #include "twopc_cli.h"
@@ -20,6 +24,8 @@ static const char pg_help[] =
     "                             [--marker-table T] [--json] [--check]\n"
     "       twopc pg resolve --conninfo C --checkpoint-dir DIR [--prefix P] [--marker-table T]\n"
     "                        [--dry-run] [--json]\n"
+    "       twopc pg drop-staged --conninfo C --checkpoint-dir DIR [--prefix P] [--gid G]\n"
+    "                            [--write-ahead-table T] [--dry-run] [--json]\n"
     "\n"
     "transactions lists the prepared transactions (pg_prepared_xacts) whose gid is\n"
     "<prefix>:<subtask>:<parallelism>:<checkpoint> (every prepared transaction without --prefix)\n"
@@ -28,11 +34,22 @@ static const char pg_help[] =
     "  pending    prepared, listed as pending in the newest completed checkpoint: commit\n"
     "  lingering  prepared, not promised by that checkpoint: roll back\n"
     "  committed  a marker row: committed, its marker not yet cleaned up: nothing to do\n"
-    "--check exits with 3 when a prepared transaction is left.\n"
+    "It also lists the rows written ahead (pg.commit=write-ahead) in the write-ahead table\n"
+    "(--write-ahead-table, default twopc_write_ahead), one line per transaction with its\n"
+    "checkpoint, parts, rows and age, classified by the same rule:\n"
+    "  pending    a restart moves them into the tables: never drop them\n"
+    "  lingering  no completed checkpoint will move them: a restart drops them\n"
+    "--check exits with 3 when a prepared transaction or rows written ahead are left.\n"
     "\n"
     "resolve commits the pending and rolls back the lingering prepared transactions of the\n"
     "prefix (default: the prefixes of the gids in the checkpoint), as the job's next start would.\n"
-    "Do not resolve a job that is still running or will be restarted with another checkpoint.\n"
+    "Rows written ahead are left as they are.\n"
+    "\n"
+    "drop-staged deletes the rows written ahead of the lingering transactions of the prefix\n"
+    "(default: the prefixes of the gids in the checkpoint), or of those --gid names; it refuses,\n"
+    "dropping nothing, when a named one is pending or has no rows written ahead.\n"
+    "Do not resolve or drop-staged a job that is still running or will be restarted with another\n"
+    "checkpoint.\n"
     "Connect as the role that prepared the transactions (or a superuser), to their database.\n";
 
 typedef struct {
@@ -47,6 +64,18 @@ typedef struct {
     const char *action;  /* commit, rollback, none, ? */
 } pg_item_t;
 
+/* One transaction's rows in the write-ahead table. */
+typedef struct {
+    char gid[TPC_PG_GID_MAX + 1];
+    uint64_t ckpt; /* of the gid: the checkpoint the transaction began in */
+    int subtask;
+    long long parts, rows, age_s;
+    char written[64]; /* its first part */
+    char database[128];
+    const char *verdict; /* pending, lingering, unknown */
+    const char *action;  /* move (a restart does it), drop, ? */
+} pg_staged_t;
+
 typedef struct {
     PGconn *conn;
     char **prefixes;
@@ -54,6 +83,10 @@ typedef struct {
     const twopc_checkpoint_t *ckpt; /* the one a restart restores, or NULL */
     pg_item_t *items;
     size_t nitems;
+    pg_staged_t *staged;
+    size_t nstaged;
+    const char *staging; /* the write-ahead table as given */
+    char *staging_q;     /* quoted; NULL while it is not there */
 } pg_view_t;
 
 static tpc_error_t *pg_error(PGconn *c, const char *what, const char *conninfo)
@@ -220,7 +253,117 @@ static tpc_error_t *load(pg_view_t *v, const char *conninfo, const char *marker_
     return NULL;
 }
 
-static void print_items(const pg_view_t *v, bool json, const char *done)
+/* The rows written ahead in the write-ahead table, one item per gid of the prefixes. */
+static tpc_error_t *load_staged(pg_view_t *v, const char *conninfo, bool have_ckpt)
+{
+    char *table = marker_table_sql(v->conn, v->staging);
+    if (!table)
+        return tpc_error_new(TPC_ERR_CONFIG, 0, "invalid write-ahead table name \"%s\"",
+                             v->staging);
+    PGresult *r = PQexecParams(v->conn, "SELECT to_regclass($1) IS NOT NULL", 1, NULL,
+                               (const char *[]){table}, NULL, NULL, 0);
+    bool exists = PQresultStatus(r) == PGRES_TUPLES_OK && PQntuples(r) == 1 &&
+                  strcmp(PQgetvalue(r, 0, 0), "t") == 0;
+    PQclear(r);
+    if (!exists) {
+        free(table);
+        return NULL;
+    }
+    char sql[700];
+    snprintf(sql, sizeof sql,
+             "SELECT gid, min(subtask), count(*), coalesce(sum(row_count), 0), min(created)::text, "
+             "extract(epoch FROM now() - min(created))::bigint, current_database() FROM %s "
+             "GROUP BY gid ORDER BY gid",
+             table);
+    r = PQexec(v->conn, sql);
+    if (PQresultStatus(r) != PGRES_TUPLES_OK) {
+        PQclear(r);
+        free(table);
+        return tpc_error_hint(pg_error(v->conn, "read the write-ahead table", conninfo),
+                              "connect as a role that may read \"%s\" (the sink's own)",
+                              v->staging);
+    }
+    v->staging_q = table;
+    for (int i = 0; i < PQntuples(r); i++) {
+        const char *gid = PQgetvalue(r, i, 0);
+        char prefix[TPC_PG_GID_MAX + 1];
+        int sub, par;
+        uint64_t ckpt;
+        if (!matches(v, gid) || !gid_prefix(gid, prefix, sizeof prefix) ||
+            !tpc_pg_parse_gid(gid, prefix, &sub, &par, &ckpt))
+            continue;
+        v->staged = realloc(v->staged, (v->nstaged + 1) * sizeof *v->staged);
+        if (!v->staged)
+            abort();
+        pg_staged_t *st = &v->staged[v->nstaged++];
+        *st = (pg_staged_t){.ckpt = ckpt, .subtask = atoi(PQgetvalue(r, i, 1))};
+        snprintf(st->gid, sizeof st->gid, "%s", gid);
+        st->parts = atoll(PQgetvalue(r, i, 2));
+        st->rows = atoll(PQgetvalue(r, i, 3));
+        snprintf(st->written, sizeof st->written, "%s", PQgetvalue(r, i, 4));
+        st->age_s = atoll(PQgetvalue(r, i, 5));
+        snprintf(st->database, sizeof st->database, "%s", PQgetvalue(r, i, 6));
+        const twopc_txn_t *t = in_checkpoint(v, gid);
+        if (!have_ckpt) {
+            st->verdict = "unknown";
+            st->action = "?";
+        } else if (t && t->kind == TWOPC_TXN_PENDING) {
+            st->verdict = "pending";
+            st->action = "move";
+        } else {
+            st->verdict = "lingering";
+            st->action = "drop";
+        }
+    }
+    PQclear(r);
+    return NULL;
+}
+
+static void print_staged(const pg_view_t *v, bool json, const char *done)
+{
+    if (json) {
+        printf(",\"write_ahead_table\":");
+        twopc_json_str(stdout, v->staging);
+        printf(",\"staged\":[");
+        for (size_t i = 0; i < v->nstaged; i++) {
+            const pg_staged_t *st = &v->staged[i];
+            printf("%s{\"gid\":", i ? "," : "");
+            twopc_json_str(stdout, st->gid);
+            printf(
+                ",\"state\":\"staged\",\"class\":\"%s\",\"action\":\"%s\",\"checkpoint\":%" PRIu64
+                ",\"subtask\":%d,\"parts\":%lld,\"rows\":%lld,\"age_s\":%lld,\"time\":",
+                st->verdict, st->action, st->ckpt, st->subtask, st->parts, st->rows, st->age_s);
+            twopc_json_str(stdout, st->written);
+            printf(",\"database\":");
+            twopc_json_str(stdout, st->database);
+            if (done)
+                printf(",\"done\":%s", done[i] ? "true" : "false");
+            printf("}");
+        }
+        printf("]");
+        return;
+    }
+    if (!v->nstaged)
+        return;
+    printf("rows written ahead in %s (pg.commit=write-ahead):\n", v->staging);
+    printf("%-48s %-10s %-10s %-9s %8s %5s %6s %10s %7s %s\n", "GID", "STATE", "CLASS",
+           done ? "DONE" : "ACTION", "CKPT", "SUB", "PARTS", "ROWS", "AGE_S", "WRITTEN");
+    for (size_t i = 0; i < v->nstaged; i++) {
+        const pg_staged_t *st = &v->staged[i];
+        /* After drop-staged: what it did to the lingering ones; a restart moves the others. */
+        const char *act = st->action;
+        if (done && strcmp(st->action, "drop") == 0)
+            act = done[i] ? "dropped" : "kept";
+        printf("%-48s %-10s %-10s %-9s %8" PRIu64 " %5d %6lld %10lld %7lld %s\n", st->gid, "staged",
+               st->verdict, act, st->ckpt, st->subtask, st->parts, st->rows, st->age_s,
+               st->written);
+    }
+}
+
+/* The listing; @done (prepared items) and @staged_done (rows written ahead): what was done, or
+ * NULL before anything was; @prepared: list the prepared transactions and marker rows too. */
+static void print_items(const pg_view_t *v, bool json, bool prepared, const char *done,
+                        const char *staged_done)
 {
     if (json) {
         printf("{\"checkpoint\":");
@@ -242,14 +385,24 @@ static void print_items(const pg_view_t *v, bool json, const char *done)
                 printf(",\"done\":%s", done[i] ? "true" : "false");
             printf("}");
         }
-        printf("]}\n");
+        printf("]");
+        print_staged(v, true, staged_done);
+        printf("}\n");
         return;
     }
     if (v->ckpt)
         printf("judged by checkpoint %" PRIu64 " (the one a restart restores)\n", v->ckpt->id);
+    if (!prepared) {
+        if (!v->nstaged)
+            printf("no rows written ahead%s in %s\n", v->nprefixes ? " of this prefix" : "",
+                   v->staging);
+        print_staged(v, false, staged_done);
+        return;
+    }
     if (!v->nitems) {
         printf("no prepared transactions or marker rows%s\n",
                v->nprefixes ? " of this prefix" : "");
+        print_staged(v, false, staged_done);
         return;
     }
     printf("%-48s %-10s %-10s %-9s %-30s %s\n", "GID", "STATE", "CLASS", done ? "DONE" : "ACTION",
@@ -262,6 +415,7 @@ static void print_items(const pg_view_t *v, bool json, const char *done)
                it->verdict, done && strcmp(it->action, "none") != 0 ? act : it->action,
                it->prepared, it->database);
     }
+    print_staged(v, false, staged_done);
 }
 
 /* COMMIT PREPARED / ROLLBACK PREPARED of every prepared item as classified. */
@@ -314,12 +468,81 @@ static tpc_error_t *resolve(pg_view_t *v, const char *conninfo, char *done)
     return first;
 }
 
+static const pg_staged_t *staged_gid(const pg_view_t *v, const char *gid)
+{
+    for (size_t i = 0; i < v->nstaged; i++)
+        if (strcmp(v->staged[i].gid, gid) == 0)
+            return &v->staged[i];
+    return NULL;
+}
+
+/* Before anything is dropped: every gid @a names has rows written ahead and is not pending. */
+static tpc_error_t *check_named(const pg_view_t *v, const twopc_args_t *a)
+{
+    for (size_t i = 0; twopc_arg_nth(a, "gid", i); i++) {
+        const char *gid = twopc_arg_nth(a, "gid", i);
+        const pg_staged_t *st = staged_gid(v, gid);
+        if (!st)
+            return tpc_error_hint(
+                tpc_error_new(TPC_ERR_INVALID_ARG, 0,
+                              "no rows written ahead for transaction \"%s\" in \"%s\"%s", gid,
+                              v->staging, v->nprefixes ? " among the gids of the prefix" : ""),
+                "`twopc pg transactions --checkpoint-dir DIR` lists the rows written ahead; give "
+                "--write-ahead-table when the sink sets pg.write-ahead-table");
+        if (strcmp(st->verdict, "pending") == 0)
+            return tpc_error_hint(
+                tpc_error_new(TPC_ERR_INVALID_ARG, 0,
+                              "refusing to drop the rows written ahead of transaction \"%s\": "
+                              "checkpoint %" PRIu64
+                              ", the newest completed one (the one a restart restores), lists it "
+                              "as pending, so a restart moves these %lld rows into the tables; "
+                              "dropping them would lose their records",
+                              gid, v->ckpt->id, st->rows),
+                "restart the job from this checkpoint, which moves them; only lingering rows "
+                "(no completed checkpoint will move them) can be dropped");
+    }
+    return NULL;
+}
+
+/* Delete the rows written ahead of every lingering item (of those @a names, when it names any). */
+static tpc_error_t *drop_staged(pg_view_t *v, const twopc_args_t *a, const char *conninfo,
+                                char *done)
+{
+    char sql[600];
+    snprintf(sql, sizeof sql, "DELETE FROM %s WHERE gid = $1", v->staging_q);
+    for (size_t i = 0; i < v->nstaged; i++) {
+        pg_staged_t *st = &v->staged[i];
+        bool named = !twopc_arg(a, "gid");
+        for (size_t k = 0; !named && twopc_arg_nth(a, "gid", k); k++)
+            named = strcmp(twopc_arg_nth(a, "gid", k), st->gid) == 0;
+        if (!named || strcmp(st->verdict, "lingering") != 0)
+            continue;
+        PGresult *r = PQexecParams(v->conn, sql, 1, NULL, (const char *[]){st->gid}, NULL, NULL, 0);
+        if (PQresultStatus(r) != PGRES_COMMAND_OK) {
+            PQclear(r);
+            return tpc_error_prefix(pg_error(v->conn, "delete rows written ahead", conninfo),
+                                    "transaction \"%s\"", st->gid);
+        }
+        PQclear(r);
+        done[i] = 1;
+    }
+    return NULL;
+}
+
 int twopc_cmd_pg(int argc, char **argv)
 {
     static const twopc_opt_t spec[] = {
-        {"conninfo", true, false},     {"prefix", true, true}, {"checkpoint-dir", true, false},
-        {"marker-table", true, false}, {"json", false, false}, {"check", false, false},
-        {"dry-run", false, false},     {"help", false, false}, {NULL},
+        {"conninfo", true, false},
+        {"prefix", true, true},
+        {"checkpoint-dir", true, false},
+        {"marker-table", true, false},
+        {"json", false, false},
+        {"check", false, false},
+        {"dry-run", false, false},
+        {"help", false, false},
+        {"gid", true, true},
+        {"write-ahead-table", true, false},
+        {NULL},
     };
     twopc_args_t a;
     if (!twopc_args_parse("pg", argc, argv, spec, &a))
@@ -331,15 +554,21 @@ int twopc_cmd_pg(int argc, char **argv)
         return help ? TWOPC_EXIT_OK : TWOPC_EXIT_USAGE;
     }
     const char *sub = a.pos[0];
+    bool do_drop = strcmp(sub, "drop-staged") == 0;
     bool do_resolve = strcmp(sub, "resolve") == 0;
-    if (a.npos != 1 || (!do_resolve && strcmp(sub, "transactions") != 0)) {
+    if (a.npos != 1 || (!do_resolve && !do_drop && strcmp(sub, "transactions") != 0)) {
         twopc_args_free(&a);
-        return twopc_usage_error("pg", "unknown subcommand \"%s\" (transactions, resolve)", sub);
+        return twopc_usage_error(
+            "pg", "unknown subcommand \"%s\" (transactions, resolve, drop-staged)", sub);
     }
-    const char *cmd = do_resolve ? "pg resolve" : "pg transactions";
+    const char *cmd = do_drop ? "pg drop-staged" : do_resolve ? "pg resolve" : "pg transactions";
+    if (twopc_arg(&a, "gid") && !do_drop) {
+        twopc_args_free(&a);
+        return twopc_usage_error(cmd, "--gid belongs to drop-staged");
+    }
     const char *conninfo = twopc_arg_required(&a, cmd, "conninfo");
     const char *dir = twopc_arg(&a, "checkpoint-dir");
-    if (!conninfo || (do_resolve && !twopc_arg_required(&a, cmd, "checkpoint-dir"))) {
+    if (!conninfo || ((do_resolve || do_drop) && !twopc_arg_required(&a, cmd, "checkpoint-dir"))) {
         twopc_args_free(&a);
         return TWOPC_EXIT_USAGE;
     }
@@ -352,7 +581,7 @@ int twopc_cmd_pg(int argc, char **argv)
     twopc_folder_t folder = {0};
     pg_view_t v = {0};
     tpc_dir_lease_t *lease = NULL; /* resolve changes what a restart finds: no job may run */
-    if (dir && do_resolve && !dry && !(lease = twopc_lease(cmd, dir, &rc))) {
+    if (dir && (do_resolve || do_drop) && !dry && !(lease = twopc_lease(cmd, dir, &rc))) {
         twopc_args_free(&a);
         return rc;
     }
@@ -376,10 +605,11 @@ int twopc_cmd_pg(int argc, char **argv)
         v.prefixes = realloc(v.prefixes, (v.nprefixes + 1) * sizeof *v.prefixes);
         v.prefixes[v.nprefixes++] = strdup(twopc_arg_nth(&a, "prefix", i));
     }
-    /* Without --prefix, resolve takes the prefixes of the checkpoint's own gids: it must never
-     * touch the prepared transactions of other programs. */
-    for (size_t i = 0;
-         !err && do_resolve && !twopc_arg(&a, "prefix") && v.ckpt && i < v.ckpt->ntxns; i++) {
+    /* Without --prefix, resolve and drop-staged take the prefixes of the checkpoint's own gids:
+     * they must never touch the transactions of other programs. */
+    bool changes = do_resolve || do_drop;
+    for (size_t i = 0; !err && changes && !twopc_arg(&a, "prefix") && v.ckpt && i < v.ckpt->ntxns;
+         i++) {
         char p[TPC_PG_GID_MAX + 1], gid[TPC_PG_GID_MAX + 1];
         if (!gid_of(&v.ckpt->txns[i], gid, sizeof gid) || !gid_prefix(gid, p, sizeof p) ||
             (v.nprefixes && matches(&v, gid)))
@@ -387,7 +617,7 @@ int twopc_cmd_pg(int argc, char **argv)
         v.prefixes = realloc(v.prefixes, (v.nprefixes + 1) * sizeof *v.prefixes);
         v.prefixes[v.nprefixes++] = strdup(p);
     }
-    if (!err && do_resolve && !v.nprefixes)
+    if (!err && changes && !v.nprefixes)
         err = tpc_error_hint(tpc_error_new(TPC_ERR_INVALID_ARG, 0,
                                            "no gid prefix: the checkpoint names no PostgreSQL "
                                            "transaction"),
@@ -398,23 +628,39 @@ int twopc_cmd_pg(int argc, char **argv)
             err = tpc_error_hint(pg_error(v.conn, "connect", conninfo),
                                  "check --conninfo (a libpq connection string or URI)");
     }
-    if (!err)
+    v.staging = twopc_arg(&a, "write-ahead-table");
+    if (!v.staging)
+        v.staging = "twopc_write_ahead";
+    if (!err && !do_drop)
         err = load(&v, conninfo, marker_table ? marker_table : "twopc_markers", dir != NULL);
-    char *done = NULL;
+    if (!err)
+        err = load_staged(&v, conninfo, dir != NULL);
+    if (!err && do_drop)
+        err = check_named(&v, &a);
+    char *done = NULL, *staged_done = NULL;
     if (!err && do_resolve && !dry) {
         done = calloc(v.nitems + 1, 1);
         err = resolve(&v, conninfo, done);
     }
-    if (v.conn && (v.nitems || !err))
-        print_items(&v, json, done);
+    if (!err && do_drop && !dry) {
+        staged_done = calloc(v.nstaged + 1, 1);
+        err = drop_staged(&v, &a, conninfo, staged_done);
+    }
+    if (v.conn && (v.nitems || v.nstaged || !err))
+        print_items(&v, json, !do_drop, done, staged_done);
     if (err) {
         rc = twopc_fail(cmd, err);
     } else if (check) {
         for (size_t i = 0; i < v.nitems; i++)
             if (!v.items[i].marker)
                 rc = TWOPC_EXIT_PENDING;
+        if (v.nstaged)
+            rc = TWOPC_EXIT_PENDING;
     }
     free(done);
+    free(staged_done);
+    free(v.staged);
+    free(v.staging_q);
     PQfinish(v.conn);
     free(v.items);
     for (size_t i = 0; i < v.nprefixes; i++)
