@@ -448,6 +448,11 @@ static tpc_error_t *short_lock_wait(tpc__pg_conn_t *c)
 tpc_error_t *tpc__pg_end_rows(tpc__pg_conn_t *c)
 {
     tpc_error_t *err = streaming(c) ? NULL : short_lock_wait(c);
+    /* The table whose COPY is open first: its rest goes into that COPY, and only the other
+     * tables' rests need a COPY of their own (in table order, the open one would be ended,
+     * started again for its rest, and ended once more). */
+    if (!err && streaming(c) && c->copying >= 0)
+        err = send_table(c, &c->tables[c->copying]);
     for (int i = 0; i < c->ntables && !err; i++)
         err = streaming(c) ? send_table(c, &c->tables[i]) : tpc__pg_exec_buffered(c, &c->tables[i]);
     if (!err)
