@@ -11,9 +11,12 @@
  * write-ahead:
  *   wa sink: the same sink with pg.commit=write-ahead (rows committed into the write-ahead table at
  *            the checkpoint, moved into the table by one transaction once it is complete)
- *   wa raw:  one loop doing that by hand without prepared transactions: binary COPY of (batch, id,
- *            payload) into a staging table, COMMIT once a second, then one transaction that inserts
- *            a marker row, INSERT ... SELECT the batch into the table and DELETE it from staging
+ *   wa raw:  one loop doing that by hand, as the sink does it, without prepared transactions: the
+ *            rows as binary COPY tuples in parts of the sink's buffer size, each part one bytea
+ *            value INSERTed into a write-ahead table of the sink's layout, in one transaction
+ *            committed once a second; then one transaction that inserts a marker row, reads each
+ *            part back (on the other connection) and sends it into one binary COPY into the
+ *            table, and DELETEs the parts
  * changelog:
  *   changelog sink: the sink with pg.mode=changelog (prepared commit): record i upserts key
  *            (i * 7919) mod KEYS with its text, one in ten deletes it instead, into a table with a
@@ -43,18 +46,34 @@
  *   at_least_once raw: the copy loop with COMMIT once a second instead of PREPARE TRANSACTION +
  *            COMMIT PREPARED
  *
+ * How it is timed. Each part runs in rounds (TWOPC_BENCH_PG_ROUNDS, default 3): a round runs the
+ * raw loop and the sink once each, the raw loop first in even rounds and the sink first in odd
+ * ones, so that neither side always runs in the other's wake and the two of a round see about the
+ * same load of a shared machine. Each side makes its tables, runs, then checks and drops them
+ * before the other side starts, so that autovacuum of the rows one side just wrote does not run
+ * in the other's time. Both sides are timed from nothing open to everything committed: the sink
+ * from the job's start (its connections, the server checks, the final checkpoint) to its end, the
+ * raw loop from its connects to its last commit. Before the first part an untimed raw copy of a
+ * fifth of the rows warms the server up (new write-ahead log segments, caches), which the first
+ * timed run would otherwise pay alone. A part reports the rates of the median times and the
+ * median of the rounds' ratios, with the lowest and the highest, and the median CPU time per row
+ * of the client side (the sink's threads, or the raw loop; the checks of the tables included),
+ * which load from other programs changes far less than the times.
+ *
  * Rows are (bigint, 100-byte text). Commit latency is that of each commit of the sink (COMMIT
- * PREPARED, or the move), measured by wrapping the sink's commit; the handle size is what the sink
- * stores per transaction in a checkpoint; the write-ahead log per row is the server's over each
- * sink run (other sessions' included), where the write-ahead mode's double write shows. Prints
+ * PREPARED, or the move) over the part's rounds, measured by wrapping the sink's commit; the
+ * handle size is what the sink stores per transaction in a checkpoint; the write-ahead log per
+ * row is the server's over the sink runs (other sessions' included), where the write-ahead mode's
+ * double write shows. Prints
  *   bench pg <metric> <value> <unit>
- * with, for each part, <part>_sink_rows_per_s, <part>_raw_rows_per_s and <part>_ratio (raw time
- * over sink time; the copy part's have no prefix, write-ahead's are wa_).
+ * with, for each part, <part>_sink_rows_per_s, <part>_raw_rows_per_s, <part>_ratio (the median of
+ * raw time over sink time), <part>_ratio_min and <part>_ratio_max (the copy part's have no
+ * prefix, write-ahead's are wa_).
  * Environment: TWOPC_TEST_PG_CONNINFO (the server; the prepared runs need
- * max_prepared_transactions > 0), TWOPC_BENCH_ROWS (default 1000000), TWOPC_BENCH_PG_PARTS (the
- * parts to run, comma-separated, of copy, write-ahead, changelog, upsert, tables, at-least-once;
- * default all; they run in that order whatever the list's; the <part>_vs_copy lines and
- * wa_vs_prepared need copy too).
+ * max_prepared_transactions > 0), TWOPC_BENCH_ROWS (default 1000000), TWOPC_BENCH_PG_ROUNDS
+ * (default 3, at most 15), TWOPC_BENCH_PG_PARTS (the parts to run, comma-separated, of copy,
+ * write-ahead, changelog, upsert, tables, at-least-once; default all; they run in that order
+ * whatever the list's; the <part>_vs_copy lines and wa_vs_prepared need copy too).
  */
 #include "tpc_pg.h"
 #include "tpc_test_bench.h"
@@ -66,12 +85,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #define TEXT_BYTES  100
 #define COPY_BUFFER (256u << 10)
 #define MAX_COMMITS 4096
 #define KEYS        100000
+#define MAX_ROUNDS  15
 #define BATCH_ROWS  500 /* pg.batch-size's default */
 #define OID_INT8    20
 #define OID_TEXT    25
@@ -186,8 +207,6 @@ typedef struct {
 static double run_sink(const char *conninfo, const sink_conf_t *o, uint64_t rows,
                        const char *staging)
 {
-    commits = 0;
-    handle_bytes = 0;
     char *ckpt = tpc_test_tmpdir("bench-pg-ckpt");
     char prefix[96];
     tpc_test_unique_name(prefix, sizeof prefix, "bench-pg", '-');
@@ -281,13 +300,13 @@ static void end_txn(PGconn *data, PGconn *control, int n, bool prepared)
 /* The copy loop; @prepared: PREPARE TRANSACTION + COMMIT PREPARED, else COMMIT, once a second. */
 static double run_raw(const char *table, uint64_t rows, bool prepared)
 {
+    double t0 = tpc_test_now_s(), next = t0 + 1.0;
     PGconn *data = tpc_test_pg_connect(), *control = tpc_test_pg_connect();
     unsigned char *buf = malloc(COPY_BUFFER + 256);
     if (!data || !control || !buf)
         tpc_test_bench_die("raw connections", NULL);
     char copy[256];
     snprintf(copy, sizeof copy, "COPY %s FROM STDIN (FORMAT binary)", table);
-    double t0 = tpc_test_now_s(), next = t0 + 1.0;
     size_t len = 0;
     int txns = 0;
     start_txn(data, copy);
@@ -318,80 +337,114 @@ static double run_raw(const char *table, uint64_t rows, bool prepared)
     return secs;
 }
 
-/* The write-ahead work by hand: stage batch @n committed, then move it in one transaction. */
-static void stage_and_move(PGconn *pg, const char *raw, const char *staging, const char *marker,
-                           int n)
+/* One part: @len bytes of COPY tuples (@rows rows) of transaction @gid, into @staging on @control,
+ * inside its open transaction. */
+static void stage_part(PGconn *control, const char *staging, const char *gid, int part,
+                       const unsigned char *buf, size_t len, int rows)
 {
-    static const unsigned char trailer[2] = {0xff, 0xff};
-    PQputCopyData(pg, (const char *)trailer, 2);
-    PQputCopyEnd(pg, NULL);
-    expect(pg, PQgetResult(pg), PGRES_COMMAND_OK, "end COPY");
-    PQclear(PQgetResult(pg));
-    expect(pg, PQexec(pg, "COMMIT"), PGRES_COMMAND_OK, "COMMIT the staged rows");
-    char sql[512];
-    expect(pg, PQexec(pg, "BEGIN"), PGRES_COMMAND_OK, "BEGIN the move");
-    snprintf(sql, sizeof sql, "INSERT INTO %s VALUES ('bench-pg-wa-%d-%d')", marker, (int)getpid(),
-             n);
-    expect(pg, PQexec(pg, sql), PGRES_COMMAND_OK, "insert the marker");
+    char sql[512], num[16], count[16];
     snprintf(sql, sizeof sql,
-             "INSERT INTO %s (id, payload) SELECT id, payload FROM %s WHERE batch = %d", raw,
-             staging, n);
-    expect(pg, PQexec(pg, sql), PGRES_COMMAND_OK, "move the rows");
-    snprintf(sql, sizeof sql, "DELETE FROM %s WHERE batch = %d", staging, n);
-    expect(pg, PQexec(pg, sql), PGRES_COMMAND_OK, "delete the staged rows");
-    expect(pg, PQexec(pg, "COMMIT"), PGRES_COMMAND_OK, "COMMIT the move");
+             "INSERT INTO %s (gid, part, sink, subtask, target, row_count, data) VALUES ($1, $2, "
+             "'bench-pg-raw', 0, 'raw', $3, $4)",
+             staging);
+    snprintf(num, sizeof num, "%d", part);
+    snprintf(count, sizeof count, "%d", rows);
+    const char *values[4] = {gid, num, count, (const char *)buf};
+    const int lengths[4] = {0, 0, 0, (int)len};
+    const int formats[4] = {0, 0, 0, 1};
+    expect(control, PQexecParams(control, sql, 4, NULL, values, lengths, formats, 0),
+           PGRES_COMMAND_OK, "write a part ahead");
 }
 
-static void start_staging(PGconn *pg, const char *copy)
+/* The move of transaction @gid's @parts parts into @raw, in one transaction on @data: the marker
+ * row, each part read back on @control and sent into one COPY, the parts deleted, COMMIT. */
+static void move_parts(PGconn *data, PGconn *control, const char *raw, const char *staging,
+                       const char *marker, const char *gid, int parts)
 {
-    expect(pg, PQexec(pg, "BEGIN"), PGRES_COMMAND_OK, "BEGIN");
-    expect(pg, PQexec(pg, copy), PGRES_COPY_IN, "COPY");
+    char sql[512], num[16];
+    expect(data, PQexec(data, "BEGIN"), PGRES_COMMAND_OK, "BEGIN the move");
+    snprintf(sql, sizeof sql, "INSERT INTO %s VALUES ($1)", marker);
+    expect(data, PQexecParams(data, sql, 1, NULL, (const char *[]){gid}, NULL, NULL, 0),
+           PGRES_COMMAND_OK, "insert the marker");
+    snprintf(sql, sizeof sql, "COPY %s FROM STDIN (FORMAT binary)", raw);
+    expect(data, PQexec(data, sql), PGRES_COPY_IN, "COPY");
     static const unsigned char header[19] = {'P', 'G', 'C', 'O', 'P', 'Y', '\n', 0xff, '\r', '\n'};
-    PQputCopyData(pg, (const char *)header, sizeof header);
+    PQputCopyData(data, (const char *)header, sizeof header);
+    snprintf(sql, sizeof sql, "SELECT data FROM %s WHERE gid = $1 AND part = $2", staging);
+    for (int p = 0; p < parts; p++) {
+        snprintf(num, sizeof num, "%d", p);
+        PGresult *res =
+            PQexecParams(control, sql, 2, NULL, (const char *[]){gid, num}, NULL, NULL, 1);
+        if (PQresultStatus(res) != PGRES_TUPLES_OK || PQntuples(res) != 1)
+            tpc_test_bench_die("read a part back", NULL);
+        PQputCopyData(data, PQgetvalue(res, 0, 0), PQgetlength(res, 0, 0));
+        PQclear(res);
+    }
+    end_copy(data);
+    snprintf(sql, sizeof sql, "DELETE FROM %s WHERE gid = $1", staging);
+    expect(data, PQexecParams(data, sql, 1, NULL, (const char *[]){gid}, NULL, NULL, 0),
+           PGRES_COMMAND_OK, "delete the parts");
+    expect(data, PQexec(data, "COMMIT"), PGRES_COMMAND_OK, "COMMIT the move");
 }
 
+/* The write-ahead commit by hand, as the sink does it: parts of COPY tuples of the sink's buffer
+ * size as bytea into a write-ahead table of the sink's layout, in one transaction on the control
+ * connection committed once a second; then the move on the data connection. */
 static double run_raw_write_ahead(PGconn *admin, const char *raw, uint64_t rows)
 {
-    char staging[96], marker[96], copy[256];
+    char staging[96], marker[96];
     tpc_test_unique_name(staging, sizeof staging, "bench_pg_wa_stage", '_');
     tpc_test_unique_name(marker, sizeof marker, "bench_pg_wa_marker", '_');
-    if (!tpc_test_pg_exec(admin, "CREATE TABLE %s (batch int, id bigint, payload text)", staging) ||
+    if (!tpc_test_pg_exec(admin,
+                          "CREATE TABLE %s (gid text NOT NULL, part integer NOT NULL, sink text "
+                          "NOT NULL, subtask integer NOT NULL, target text NOT NULL, row_count "
+                          "integer NOT NULL, data bytea NOT NULL, created timestamptz NOT NULL "
+                          "DEFAULT now(), PRIMARY KEY (gid, part))",
+                          staging) ||
+        !tpc_test_pg_exec(admin, "ALTER TABLE %s ALTER COLUMN data SET STORAGE EXTERNAL",
+                          staging) ||
         !tpc_test_pg_exec(admin, "CREATE TABLE %s (gid text PRIMARY KEY)", marker))
         tpc_test_bench_die("raw write-ahead tables", NULL);
-    PGconn *pg = tpc_test_pg_connect();
-    unsigned char *buf = malloc(COPY_BUFFER + 256);
-    if (!pg || !buf)
-        tpc_test_bench_die("raw write-ahead connection", NULL);
-    snprintf(copy, sizeof copy, "COPY %s FROM STDIN (FORMAT binary)", staging);
     double t0 = tpc_test_now_s(), next = t0 + 1.0;
+    PGconn *data = tpc_test_pg_connect(), *control = tpc_test_pg_connect();
+    unsigned char *buf = malloc(COPY_BUFFER + 256);
+    if (!data || !control || !buf)
+        tpc_test_bench_die("raw write-ahead connections", NULL);
     size_t len = 0;
-    int batch = 0;
-    start_staging(pg, copy);
+    int txn = 0, parts = 0, in_part = 0;
+    char gid[64];
+    snprintf(gid, sizeof gid, "bench-pg-wa-%d-%d", (int)getpid(), txn);
+    expect(control, PQexec(control, "BEGIN"), PGRES_COMMAND_OK, "BEGIN writing ahead");
     for (uint64_t i = 0; i < rows; i++) {
         unsigned char *p = buf + len;
-        put_be(p, 3, 2);
-        put_be(p + 2, 4, 4);
-        put_be(p + 6, (uint64_t)batch, 4);
-        put_be(p + 10, 8, 4);
-        put_be(p + 14, i, 8);
-        put_be(p + 22, TEXT_BYTES, 4);
-        text_of(i, (char *)p + 26);
-        len += 26 + TEXT_BYTES;
-        if (len >= COPY_BUFFER) {
-            PQputCopyData(pg, (const char *)buf, (int)len);
-            len = 0;
-            if (tpc_test_now_s() >= next) {
-                stage_and_move(pg, raw, staging, marker, batch++);
-                start_staging(pg, copy);
-                next += 1.0;
-            }
+        put_be(p, 2, 2);
+        put_be(p + 2, 8, 4);
+        put_be(p + 6, i, 8);
+        put_be(p + 14, TEXT_BYTES, 4);
+        text_of(i, (char *)p + 18);
+        len += 18 + TEXT_BYTES;
+        in_part++;
+        bool last = i + 1 == rows;
+        if (len < COPY_BUFFER && !last)
+            continue;
+        stage_part(control, staging, gid, parts++, buf, len, in_part);
+        len = 0;
+        in_part = 0;
+        if (last || tpc_test_now_s() >= next) {
+            expect(control, PQexec(control, "COMMIT"), PGRES_COMMAND_OK,
+                   "COMMIT the parts written ahead");
+            move_parts(data, control, raw, staging, marker, gid, parts);
+            parts = 0;
+            snprintf(gid, sizeof gid, "bench-pg-wa-%d-%d", (int)getpid(), ++txn);
+            if (!last)
+                expect(control, PQexec(control, "BEGIN"), PGRES_COMMAND_OK, "BEGIN writing ahead");
+            next += 1.0;
         }
     }
-    PQputCopyData(pg, (const char *)buf, (int)len);
-    stage_and_move(pg, raw, staging, marker, batch++);
     double secs = tpc_test_now_s() - t0;
     free(buf);
-    PQfinish(pg);
+    PQfinish(data);
+    PQfinish(control);
     tpc_test_pg_exec(admin, "DROP TABLE %s", staging);
     tpc_test_pg_exec(admin, "DROP TABLE %s", marker);
     return secs;
@@ -422,6 +475,7 @@ static size_t changelog_tuple(unsigned char *p, uint64_t i)
  * in one statement with its DROP, then PREPARE TRANSACTION and COMMIT PREPARED. */
 static double run_raw_changelog(const char *table, uint64_t rows)
 {
+    double t0 = tpc_test_now_s(), next = t0 + 1.0;
     PGconn *data = tpc_test_pg_connect(), *control = tpc_test_pg_connect();
     unsigned char *buf = malloc(COPY_BUFFER + 256);
     if (!data || !control || !buf)
@@ -439,7 +493,6 @@ static double run_raw_changelog(const char *table, uint64_t rows)
              table, table, table, table);
     static const unsigned char header[19] = {'P', 'G', 'C', 'O', 'P', 'Y', '\n', 0xff, '\r', '\n'};
     static const unsigned char trailer[2] = {0xff, 0xff};
-    double t0 = tpc_test_now_s(), next = t0 + 1.0;
     size_t len = 0;
     int txns = 0;
     for (uint64_t i = 0; i < rows;) {
@@ -530,6 +583,7 @@ static char *upsert_sql(PGconn *pg, const char *table, int rows)
  * once a second. */
 static double run_raw_upsert(const char *table, uint64_t rows)
 {
+    double t0 = tpc_test_now_s(), next = t0 + 1.0;
     PGconn *data = tpc_test_pg_connect(), *control = tpc_test_pg_connect();
     if (!data || !control)
         tpc_test_bench_die("raw upsert connections", NULL);
@@ -551,7 +605,6 @@ static double run_raw_upsert(const char *table, uint64_t rows)
     expect(data, PQprepare(data, "bench_batch", sql, 2 * BATCH_ROWS, types), PGRES_COMMAND_OK,
            "prepare the upsert statement");
     free(sql);
-    double t0 = tpc_test_now_s(), next = t0 + 1.0;
     int txns = 0, r = 0;
     expect(data, PQexec(data, "BEGIN"), PGRES_COMMAND_OK, "BEGIN");
     for (uint64_t i = 0; i < rows; i++) {
@@ -587,6 +640,7 @@ static double run_raw_upsert(const char *table, uint64_t rows)
  * second. */
 static double run_raw_tables(const char *table0, const char *table1, uint64_t rows)
 {
+    double t0 = tpc_test_now_s(), next = t0 + 1.0;
     PGconn *data = tpc_test_pg_connect(), *control = tpc_test_pg_connect();
     unsigned char *buf[2] = {malloc(COPY_BUFFER + 256), malloc(COPY_BUFFER + 256)};
     if (!data || !control || !buf[0] || !buf[1])
@@ -595,7 +649,6 @@ static double run_raw_tables(const char *table0, const char *table1, uint64_t ro
     snprintf(copy[0], sizeof copy[0], "COPY %s FROM STDIN (FORMAT binary)", table0);
     snprintf(copy[1], sizeof copy[1], "COPY %s FROM STDIN (FORMAT binary)", table1);
     static const unsigned char header[19] = {'P', 'G', 'C', 'O', 'P', 'Y', '\n', 0xff, '\r', '\n'};
-    double t0 = tpc_test_now_s(), next = t0 + 1.0;
     size_t len[2] = {0, 0};
     int txns = 0, copying = -1;
     expect(data, PQexec(data, "BEGIN"), PGRES_COMMAND_OK, "BEGIN");
@@ -699,130 +752,279 @@ static void make_keyed_table(PGconn *pg, char *name, size_t cap, const char *tag
 typedef struct {
     const char *conninfo;
     uint64_t rows;
+    int rounds;
     PGconn *pg;
-    char staging[96]; /* pg.write-ahead-table of every sink run */
-    double copy_sink; /* seconds of the copy part's sink run; 0 when it did not run */
+    char staging[96];    /* pg.write-ahead-table of every sink run */
+    double copy_sink;    /* median seconds of the copy part's sink runs; 0 when it did not run */
+    long long wal_bytes; /* the server's write-ahead log over the current part's sink runs */
 } bench_t;
 
-/* The three lines every part prints: sink and raw throughput, and their ratio. */
-static void print_rates(const bench_t *b, const char *part, double sink, double raw)
+/* A sink run of the current part, with the server's write-ahead log it saw added up. */
+static double sink_side(bench_t *b, const sink_conf_t *o)
 {
-    printf("bench pg %ssink_rows_per_s %.0f rows/s\n", part, (double)b->rows / sink);
-    printf("bench pg %sraw_rows_per_s %.0f rows/s\n", part, (double)b->rows / raw);
-    printf("bench pg %sratio %.3f ratio\n", part, raw / sink);
+    long long wal0 = wal_position(b->pg);
+    double secs = run_sink(b->conninfo, o, b->rows, b->staging);
+    b->wal_bytes += wal_position(b->pg) - wal0;
+    return secs;
 }
 
-/* "<part>_vs_copy": the copy sink's time over this one's, when the copy part ran. */
+/* One side of a part: makes its tables, runs, checks and drops them; @returns the seconds run.
+ * The tables go before the other side runs, so that autovacuum of a million rows just written
+ * (vacuum after inserts, analyze) does not run in the other side's time. */
+typedef double side_fn(bench_t *b);
+
+/* CPU seconds this process used so far: the sink's threads, or the raw loop's. */
+static double cpu_s(void)
+{
+    struct rusage u;
+    getrusage(RUSAGE_SELF, &u);
+    return (double)(u.ru_utime.tv_sec + u.ru_stime.tv_sec) +
+           (double)(u.ru_utime.tv_usec + u.ru_stime.tv_usec) / 1e6;
+}
+
+/* @fn's seconds; its CPU seconds (of this process, checks of the tables included) into @cpu. */
+static double side(bench_t *b, side_fn *fn, double *cpu)
+{
+    double c0 = cpu_s();
+    double secs = fn(b);
+    *cpu = cpu_s() - c0;
+    return secs;
+}
+
+/* The median of @v (sorted in place). */
+static double median(double *v, int n)
+{
+    qsort(v, (size_t)n, sizeof *v, cmp_double);
+    return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+/* Runs the two sides b->rounds times, the raw loop first in even rounds and the sink first in odd
+ * ones, so that neither always runs in the other's wake (a checkpoint of the server) and the two
+ * of a round see about the same load. Prints the rates of the median times and the median of the
+ * rounds' ratios (raw time over sink time of the same round) with the lowest and the highest.
+ * @returns the median sink time. */
+static double run_rounds(bench_t *b, const char *part, side_fn *sink_fn, side_fn *raw_fn)
+{
+    double sink[MAX_ROUNDS], raw[MAX_ROUNDS], ratio[MAX_ROUNDS];
+    double sink_cpu[MAX_ROUNDS], raw_cpu[MAX_ROUNDS];
+    commits = 0;
+    handle_bytes = 0;
+    b->wal_bytes = 0;
+    for (int r = 0; r < b->rounds; r++) {
+        if (r % 2)
+            sink[r] = side(b, sink_fn, &sink_cpu[r]);
+        raw[r] = side(b, raw_fn, &raw_cpu[r]);
+        if (r % 2 == 0)
+            sink[r] = side(b, sink_fn, &sink_cpu[r]);
+        ratio[r] = raw[r] / sink[r];
+    }
+    double sink_m = median(sink, b->rounds), raw_m = median(raw, b->rounds);
+    double ratio_m = median(ratio, b->rounds);
+    double us = 1e6 / (double)b->rows;
+    printf("bench pg %ssink_rows_per_s %.0f rows/s\n", part, (double)b->rows / sink_m);
+    printf("bench pg %sraw_rows_per_s %.0f rows/s\n", part, (double)b->rows / raw_m);
+    /* The client's CPU, which a loaded machine changes far less than the times. */
+    printf("bench pg %ssink_cpu_us_per_row %.2f us\n", part, median(sink_cpu, b->rounds) * us);
+    printf("bench pg %sraw_cpu_us_per_row %.2f us\n", part, median(raw_cpu, b->rounds) * us);
+    printf("bench pg %sratio %.3f ratio\n", part, ratio_m);
+    printf("bench pg %sratio_min %.3f ratio\n", part, ratio[0]);
+    printf("bench pg %sratio_max %.3f ratio\n", part, ratio[b->rounds - 1]);
+    return sink_m;
+}
+
+/* "<part>_vs_copy": the copy sink's median time over this one's, when the copy part ran. */
 static void print_vs_copy(const bench_t *b, const char *name, double sink)
 {
     if (b->copy_sink > 0)
         printf("bench pg %s %.3f ratio\n", name, b->copy_sink / sink);
 }
 
+/* The server's write-ahead log per row over the part's sink runs. */
+static void print_wal(const bench_t *b, const char *name)
+{
+    printf("bench pg %s %.0f bytes\n", name,
+           (double)b->wal_bytes / ((double)b->rows * (double)b->rounds));
+}
+
+/* A sink writing every record as a row of a new table (bigint, text), in @mode and @commit under
+ * @guarantee; the table checked and dropped. */
+static double sink_one_table(bench_t *b, const char *tag, const char *commit, const char *guarantee)
+{
+    char table[96];
+    make_table(b->pg, table, sizeof table, tag);
+    sink_conf_t o = {table, "copy", commit, NULL, guarantee, encode};
+    double secs = sink_side(b, &o);
+    expect_rows(b->pg, table, b->rows);
+    return secs;
+}
+
+static double raw_one_table(bench_t *b, const char *tag, bool prepared)
+{
+    char table[96];
+    make_table(b->pg, table, sizeof table, tag);
+    double secs = run_raw(table, b->rows, prepared);
+    expect_rows(b->pg, table, b->rows);
+    return secs;
+}
+
+static double sink_copy(bench_t *b)
+{
+    return sink_one_table(b, "bench_pg_sink", "prepared", "exactly-once");
+}
+
+static double raw_copy(bench_t *b)
+{
+    return raw_one_table(b, "bench_pg_raw", true);
+}
+
 static void part_copy(bench_t *b)
 {
-    char sink_table[96], raw_table[96];
-    make_table(b->pg, sink_table, sizeof sink_table, "bench_pg_sink");
-    make_table(b->pg, raw_table, sizeof raw_table, "bench_pg_raw");
-    double raw = run_raw(raw_table, b->rows, true);
-    long long wal0 = wal_position(b->pg);
-    sink_conf_t o = {sink_table, "copy", "prepared", NULL, "exactly-once", encode};
-    double sink = run_sink(b->conninfo, &o, b->rows, b->staging);
-    long long wal1 = wal_position(b->pg);
-    print_rates(b, "", sink, raw);
+    double sink = run_rounds(b, "", sink_copy, raw_copy);
     commit_latency("");
     printf("bench pg handle_bytes %zu bytes\n", handle_bytes);
-    printf("bench pg wal_bytes_per_row %.0f bytes\n", (double)(wal1 - wal0) / (double)b->rows);
-    expect_rows(b->pg, sink_table, b->rows);
-    expect_rows(b->pg, raw_table, b->rows);
+    print_wal(b, "wal_bytes_per_row");
     b->copy_sink = sink;
+}
+
+static double sink_write_ahead(bench_t *b)
+{
+    double secs = sink_one_table(b, "bench_pg_wa_sink", "write-ahead", "exactly-once");
+    if (tpc_test_pg_long(b->pg, "SELECT count(*) FROM %s", b->staging) != 0)
+        tpc_test_bench_die("rows are left in the staging table", NULL);
+    return secs;
+}
+
+static double raw_write_ahead(bench_t *b)
+{
+    char table[96];
+    make_table(b->pg, table, sizeof table, "bench_pg_wa_raw");
+    double secs = run_raw_write_ahead(b->pg, table, b->rows);
+    expect_rows(b->pg, table, b->rows);
+    return secs;
 }
 
 static void part_write_ahead(bench_t *b)
 {
-    char sink_table[96], raw_table[96];
-    make_table(b->pg, sink_table, sizeof sink_table, "bench_pg_wa_sink");
-    make_table(b->pg, raw_table, sizeof raw_table, "bench_pg_wa_raw");
-    double raw = run_raw_write_ahead(b->pg, raw_table, b->rows);
-    long long wal0 = wal_position(b->pg);
-    sink_conf_t o = {sink_table, "copy", "write-ahead", NULL, "exactly-once", encode};
-    double sink = run_sink(b->conninfo, &o, b->rows, b->staging);
-    long long wal1 = wal_position(b->pg);
-    print_rates(b, "wa_", sink, raw);
+    double sink = run_rounds(b, "wa_", sink_write_ahead, raw_write_ahead);
     print_vs_copy(b, "wa_vs_prepared", sink);
     commit_latency("wa_");
     printf("bench pg wa_handle_bytes %zu bytes\n", handle_bytes);
     /* The double write: WAL the server wrote per row (other sessions' too, on a shared server). */
-    printf("bench pg wa_wal_bytes_per_row %.0f bytes\n", (double)(wal1 - wal0) / (double)b->rows);
-    expect_rows(b->pg, sink_table, b->rows);
-    expect_rows(b->pg, raw_table, b->rows);
-    if (tpc_test_pg_long(b->pg, "SELECT count(*) FROM %s", b->staging) != 0)
-        tpc_test_bench_die("rows are left in the staging table", NULL);
+    print_wal(b, "wa_wal_bytes_per_row");
+}
+
+/* A keyed sink (pg.key-columns id) in @mode into a new keyed table, checked and dropped. */
+static double sink_keyed(bench_t *b, const char *tag, const char *mode, tpc_pg_encoder_t encoder,
+                         bool deletes)
+{
+    char table[96];
+    make_keyed_table(b->pg, table, sizeof table, tag);
+    sink_conf_t o = {table, mode, "prepared", "id", "exactly-once", encoder};
+    double secs = sink_side(b, &o);
+    expect_keyed(b->pg, table, b->rows, deletes);
+    return secs;
+}
+
+static double sink_changelog(bench_t *b)
+{
+    return sink_keyed(b, "bench_pg_cl_sink", "changelog", encode_changelog, true);
+}
+
+static double raw_changelog(bench_t *b)
+{
+    char table[96];
+    make_keyed_table(b->pg, table, sizeof table, "bench_pg_cl_raw");
+    double secs = run_raw_changelog(table, b->rows);
+    expect_keyed(b->pg, table, b->rows, true);
+    return secs;
 }
 
 static void part_changelog(bench_t *b)
 {
-    char sink_table[96], raw_table[96];
-    make_keyed_table(b->pg, sink_table, sizeof sink_table, "bench_pg_cl_sink");
-    make_keyed_table(b->pg, raw_table, sizeof raw_table, "bench_pg_cl_raw");
-    double raw = run_raw_changelog(raw_table, b->rows);
-    sink_conf_t o = {sink_table, "changelog", "prepared", "id", "exactly-once", encode_changelog};
-    double sink = run_sink(b->conninfo, &o, b->rows, b->staging);
-    print_rates(b, "changelog_", sink, raw);
+    double sink = run_rounds(b, "changelog_", sink_changelog, raw_changelog);
     print_vs_copy(b, "changelog_vs_copy", sink);
     commit_latency("changelog_");
-    expect_keyed(b->pg, sink_table, b->rows, true);
-    expect_keyed(b->pg, raw_table, b->rows, true);
+}
+
+static double sink_upsert(bench_t *b)
+{
+    return sink_keyed(b, "bench_pg_up_sink", "upsert", encode_upsert, false);
+}
+
+static double raw_upsert(bench_t *b)
+{
+    char table[96];
+    make_keyed_table(b->pg, table, sizeof table, "bench_pg_up_raw");
+    double secs = run_raw_upsert(table, b->rows);
+    expect_keyed(b->pg, table, b->rows, false);
+    return secs;
 }
 
 static void part_upsert(bench_t *b)
 {
-    char sink_table[96], raw_table[96];
-    make_keyed_table(b->pg, sink_table, sizeof sink_table, "bench_pg_up_sink");
-    make_keyed_table(b->pg, raw_table, sizeof raw_table, "bench_pg_up_raw");
-    double raw = run_raw_upsert(raw_table, b->rows);
-    sink_conf_t o = {sink_table, "upsert", "prepared", "id", "exactly-once", encode_upsert};
-    double sink = run_sink(b->conninfo, &o, b->rows, b->staging);
-    print_rates(b, "upsert_", sink, raw);
+    double sink = run_rounds(b, "upsert_", sink_upsert, raw_upsert);
     print_vs_copy(b, "upsert_vs_copy", sink);
     commit_latency("upsert_");
-    expect_keyed(b->pg, sink_table, b->rows, false);
-    expect_keyed(b->pg, raw_table, b->rows, false);
+}
+
+static double sink_tables(bench_t *b)
+{
+    char tables[2][96], list[200];
+    make_table(b->pg, tables[0], sizeof tables[0], "bench_pg_t0_sink");
+    make_table(b->pg, tables[1], sizeof tables[1], "bench_pg_t1_sink");
+    snprintf(list, sizeof list, "%s,%s", tables[0], tables[1]);
+    sink_conf_t o = {list, "copy", "prepared", NULL, "exactly-once", encode_two};
+    double secs = sink_side(b, &o);
+    expect_rows(b->pg, tables[0], b->rows);
+    expect_rows(b->pg, tables[1], b->rows);
+    return secs;
+}
+
+static double raw_tables(bench_t *b)
+{
+    char tables[2][96];
+    make_table(b->pg, tables[0], sizeof tables[0], "bench_pg_t0_raw");
+    make_table(b->pg, tables[1], sizeof tables[1], "bench_pg_t1_raw");
+    double secs = run_raw_tables(tables[0], tables[1], b->rows);
+    expect_rows(b->pg, tables[0], b->rows);
+    expect_rows(b->pg, tables[1], b->rows);
+    return secs;
 }
 
 static void part_tables(bench_t *b)
 {
-    char sink_tables[2][96], raw_tables[2][96], list[200];
-    make_table(b->pg, sink_tables[0], sizeof sink_tables[0], "bench_pg_t0_sink");
-    make_table(b->pg, sink_tables[1], sizeof sink_tables[1], "bench_pg_t1_sink");
-    make_table(b->pg, raw_tables[0], sizeof raw_tables[0], "bench_pg_t0_raw");
-    make_table(b->pg, raw_tables[1], sizeof raw_tables[1], "bench_pg_t1_raw");
-    snprintf(list, sizeof list, "%s,%s", sink_tables[0], sink_tables[1]);
-    double raw = run_raw_tables(raw_tables[0], raw_tables[1], b->rows);
-    sink_conf_t o = {list, "copy", "prepared", NULL, "exactly-once", encode_two};
-    double sink = run_sink(b->conninfo, &o, b->rows, b->staging);
-    print_rates(b, "tables_", sink, raw);
+    double sink = run_rounds(b, "tables_", sink_tables, raw_tables);
     print_vs_copy(b, "tables_vs_copy", sink);
     commit_latency("tables_");
-    for (int k = 0; k < 2; k++) {
-        expect_rows(b->pg, sink_tables[k], b->rows);
-        expect_rows(b->pg, raw_tables[k], b->rows);
-    }
+}
+
+/* Its pre-commit commits; the commit after the checkpoint has nothing left to do. */
+static double sink_at_least_once(bench_t *b)
+{
+    return sink_one_table(b, "bench_pg_alo_sink", "auto", "at-least-once");
+}
+
+static double raw_at_least_once(bench_t *b)
+{
+    return raw_one_table(b, "bench_pg_alo_raw", false);
 }
 
 static void part_at_least_once(bench_t *b)
 {
-    char sink_table[96], raw_table[96];
-    make_table(b->pg, sink_table, sizeof sink_table, "bench_pg_alo_sink");
-    make_table(b->pg, raw_table, sizeof raw_table, "bench_pg_alo_raw");
-    double raw = run_raw(raw_table, b->rows, false);
-    sink_conf_t o = {sink_table, "copy", "auto", NULL, "at-least-once", encode};
-    double sink = run_sink(b->conninfo, &o, b->rows, b->staging);
-    print_rates(b, "at_least_once_", sink, raw);
+    double sink = run_rounds(b, "at_least_once_", sink_at_least_once, raw_at_least_once);
     print_vs_copy(b, "at_least_once_vs_copy", sink);
-    /* Its pre-commit commits; the commit after the checkpoint has nothing left to do. */
-    expect_rows(b->pg, sink_table, b->rows);
-    expect_rows(b->pg, raw_table, b->rows);
+}
+
+/* Before the first part, not timed: a raw copy of a fifth of the rows, so that the first timed
+ * run does not pay alone for what the server does once (new write-ahead log segments, shared
+ * buffers and caches warming). */
+static void warm_up(bench_t *b)
+{
+    char table[96];
+    make_table(b->pg, table, sizeof table, "bench_pg_warm");
+    uint64_t rows = b->rows / 5 ? b->rows / 5 : 1;
+    run_raw(table, rows, true);
+    expect_rows(b->pg, table, rows);
 }
 
 static const struct {
@@ -868,10 +1070,18 @@ int main(void)
     b.rows = env ? strtoull(env, NULL, 10) : 0;
     if (!b.rows)
         b.rows = 1000000;
+    env = getenv("TWOPC_BENCH_PG_ROUNDS");
+    b.rounds = env ? atoi(env) : 0;
+    if (b.rounds < 1)
+        b.rounds = 3;
+    if (b.rounds > MAX_ROUNDS)
+        b.rounds = MAX_ROUNDS;
     b.pg = tpc_test_pg_connect();
     if (!b.pg)
         tpc_test_bench_die("connection", NULL);
     tpc_test_unique_name(b.staging, sizeof b.staging, "bench_pg_staging", '_');
+    printf("bench pg rounds %d rounds\n", b.rounds);
+    warm_up(&b);
     for (size_t i = 0; i < NPARTS; i++)
         if (run[i])
             parts[i].run(&b);
