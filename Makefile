@@ -11,7 +11,9 @@
 #   make install PREFIX=/usr/local DESTDIR=
 #   make services-up / services-down          local PostgreSQL + Kafka for trying twopc
 #   make bench-runtime / bench-file / bench-kafka / bench-pg / bench-latency   benchmark programs
-#   make bench-compare        the same Kafka -> Kafka exactly-once job on twopc and on Apache Flink
+#   make bench-compare        the same Kafka -> Kafka exactly-once job on twopc and on Apache Flink,
+#                             and a keyed totals job (twopc keyed state, Flink HashMap and RocksDB
+#                             incremental); COMPARE_PARTS=keyed runs only that part
 #                             (bench-kafka, -latency, -compare: TWOPC_LIBRDKAFKA=current measures with a
 #                             current librdkafka instead of Debian's; make test runs the Kafka tests
 #                             with both)
@@ -271,7 +273,8 @@ dashboard-png: deps $(BUILD)/bench/dashboard_job
 	@tests/services/with-services.sh tests/bench/dashboard_png.sh $(DASHBOARD_SECONDS)
 
 # twopc beside Apache Flink (MiniCluster, KafkaSink EXACTLY_ONCE) on the same job and broker.
-COMPARE_BINS := $(BUILD)/bench/compare_twopc_job $(BUILD)/bench/compare_topic_tool
+COMPARE_BINS := $(BUILD)/bench/compare_twopc_job $(BUILD)/bench/compare_twopc_keyed_job \
+                $(BUILD)/bench/compare_topic_tool
 $(BUILD)/bench/compare_%: tests/bench/compare/%.c $(STATIC)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_ALL) $(PUBLIC_INC) $(LDFLAGS) -o $@ $< $(STATIC) $(LDLIBS_ALL)

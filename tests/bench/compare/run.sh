@@ -30,6 +30,25 @@
 # rows go to BUILD_DIR/compare/results.tsv and latency.tsv, and with gnuplot
 # installed BUILD_DIR/compare/*.png are drawn from the medians (BUILD_DIR/compare/medians.tsv) by
 # tests/bench/compare/plot.gp.
+#
+# The keyed part runs the keyed totals job (purchases keyed by user -> running count and total per
+# user in keyed state -> Kafka, exactly once) on twopc (twopc_keyed_job.c) and on Flink
+# (FlinkKeyedJob.java) with the HashMap state backend (side flink_hashmap) and with RocksDB and
+# incremental checkpoints (flink_rocksdb). COMPARE_KEYED lists its runs as RECORDS:KEYS (default
+# "5000000:1000000 20000000:10000000": purchase i is user i % KEYS's), at the parallelisms of
+# COMPARE_KEYED_PARALLELISM (default: COMPARE_PARALLELISM), COMPARE_ROUNDS rounds with the side
+# going first rotating. Each run's output is checked by topic_tool totals: every user's counts
+# 1..n once each and the last total the sum of the user's amounts, or the benchmark fails; a job
+# that fails is counted in keyed_job_failures and left out. It prints the medians
+#   bench compare keyed_<side>_<metric>_p<P>_<keys>keys <value> <unit>
+# with the metrics above plus ckpt_ms (mean checkpoint duration, trigger to completion) and
+# ckpt_mb (mean bytes a checkpoint wrote: the new files in the checkpoint folder for twopc, the
+# checkpointed size of Flink's checkpoint statistics, only the new SST files with RocksDB
+# incremental), and the ratios keyed_ratio_<metric>_..._vs_<flink side> (twopc / Flink). Raw rows
+# in BUILD_DIR/compare/keyed.tsv, medians in keyed_medians.tsv, plots compare_keyed_*.png.
+#
+# COMPARE_PARTS chooses the parts (default "kafka pg latency keyed"): e.g. COMPARE_PARTS=keyed runs
+# only the keyed part.
 set -euo pipefail
 
 build=${1:?usage: run.sh BUILD_DIR}
@@ -40,11 +59,25 @@ pars=${COMPARE_PARALLELISM:-1 2}
 rounds=${COMPARE_ROUNDS:-3}
 limit=${COMPARE_TIMEOUT:-900} # seconds one job may take
 [ "$sizes" != 0 ] || sizes= # COMPARE_SIZES=0: no Kafka -> Kafka runs
+parts=${COMPARE_PARTS:-kafka pg latency keyed}
+for part in $parts; do
+    case $part in
+    kafka | pg | latency | keyed) ;;
+    *)
+        echo "bench-compare: unknown part \"$part\" in COMPARE_PARTS (kafka, pg, latency, keyed)" >&2
+        exit 2
+        ;;
+    esac
+done
+# part NAME: whether COMPARE_PARTS has it
+part() { [[ " $parts " == *" $1 "* ]]; }
+part kafka || sizes=
 out=$build/compare
 mkdir -p "$out"
 out=$(cd "$out" && pwd)
 tool=$build/bench/compare_topic_tool
 job=$build/bench/compare_twopc_job
+keyed_job=$build/bench/compare_twopc_keyed_job
 
 echo "bench-compare: building the Flink side with Maven" >&2
 mvn -q -B -f "$here/pom.xml" -Dcompare.out="$out/flink" package >&2
@@ -122,7 +155,9 @@ over_rounds run cmp-in "Kafka -> Kafka" "$sizes"
 # row written. Every row must be there once, upper-cased.
 pg_sizes=${COMPARE_PG_SIZES:-1000000}
 conninfo=${TWOPC_TEST_PG_CONNINFO:-}
-if [ -z "$conninfo" ] || [ "$pg_sizes" = 0 ]; then
+if ! part pg; then
+    pg_sizes=
+elif [ -z "$conninfo" ] || [ "$pg_sizes" = 0 ]; then
     echo "bench-compare: no Kafka -> PostgreSQL part (TWOPC_TEST_PG_CONNINFO unset or COMPARE_PG_SIZES=0)" >&2
     pg_sizes=
 fi
@@ -213,7 +248,7 @@ latency_run() {
     printf '%s\t%d\t%s\t%s\t%s\n' "$side" "$round" "$p50" "$p99" "$max" >> "$latencies"
     tail -1 "$latencies" >&2
 }
-if [ "$lrate" != 0 ]; then
+if [ "$lrate" != 0 ] && part latency; then
     echo "bench-compare: visibility latency at $lrate records a second" >&2
     for ((r = 1; r <= rounds; r++)); do
         if ((r % 2)); then order="twopc flink"; else order="flink twopc"; fi
@@ -235,6 +270,135 @@ if [ "$lrate" != 0 ]; then
             printf "bench compare ratio_visibility_p99_%d %.2f twopc/flink\n", rate,
                    median(p99, "twopc") / median(p99, "flink")
     }' "$latencies" | sort
+fi
+
+# The keyed part: purchases keyed by user -> running count and total per user in keyed state ->
+# Kafka, on twopc and on Flink with each of its two state backends.
+keyed_runs=${COMPARE_KEYED:-5000000:1000000 20000000:10000000}
+keyed_pars=${COMPARE_KEYED_PARALLELISM:-$pars}
+keyed=$out/keyed.tsv
+printf 'side\trecords\tkeys\tparallelism\tround\trec_per_s\tsteady_rec_per_s\tcpu_s_per_m\trss_mb\tend_ms\tcheckpoints\tckpt_ms\tckpt_mb\n' \
+    > "$keyed"
+keyed_failures=0
+# keyed_run SIDE RECORDS KEYS PARALLELISM ROUND INPUT
+keyed_run() {
+    local side=$1 n=$2 keys=$3 p=$4 round=$5 input=$6
+    local topic=cmp-kout-$side-$n-$keys-$p-$round-$tag prefix=cmp-k-$side-$n-$keys-$p-$round-$tag
+    local times=$out/time.txt ckpt=$out/ckpt-keyed-$side-$tag log=$out/$side-keyed.log start end
+    "$tool" create "$boot" "$topic" 2
+    rm -rf "$ckpt" && mkdir -p "$ckpt"
+    start=$(date +%s%3N)
+    if [ "$side" = twopc ]; then
+        /usr/bin/time -f '%e %U %S %M' -o "$times" timeout "$limit" "$keyed_job" "$boot" "$input" \
+            "$topic" "$p" "$prefix" "$ckpt" > "$log" 2>&1
+    else
+        /usr/bin/time -f '%e %U %S %M' -o "$times" timeout "$limit" java -cp "$cp" twopc.bench.FlinkKeyedJob \
+            "$boot" "$input" "$topic" "$p" "$prefix" "${side#flink_}" "$ckpt" > "$log" 2>&1
+    fi || {
+        # A side that fails (out of memory, a timeout) is reported and counted; a wrong result
+        # below fails the benchmark.
+        echo "bench-compare: the $side keyed job failed ($keys keys, p$p, round $round), see $out/$side-keyed-failed-$keys-$p-$round.log:" >&2
+        cp "$log" "$out/$side-keyed-failed-$keys-$p-$round.log"
+        grep -m3 -i "exception\|error" "$log" >&2 || true
+        keyed_failures=$((keyed_failures + 1))
+        rm -rf "$ckpt"
+        return 0
+    }
+    end=$(date +%s%3N)
+    rm -rf "$ckpt"
+    local m ck count users wrong first last checkpoints ckpt_ms ckpt_bytes
+    m=$("$tool" totals "$boot" "$topic" "$n" "$keys")
+    read -r _ count _ users _ wrong _ first _ last <<< "$m"
+    if [ "$count" != "$n" ] || [ "$users" != $((n < keys ? n : keys)) ] || [ "$wrong" != 0 ]; then
+        echo "bench-compare: the $side keyed job wrote $m for $n purchases of $keys users (not exact)" >&2
+        exit 1
+    fi
+    ck=$(grep -m1 '^checkpoints ' "$log") || {
+        echo "bench-compare: the $side keyed job printed no checkpoint figures, see $log" >&2
+        exit 1
+    }
+    read -r _ checkpoints _ ckpt_ms _ ckpt_bytes <<< "$ck"
+    local user sys rss_kb
+    read -r _ user sys rss_kb < "$times"
+    awk -v s="$side" -v n="$n" -v k="$keys" -v p="$p" -v r="$round" -v t0="$start" -v t1="$end" \
+        -v f="$first" -v l="$last" -v u="$user" -v y="$sys" -v kb="$rss_kb" -v c="$checkpoints" \
+        -v cm="$ckpt_ms" -v cb="$ckpt_bytes" 'BEGIN {
+        steady = l > f ? n * 1000 / (l - f) : 0
+        printf "%s\t%d\t%d\t%d\t%d\t%.0f\t%.0f\t%.2f\t%.1f\t%d\t%d\t%.1f\t%.2f\n", s, n, k, p, r,
+               n * 1000 / (t1 - t0), steady, (u + y) / (n / 1e6), kb / 1024, t1 - l, c, cm, cb / 1e6 }' \
+        >> "$keyed"
+    tail -1 "$keyed" >&2
+}
+if part keyed; then
+    for run in $keyed_runs; do
+        n=${run%%:*} keys=${run#*:}
+        input=cmp-kin-$n-$keys-$tag
+        echo "bench-compare: writing $n purchases of $keys users into $input (keyed)" >&2
+        "$tool" fill-keyed "$boot" "$input" 2 "$n" "$keys"
+        for p in $keyed_pars; do
+            for ((r = 1; r <= rounds; r++)); do
+                case $((r % 3)) in
+                1) order="twopc flink_hashmap flink_rocksdb" ;;
+                2) order="flink_hashmap flink_rocksdb twopc" ;;
+                0) order="flink_rocksdb twopc flink_hashmap" ;;
+                esac
+                for side in $order; do keyed_run "$side" "$n" "$keys" "$p" "$r" "$input"; done
+            done
+        done
+    done
+    echo "bench compare keyed_job_failures $keyed_failures runs"
+    # Medians per side, keys and parallelism, the ratios twopc / each Flink side, and the table
+    # the plots read.
+    awk -F'\t' 'NR > 1 {
+        key = $1 "\t" $3 "\t" $4
+        for (i = 6; i <= 13; i++) v[key, i, ++cnt[key, i]] = $i
+        keys[key] = 1; cases[$3 "\t" $4] = 1
+    }
+    function median(key, i,    n, a, j, k, t) {
+        n = cnt[key, i]
+        for (j = 1; j <= n; j++) a[j] = v[key, i, j]
+        for (j = 1; j <= n; j++) for (k = j + 1; k <= n; k++) if (a[k] < a[j]) { t = a[j]; a[j] = a[k]; a[k] = t }
+        return n % 2 ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2
+    }
+    function label(k) { return k >= 1000000 ? k / 1000000 "m" : k >= 1000 ? k / 1000 "k" : k }
+    END {
+        split("rec_per_s steady_rec_per_s cpu_s_per_m rss_mb end_ms checkpoints ckpt_ms ckpt_mb", name, " ")
+        split("rec/s rec/s s MB ms checkpoints ms MB", unit, " ")
+        for (key in keys) {
+            split(key, f, "\t")
+            for (i = 6; i <= 13; i++) {
+                med[key, i] = median(key, i)
+                printf "bench compare keyed_%s_%s_p%d_%skeys %s %s\n", f[1], name[i - 5], f[3],
+                       label(f[2]), med[key, i], unit[i - 5]
+            }
+        }
+        split("flink_hashmap flink_rocksdb", flink, " ")
+        wide = outdir "/keyed_medians.tsv"
+        print "# case\tsteady: twopc hashmap rocksdb\tcpu\trss\tckpt_ms\tckpt_mb" > wide
+        for (c in cases) {
+            split(c, f, "\t")
+            t = "twopc\t" c
+            for (s = 1; s <= 2; s++) {
+                k = flink[s] "\t" c
+                if (!((t, 7) in med) || !((k, 7) in med)) continue
+                split("6 7 8 9 12 13", m, " ")
+                for (j = 1; j <= 6; j++)
+                    if (med[k, m[j]] > 0)
+                        printf "bench compare keyed_ratio_%s_p%d_%skeys_vs_%s %.2f twopc/flink\n",
+                               name[m[j] - 5], f[2], label(f[1]), substr(flink[s], 7),
+                               med[t, m[j]] / med[k, m[j]]
+            }
+            row = label(f[1]) " keys,p" f[2]
+            split("7 8 9 12 13", m, " ")
+            for (j = 1; j <= 5; j++)
+                row = row "\t" (0 + med[t, m[j]]) "\t" (0 + med["flink_hashmap\t" c, m[j]]) "\t" \
+                      (0 + med["flink_rocksdb\t" c, m[j]])
+            print row > wide
+        }
+    }' outdir="$out" "$keyed" | sort
+    { head -1 "$out/keyed_medians.tsv"; tail -n +2 "$out/keyed_medians.tsv" | sort -k1,1n -t, -k2,2; } \
+        > "$out/keyed_medians.sorted"
+    mv "$out/keyed_medians.sorted" "$out/keyed_medians.tsv"
 fi
 
 # Medians per side, size and parallelism, then the ratios.
@@ -285,7 +449,10 @@ END {
 { head -1 "$out/medians.tsv"; tail -n +2 "$out/medians.tsv" | sort -t, -k1,1n -k2,2; } > "$out/medians.sorted"
 mv "$out/medians.sorted" "$out/medians.tsv"
 
+# The plots of the parts that ran (a table with rows beside its header).
+plots="outdir='$out'"
+[ "$(wc -l < "$out/medians.tsv")" -lt 2 ] || plots+="; medians='$out/medians.tsv'"
+! part keyed || [ "$(wc -l < "$out/keyed_medians.tsv")" -lt 2 ] || plots+="; keyed='$out/keyed_medians.tsv'"
 if command -v gnuplot > /dev/null; then
-    gnuplot -e "medians='$out/medians.tsv'; outdir='$out'" "$here/plot.gp" &&
-        echo "bench-compare: plots in $out" >&2
+    gnuplot -e "$plots" "$here/plot.gp" && echo "bench-compare: plots in $out" >&2
 fi

@@ -12,6 +12,18 @@
  *     count C distinct D foreign F upper U first_ms A last_ms B
  *   (records, distinct keys below N, keys outside 0..N-1, values upper-cased, and the first and
  * last append time). A side did its work exactly once when C = D = U = N and F = 0.
+ *   topic_tool fill-keyed BOOTSTRAP TOPIC PARTITIONS N KEYS
+ *                                                       create TOPIC and write N purchases for
+ *                                                       the keyed part: purchase i of user i % KEYS
+ *                                                       (key: 8 bytes big-endian) and amount
+ *                                                       i % 1000 + 1 (value: 8 bytes big-endian)
+ *   topic_tool totals BOOTSTRAP TOPIC N KEYS            read the keyed job's output TOPIC
+ *                                                       read_committed (key: user; value: count and
+ *                                                       total, 8 bytes big-endian each) and print
+ *     count C users U wrong W first_ms A last_ms B
+ *   (records, users seen, users whose outputs are not exactly counts 1..n once each with the last
+ * one's total the sum of their amounts, or records that are not a user's, and the first and last
+ * append time). The job was exact when C = N, U = min(N, KEYS) and W = 0.
  *   topic_tool latency BOOTSTRAP INPUT OUTPUT RATE SECONDS
  *                                                       with an unbounded job running from INPUT
  *                                                       to OUTPUT: append records to INPUT at RATE
@@ -132,6 +144,128 @@ static void fill(const char *bootstrap, const char *topic, uint64_t n)
     }
     if (rd_kafka_flush(rk, 120000))
         die("flush", "records still queued after 120 s");
+    rd_kafka_destroy(rk);
+}
+
+static void put_be64(unsigned char *b, uint64_t v)
+{
+    for (int i = 0; i < 8; i++)
+        b[i] = (unsigned char)(v >> (56 - 8 * i));
+}
+
+static uint64_t get_be64(const unsigned char *b)
+{
+    uint64_t v = 0;
+    for (int i = 0; i < 8; i++)
+        v = v << 8 | b[i];
+    return v;
+}
+
+static uint64_t amount(uint64_t i)
+{
+    return i % 1000 + 1;
+}
+
+static void fill_keyed(const char *bootstrap, const char *topic, uint64_t n, uint64_t keys)
+{
+    const char *kv[] = {
+        "enable.idempotence",           "true",    "linger.ms", "20", "batch.size", "1000000",
+        "queue.buffering.max.messages", "1000000", NULL};
+    rd_kafka_t *rk = client(RD_KAFKA_PRODUCER, bootstrap, kv);
+    for (uint64_t i = 0; i < n; i++) {
+        unsigned char key[8], value[8];
+        put_be64(key, i % keys);
+        put_be64(value, amount(i));
+        for (;;) {
+            rd_kafka_resp_err_t e = rd_kafka_producev(
+                rk, RD_KAFKA_V_TOPIC(topic), RD_KAFKA_V_KEY(key, 8), RD_KAFKA_V_VALUE(value, 8),
+                RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY), RD_KAFKA_V_END);
+            if (e == RD_KAFKA_RESP_ERR_NO_ERROR)
+                break;
+            if (e != RD_KAFKA_RESP_ERR__QUEUE_FULL)
+                die("produce", rd_kafka_err2str(e));
+            rd_kafka_poll(rk, 10);
+        }
+        rd_kafka_poll(rk, 0);
+    }
+    if (rd_kafka_flush(rk, 120000))
+        die("flush", "records still queued after 120 s");
+    rd_kafka_destroy(rk);
+}
+
+/* Per user, what the output held: records, the sum of their counts and of their squares (counts
+ * 1..c once each, and no other, give c (c + 1) / 2 and c (c + 1) (2c + 1) / 6), the highest count
+ * and the total that came with it. */
+typedef struct {
+    uint32_t records, last;
+    uint64_t count_sum, square_sum, total;
+} user_seen_t;
+
+static void totals(const char *bootstrap, const char *topic, uint64_t n, uint64_t keys)
+{
+    const char *kv[] = {"group.id",
+                        "twopc-bench-compare",
+                        "isolation.level",
+                        "read_committed",
+                        "enable.partition.eof",
+                        "true",
+                        "enable.auto.commit",
+                        "false",
+                        NULL};
+    rd_kafka_t *rk = client(RD_KAFKA_CONSUMER, bootstrap, kv);
+    int parts = assign_from_start(rk, topic);
+    user_seen_t *seen = calloc(keys, sizeof *seen);
+    if (!seen)
+        die("totals", "out of memory");
+    uint64_t count = 0, foreign = 0;
+    int64_t first = INT64_MAX, last = 0;
+    for (int eof = 0; eof < parts;) {
+        rd_kafka_message_t *m = rd_kafka_consumer_poll(rk, 5000);
+        if (!m)
+            die("totals", "no record and no end of partition in 5 s");
+        if (m->err == RD_KAFKA_RESP_ERR__PARTITION_EOF) {
+            eof++;
+        } else if (m->err) {
+            die("consume", rd_kafka_message_errstr(m));
+        } else {
+            count++;
+            uint64_t u = m->key_len == 8 ? get_be64(m->key) : UINT64_MAX;
+            if (u >= keys || m->len != 16) {
+                foreign++;
+            } else {
+                user_seen_t *s = &seen[u];
+                uint64_t c = get_be64(m->payload);
+                s->records++;
+                s->count_sum += c;
+                s->square_sum += c * c;
+                if (c > s->last) {
+                    s->last = (uint32_t)c;
+                    s->total = get_be64((const unsigned char *)m->payload + 8);
+                }
+            }
+            int64_t ts = rd_kafka_message_timestamp(m, NULL);
+            first = ts < first ? ts : first;
+            last = ts > last ? ts : last;
+        }
+        rd_kafka_message_destroy(m);
+    }
+    /* User u had the purchases u, u + KEYS, u + 2 KEYS, ... below N. */
+    uint64_t users = 0, wrong = foreign;
+    for (uint64_t u = 0; u < keys; u++) {
+        uint64_t c = 0, sum = 0;
+        for (uint64_t i = u; i < n; i += keys)
+            c++, sum += amount(i);
+        const user_seen_t *s = &seen[u];
+        users += s->records > 0;
+        if (s->records != c || s->last != c || s->count_sum != c * (c + 1) / 2 ||
+            s->square_sum != c * (c + 1) * (2 * c + 1) / 6 || (c && s->total != sum))
+            wrong++;
+    }
+    printf("count %" PRIu64 " users %" PRIu64 " wrong %" PRIu64 " first_ms %" PRId64
+           " last_ms %" PRId64 "\n",
+           count, users, wrong, count ? first : 0, last);
+    free(seen);
+    rd_kafka_consumer_close(rk);
     rd_kafka_destroy(rk);
 }
 
@@ -352,11 +486,24 @@ int main(int argc, char **argv)
         fill(argv[2], argv[3], strtoull(argv[5], NULL, 10));
     } else if (argc == 5 && strcmp(argv[1], "measure") == 0) {
         measure(argv[2], argv[3], strtoull(argv[4], NULL, 10));
+    } else if (argc == 7 && strcmp(argv[1], "fill-keyed") == 0) {
+        uint64_t keys = strtoull(argv[6], NULL, 10);
+        if (keys == 0)
+            die("fill-keyed", "KEYS must be at least 1");
+        create(argv[2], argv[3], atoi(argv[4]), false);
+        fill_keyed(argv[2], argv[3], strtoull(argv[5], NULL, 10), keys);
+    } else if (argc == 6 && strcmp(argv[1], "totals") == 0) {
+        uint64_t keys = strtoull(argv[5], NULL, 10);
+        if (keys == 0)
+            die("totals", "KEYS must be at least 1");
+        totals(argv[2], argv[3], strtoull(argv[4], NULL, 10), keys);
     } else if (argc == 7 && strcmp(argv[1], "latency") == 0) {
         latency(argv[2], argv[3], argv[4], atof(argv[5]), atof(argv[6]));
     } else {
-        fprintf(stderr, "usage: topic_tool create|fill|measure|latency ... (see the file's "
-                        "comment)\n");
+        fprintf(stderr,
+                "usage: topic_tool create|fill|fill-keyed|measure|totals|latency ... (see the "
+                "file's "
+                "comment)\n");
         return 2;
     }
     return 0;

@@ -67,11 +67,17 @@ public final class FlinkKafkaJob {
         return Tuple2.of(e.f0, v);
     }
 
-    /** A local MiniCluster at @p parallelism with 1 s checkpoints; a failure ends the run (its
-     * exception on stderr) instead of restarting without end. */
-    static StreamExecutionEnvironment environment(int parallelism) {
-        Configuration conf = new Configuration();
+    /** A local MiniCluster at @p parallelism with 1 s checkpoints and the settings of @p conf; a
+     * failure ends the run (its exception on stderr) instead of restarting without end. Its
+     * endpoints listen on the loopback address only. */
+    static StreamExecutionEnvironment environment(int parallelism, Configuration conf) {
         conf.setString("restart-strategy.type", "none");
+        conf.setString("rest.bind-address", "127.0.0.1");
+        conf.setString("rest.address", "127.0.0.1");
+        conf.setString("rest.bind-port", "0");
+        conf.setString("jobmanager.bind-host", "127.0.0.1");
+        conf.setString("taskmanager.bind-host", "127.0.0.1");
+        conf.setString("taskmanager.host", "127.0.0.1");
         StreamExecutionEnvironment env =
                 StreamExecutionEnvironment.createLocalEnvironment(parallelism, conf);
         env.enableCheckpointing(1000);
@@ -92,6 +98,16 @@ public final class FlinkKafkaJob {
         return builder.build();
     }
 
+    /** The producer settings of both sides. */
+    static Properties producerConfig() {
+        Properties producer = new Properties();
+        producer.setProperty("transaction.timeout.ms", "60000");
+        producer.setProperty("linger.ms", "5");
+        producer.setProperty("batch.size", "1000000");
+        producer.setProperty("compression.type", "none");
+        return producer;
+    }
+
     public static void main(String[] args) throws Exception {
         boolean unbounded = args.length == 6 && args[5].equals("unbounded");
         if (args.length != 5 && !unbounded) {
@@ -101,21 +117,16 @@ public final class FlinkKafkaJob {
         String bootstrap = args[0], input = args[1], output = args[2], prefix = args[4];
         int parallelism = Integer.parseInt(args[3]);
 
-        StreamExecutionEnvironment env = environment(parallelism);
+        StreamExecutionEnvironment env = environment(parallelism, new Configuration());
 
         KafkaSource<Tuple2<byte[], byte[]>> source = source(bootstrap, input, !unbounded);
 
-        Properties producer = new Properties();
-        producer.setProperty("transaction.timeout.ms", "60000");
-        producer.setProperty("linger.ms", "5");
-        producer.setProperty("batch.size", "1000000");
-        producer.setProperty("compression.type", "none");
         KafkaSink<Tuple2<byte[], byte[]>> sink = KafkaSink.<Tuple2<byte[], byte[]>>builder()
                 .setBootstrapServers(bootstrap)
                 .setRecordSerializer(new ToTopic(output))
                 .setDeliveryGuarantee(DeliveryGuarantee.EXACTLY_ONCE)
                 .setTransactionalIdPrefix(prefix)
-                .setKafkaProducerConfig(producer)
+                .setKafkaProducerConfig(producerConfig())
                 .build();
 
         env.fromSource(source, WatermarkStrategy.noWatermarks(), "kafka-in")

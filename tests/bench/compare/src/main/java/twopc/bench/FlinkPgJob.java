@@ -15,6 +15,7 @@ import java.nio.ByteBuffer;
 import java.util.Optional;
 import org.apache.flink.api.common.eventtime.WatermarkStrategy;
 import org.apache.flink.api.java.tuple.Tuple2;
+import org.apache.flink.configuration.Configuration;
 import org.apache.flink.connector.jdbc.JdbcExactlyOnceOptions;
 import org.apache.flink.connector.jdbc.JdbcExecutionOptions;
 import org.apache.flink.connector.jdbc.core.datastream.sink.JdbcSink;
@@ -31,7 +32,7 @@ public final class FlinkPgJob {
         String bootstrap = args[0], input = args[1], url = args[2], user = args[3], table = args[4];
         int parallelism = Integer.parseInt(args[5]);
 
-        StreamExecutionEnvironment env = FlinkKafkaJob.environment(parallelism);
+        StreamExecutionEnvironment env = FlinkKafkaJob.environment(parallelism, new Configuration());
         KafkaSource<Tuple2<byte[], byte[]>> source = FlinkKafkaJob.source(bootstrap, input, true);
 
         JdbcSink<Tuple2<byte[], byte[]>> sink = JdbcSink.<Tuple2<byte[], byte[]>>builder()
