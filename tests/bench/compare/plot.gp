@@ -28,8 +28,9 @@ if (exists("medians")) {
     plot medians using 8:xtic(1) title "twopc" lc rgb "#1f77b4", '' using 9 title "Apache Flink" lc rgb "#ff7f0e"
 }
 
-# keyed_medians.tsv: case, then twopc / Flink HashMap / Flink RocksDB for steady rate, CPU per
-# million records, peak RSS, checkpoint duration and bytes per checkpoint.
+# keyed_medians.tsv: case, then twopc / twopc incremental / Flink HashMap / Flink RocksDB for
+# steady rate, CPU per million records, peak RSS, checkpoint duration and bytes per checkpoint (0
+# for a side that did not run).
 if (exists("keyed")) {
     set terminal pngcairo size 1200,1000 font ",10"
     set output outdir."/compare_keyed.png"
@@ -39,10 +40,11 @@ if (exists("keyed")) {
     do for [i = 1:5] {
         set title what[i]
         set ylabel ""
-        c = 3 * i - 1
+        c = 4 * i - 2
         plot keyed using c:xtic(1) title "twopc" lc rgb "#1f77b4", \
-             '' using c + 1 title "Flink HashMap" lc rgb "#ff7f0e", \
-             '' using c + 2 title "Flink RocksDB incremental" lc rgb "#2ca02c"
+             '' using c + 1 title "twopc incremental" lc rgb "#17becf", \
+             '' using c + 2 title "Flink HashMap" lc rgb "#ff7f0e", \
+             '' using c + 3 title "Flink RocksDB incremental" lc rgb "#2ca02c"
     }
     unset multiplot
 }

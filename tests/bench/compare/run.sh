@@ -32,9 +32,11 @@
 # tests/bench/compare/plot.gp.
 #
 # The keyed part runs the keyed totals job (purchases keyed by user -> running count and total per
-# user in keyed state -> Kafka, exactly once) on twopc (twopc_keyed_job.c) and on Flink
-# (FlinkKeyedJob.java) with the HashMap state backend (side flink_hashmap) and with RocksDB and
-# incremental checkpoints (flink_rocksdb). COMPARE_KEYED lists its runs as RECORDS:KEYS (default
+# user in keyed state -> Kafka, exactly once) on twopc (twopc_keyed_job.c) with full checkpoints
+# (side twopc) and with incremental ones (twopc_incremental), and on Flink (FlinkKeyedJob.java)
+# with the HashMap state backend (flink_hashmap) and with RocksDB and incremental checkpoints
+# (flink_rocksdb); COMPARE_KEYED_SIDES chooses among them (default: all four). COMPARE_KEYED lists
+# its runs as RECORDS:KEYS (default
 # "5000000:1000000 20000000:10000000": purchase i is user i % KEYS's), at the parallelisms of
 # COMPARE_KEYED_PARALLELISM (default: COMPARE_PARALLELISM), COMPARE_ROUNDS rounds with the side
 # going first rotating. Each run's output is checked by topic_tool totals: every user's counts
@@ -44,7 +46,7 @@
 # with the metrics above plus ckpt_ms (mean checkpoint duration, trigger to completion) and
 # ckpt_mb (mean bytes a checkpoint wrote: the new files in the checkpoint folder for twopc, the
 # checkpointed size of Flink's checkpoint statistics, only the new SST files with RocksDB
-# incremental), and the ratios keyed_ratio_<metric>_..._vs_<flink side> (twopc / Flink). Raw rows
+# incremental), and the ratios keyed_ratio_<twopc side>_<metric>_..._vs_<flink side>. Raw rows
 # in BUILD_DIR/compare/keyed.tsv, medians in keyed_medians.tsv, plots compare_keyed_*.png.
 #
 # COMPARE_PARTS chooses the parts (default "kafka pg latency keyed"): e.g. COMPARE_PARTS=keyed runs
@@ -276,6 +278,16 @@ fi
 # Kafka, on twopc and on Flink with each of its two state backends.
 keyed_runs=${COMPARE_KEYED:-5000000:1000000 20000000:10000000}
 keyed_pars=${COMPARE_KEYED_PARALLELISM:-$pars}
+read -ra keyed_sides <<< "${COMPARE_KEYED_SIDES:-twopc twopc_incremental flink_hashmap flink_rocksdb}"
+for side in "${keyed_sides[@]}"; do
+    case $side in
+    twopc | twopc_incremental | flink_hashmap | flink_rocksdb) ;;
+    *)
+        echo "bench-compare: unknown side \"$side\" in COMPARE_KEYED_SIDES (twopc, twopc_incremental, flink_hashmap, flink_rocksdb)" >&2
+        exit 2
+        ;;
+    esac
+done
 keyed=$out/keyed.tsv
 printf 'side\trecords\tkeys\tparallelism\tround\trec_per_s\tsteady_rec_per_s\tcpu_s_per_m\trss_mb\tend_ms\tcheckpoints\tckpt_ms\tckpt_mb\n' \
     > "$keyed"
@@ -288,9 +300,10 @@ keyed_run() {
     "$tool" create "$boot" "$topic" 2
     rm -rf "$ckpt" && mkdir -p "$ckpt"
     start=$(date +%s%3N)
-    if [ "$side" = twopc ]; then
+    if [[ $side == twopc* ]]; then
         /usr/bin/time -f '%e %U %S %M' -o "$times" timeout "$limit" "$keyed_job" "$boot" "$input" \
-            "$topic" "$p" "$prefix" "$ckpt" > "$log" 2>&1
+            "$topic" "$p" "$prefix" "$ckpt" "$([ "$side" = twopc ] && echo full || echo incremental)" \
+            > "$log" 2>&1
     else
         /usr/bin/time -f '%e %U %S %M' -o "$times" timeout "$limit" java -cp "$cp" twopc.bench.FlinkKeyedJob \
             "$boot" "$input" "$topic" "$p" "$prefix" "${side#flink_}" "$ckpt" > "$log" 2>&1
@@ -337,12 +350,11 @@ if part keyed; then
         "$tool" fill-keyed "$boot" "$input" 2 "$n" "$keys"
         for p in $keyed_pars; do
             for ((r = 1; r <= rounds; r++)); do
-                case $((r % 3)) in
-                1) order="twopc flink_hashmap flink_rocksdb" ;;
-                2) order="flink_hashmap flink_rocksdb twopc" ;;
-                0) order="flink_rocksdb twopc flink_hashmap" ;;
-                esac
-                for side in $order; do keyed_run "$side" "$n" "$keys" "$p" "$r" "$input"; done
+                # The side that goes first rotates from round to round.
+                for ((i = 0; i < ${#keyed_sides[@]}; i++)); do
+                    side=${keyed_sides[(i + r - 1) % ${#keyed_sides[@]}]}
+                    keyed_run "$side" "$n" "$keys" "$p" "$r" "$input"
+                done
             done
         done
     done
@@ -372,27 +384,29 @@ if part keyed; then
                        label(f[2]), med[key, i], unit[i - 5]
             }
         }
+        split("twopc twopc_incremental", twopc, " ")
         split("flink_hashmap flink_rocksdb", flink, " ")
+        split("twopc twopc_incremental flink_hashmap flink_rocksdb", all, " ")
         wide = outdir "/keyed_medians.tsv"
-        print "# case\tsteady: twopc hashmap rocksdb\tcpu\trss\tckpt_ms\tckpt_mb" > wide
+        print "# case\tper metric: twopc, twopc incremental, Flink HashMap, Flink RocksDB;" \
+              " steady\tcpu\trss\tckpt_ms\tckpt_mb" > wide
         for (c in cases) {
             split(c, f, "\t")
-            t = "twopc\t" c
-            for (s = 1; s <= 2; s++) {
-                k = flink[s] "\t" c
+            for (w = 1; w <= 2; w++) for (s = 1; s <= 2; s++) {
+                t = twopc[w] "\t" c; k = flink[s] "\t" c
                 if (!((t, 7) in med) || !((k, 7) in med)) continue
                 split("6 7 8 9 12 13", m, " ")
                 for (j = 1; j <= 6; j++)
                     if (med[k, m[j]] > 0)
-                        printf "bench compare keyed_ratio_%s_p%d_%skeys_vs_%s %.2f twopc/flink\n",
-                               name[m[j] - 5], f[2], label(f[1]), substr(flink[s], 7),
+                        printf "bench compare keyed_ratio_%s_%s_p%d_%skeys_vs_%s %.2f twopc/flink\n",
+                               twopc[w], name[m[j] - 5], f[2], label(f[1]), substr(flink[s], 7),
                                med[t, m[j]] / med[k, m[j]]
             }
             row = label(f[1]) " keys,p" f[2]
             split("7 8 9 12 13", m, " ")
             for (j = 1; j <= 5; j++)
-                row = row "\t" (0 + med[t, m[j]]) "\t" (0 + med["flink_hashmap\t" c, m[j]]) "\t" \
-                      (0 + med["flink_rocksdb\t" c, m[j]])
+                for (s = 1; s <= 4; s++)
+                    row = row "\t" (0 + med[all[s] "\t" c, m[j]])
             print row > wide
         }
     }' outdir="$out" "$keyed" | sort
