@@ -8,6 +8,7 @@
  *     holds: the records before it and the records of the new run are the input, each once;
  *   - unbounded from latest reads only what was written after the start, and commits the offsets
  *     of completed checkpoints to a consumer group when one is named;
+ *   - with partitions= it reads only the listed partitions, and refuses ones the topic lacks;
  *   - unknown topics, unreachable clusters and bad keys fail with a clear message;
  *   - a job slower than the broker gets its records without the stalls of a parked fetcher.
  * Crashes are in check_kafka_source_crash.c.
@@ -369,6 +370,55 @@ START_TEST(test_unbounded_from_latest_reports_offsets_to_a_group)
 }
 END_TEST
 
+/* partitions=: only the listed partitions are read, dealt to the subtasks as usual; a listed
+ * partition the topic lacks fails the open. Record p*1000+i is the i-th of partition p. */
+START_TEST(test_reads_only_the_listed_partitions)
+{
+    char topic[128];
+    tpc_test_unique_name(topic, sizeof topic, "twopc-src-parts", '-');
+    kt_create_topic(bootstrap, topic, 4);
+    rd_kafka_t *rk = kf_producer(bootstrap, topic);
+    rd_kafka_error_t *e = rd_kafka_begin_transaction(rk);
+    ck_assert_msg(e == NULL, "begin: %s", e ? rd_kafka_error_string(e) : "");
+    for (int p = 0; p < 4; p++)
+        for (int i = 0; i < 50; i++) {
+            char value[32];
+            snprintf(value, sizeof value, "%d", p * 1000 + i);
+            ck_assert_int_eq(rd_kafka_producev(rk, RD_KAFKA_V_TOPIC(topic), RD_KAFKA_V_PARTITION(p),
+                                               RD_KAFKA_V_VALUE(value, strlen(value)),
+                                               RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY),
+                                               RD_KAFKA_V_END),
+                             RD_KAFKA_RESP_ERR_NO_ERROR);
+        }
+    kf_end_open_txn(rk, true);
+
+    got_reset();
+    job_t j;
+    const char *keys[] = {"partitions", "1,3-3", NULL};
+    build_with(&j, topic, 2, "100", NULL, keys);
+    run_to_end(&j);
+    ck_assert_uint_eq(got.count, 100);
+    int per[4] = {0};
+    for (size_t i = 0; i < got.count; i++) {
+        ck_assert_uint_lt(got.values[i], 4000);
+        per[got.values[i] / 1000]++;
+    }
+    ck_assert_msg(per[0] == 0 && per[1] == 50 && per[2] == 0 && per[3] == 50,
+                  "records of partitions 0-3: %d %d %d %d", per[0], per[1], per[2], per[3]);
+    destroy(&j);
+
+    const char *beyond[] = {"partitions", "2-4", NULL};
+    build_with(&j, topic, 1, "100", NULL, beyond);
+    tpc_error_t *err = tpc_job_run(j.job, NULL);
+    ck_assert_ptr_nonnull(err);
+    ck_assert_int_eq(tpc_error_code(err), TPC_ERR_CONFIG);
+    ck_assert_msg(strstr(tpc_error_message(err), "names partition 4, but topic"), "%s",
+                  tpc_error_message(err));
+    tpc_error_destroy(err);
+    destroy(&j);
+}
+END_TEST
+
 /* Run a one-subtask job on @bs/@topic and @returns its error (the caller frees it). */
 static tpc_error_t *run_failing(const char *bs, const char *topic, const char *timeout)
 {
@@ -431,6 +481,11 @@ START_TEST(test_bad_keys)
            "unknown configuration key \"group.id\" for a kafka source", "kafka.group.id");
     expect(tpc_kafka_source_set(src, "colour", "red"), "unknown configuration key \"colour\"",
            "kafka.");
+    static const char *const bad_parts[] = {"", "a", "3-1", "1,,2", "-1", "1-", "2147483648"};
+    for (size_t i = 0; i < sizeof bad_parts / sizeof *bad_parts; i++)
+        expect(tpc_kafka_source_set(src, "partitions", bad_parts[i]), "for \"partitions\"",
+               "e.g. 3 or 0-3,7");
+    set_ok(tpc_kafka_source_set(src, "partitions", "0-3,7"));
     set_ok(tpc_kafka_source_set(src, "kafka.fetch.wait.max.ms", "10"));
     tpc_kafka_source_destroy(src);
     tpc_kafka_source_destroy(NULL);
@@ -450,6 +505,7 @@ int main(void)
     tcase_add_test(tc, test_unbounded_from_latest_reports_offsets_to_a_group);
     tcase_add_test(tc, test_unknown_topic_and_unreachable_cluster);
     tcase_add_test(tc, test_bad_keys);
+    tcase_add_test(tc, test_reads_only_the_listed_partitions);
     tcase_add_test(tc, test_no_stall_when_the_read_ahead_queue_fills);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);

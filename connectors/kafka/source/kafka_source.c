@@ -59,6 +59,64 @@ static tpc_error_t *set_start(void *arg, const tpc_prop_t *p, const char *key, c
     return NULL;
 }
 
+/* partitions=0-3,7: the only partitions of each topic that the source reads, as ranges. */
+static tpc_error_t *set_partitions(void *arg, const tpc_prop_t *p, const char *key,
+                                   const char *value)
+{
+    tpc_kafka_source_t *src = arg;
+    size_t n = 1;
+    for (const char *c = value; *c; c++)
+        n += *c == ',';
+    int32_t(*ranges)[2] = calloc(n, sizeof *ranges);
+    if (!ranges)
+        return tpc_error_nomem();
+    const char *at = value;
+    for (size_t i = 0; i < n; i++) {
+        int64_t first, last;
+        size_t len = strcspn(at, ",");
+        size_t dash = strcspn(at, "-");
+        char num[16];
+        bool ok = len > 0 && len < 32;
+        if (ok && dash < len) {
+            ok = dash > 0 && dash < sizeof num && len - dash - 1 < sizeof num;
+            if (ok) {
+                snprintf(num, sizeof num, "%.*s", (int)dash, at);
+                ok = tpc_parse_int(num, 0, INT32_MAX, &first);
+                snprintf(num, sizeof num, "%.*s", (int)(len - dash - 1), at + dash + 1);
+                ok = ok && tpc_parse_int(num, first, INT32_MAX, &last);
+            }
+        } else if (ok) {
+            ok = len < sizeof num;
+            if (ok) {
+                snprintf(num, sizeof num, "%.*s", (int)len, at);
+                ok = tpc_parse_int(num, 0, INT32_MAX, &first);
+                last = first;
+            }
+        }
+        if (!ok) {
+            free(ranges);
+            return tpc_prop_invalid(p, key, value, NULL);
+        }
+        ranges[i][0] = (int32_t)first;
+        ranges[i][1] = (int32_t)last;
+        at += len + 1;
+    }
+    free(src->ranges);
+    src->ranges = ranges;
+    src->nranges = n;
+    return NULL;
+}
+
+bool tpc__kafka_source_wanted(const tpc_kafka_source_t *conf, int32_t partition)
+{
+    if (!conf->ranges)
+        return true;
+    for (size_t i = 0; i < conf->nranges; i++)
+        if (partition >= conf->ranges[i][0] && partition <= conf->ranges[i][1])
+            return true;
+    return false;
+}
+
 #define SRC_FIELD(member) TPC_PROP_FIELD(tpc_kafka_source_t, member)
 
 static const char *const fallbacks[] = {"earliest", "latest", NULL};
@@ -122,6 +180,15 @@ static const tpc_prop_t source_props[] = {
      .def = "30000",
      .unit = "ms",
      .doc = "How long open may wait for the cluster."},
+    {.name = "partitions",
+     .type = TPC_PROP_CUSTOM,
+     .set = set_partitions,
+     .accepts = "partition numbers and ranges separated by commas, e.g. 3 or 0-3,7",
+     .doc = "Read only these partitions of each topic (default: all), dealt to the subtasks by "
+            "the usual rule: a keyed stage of a job run as units reads the partition of its "
+            "unit from a repartition topic (docs/cluster.md). A listed partition that a listed "
+            "topic does not have fails the open; partitions of a restored checkpoint outside "
+            "the list are no longer read."},
     {.name = "partition.discovery.interval.ms",
      .type = TPC_PROP_INT,
      .field = SRC_FIELD(discovery_interval_ms),
@@ -342,6 +409,7 @@ void tpc_kafka_source_destroy(tpc_kafka_source_t *src)
         free(src->topics[i]);
     free(src->topics);
     free(src->topic);
+    free(src->ranges);
     if (src->is_pattern)
         regfree(&src->pattern);
     free(src);

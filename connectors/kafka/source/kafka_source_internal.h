@@ -80,7 +80,12 @@ struct tpc_kafka_source_s {
     int poll_timeout_ms;
     int open_timeout_ms;
     int discovery_interval_ms; /* 0: no discovery */
+    int32_t (*ranges)[2];      /* partitions=: only these, as ranges first..last; NULL: all */
+    size_t nranges;
 };
+
+/* Whether the source reads @partition at all (partitions=), whichever subtask owns it. */
+bool tpc__kafka_source_wanted(const tpc_kafka_source_t *conf, int32_t partition);
 
 /* Kafka's limit on a topic's name. */
 #define TPC__KAFKA_TOPIC_MAX 249

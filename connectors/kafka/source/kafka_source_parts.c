@@ -58,8 +58,9 @@ int tpc__kafka_source_find(const source_t *s, int topic, int32_t partition)
 static bool owns(const source_t *s, int topic, int32_t partition)
 {
     const char *name = s->topics[topic].name;
-    return tpc__kafka_source_owner(name, strlen(name), partition, tpc_ctx_parallelism(s->ctx)) ==
-           tpc_ctx_subtask(s->ctx);
+    return tpc__kafka_source_wanted(s->conf, partition) &&
+           tpc__kafka_source_owner(name, strlen(name), partition, tpc_ctx_parallelism(s->ctx)) ==
+               tpc_ctx_subtask(s->ctx);
 }
 
 static tpc_error_t *own(source_t *s, const tpc__kafka_source_part_t *part)
@@ -175,12 +176,21 @@ static tpc_error_t *start_offsets(source_t *s)
                          s->conf->topic, rd_kafka_err2str(e));
 }
 
-/* The topics the metadata at open names, as the subtask's topics. */
+/* The topics the metadata at open names, as the subtask's topics. A listed topic must have
+ * every partition partitions= names. */
 static tpc_error_t *topics_from_metadata(source_t *s)
 {
     tpc_error_t *err = NULL;
     for (size_t i = 0; !err && i < s->opened.ntopics; i++) {
         const tpc__kafka_topic_meta_t *m = &s->opened.topics[i];
+        for (size_t r = 0; !s->conf->is_pattern && r < s->conf->nranges; r++)
+            if (s->conf->ranges[r][1] >= m->partitions)
+                return tpc_error_hint(
+                    tpc_error_new(TPC_ERR_CONFIG, TPC_ERROR_FATAL,
+                                  "kafka source: \"partitions\" names partition %d, but topic "
+                                  "\"%s\" has %d partitions",
+                                  (int)s->conf->ranges[r][1], m->name, m->partitions),
+                    "give partitions the topic has, or add partitions to the topic");
         int t = -1;
         err = add_topic(s, m->name, strlen(m->name), &t);
         if (!err)
@@ -271,7 +281,8 @@ tpc_error_t *tpc__kafka_source_restored(source_t *s, const tpc_state_reader_t *r
                 s->topics[t].floor = e.partition;
             continue;
         }
-        if (from_union && !owns(s, t, e.partition))
+        if ((from_union && !owns(s, t, e.partition)) ||
+            !tpc__kafka_source_wanted(s->conf, e.partition))
             continue;
         tpc__kafka_source_part_t part = {
             .topic = t, .partition = e.partition, .next = e.next, .end = e.end};
