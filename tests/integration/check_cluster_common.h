@@ -22,6 +22,7 @@
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <stdint.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -223,5 +224,105 @@ static inline uint64_t ct_savepoint_id(const char *path)
     const char *at = strrchr(path, '-');
     return at ? strtoull(at + 1, NULL, 10) : 0;
 }
+
+/* A member of the application on a thread of this process, and what its events said. */
+#define CT_WAIT_MS 90000
+
+typedef struct {
+    ct_world_t *w;
+    const char *name;
+    tpc_cluster_t *c;
+    pthread_t thread;
+    tpc_error_t *err;
+    atomic_int assigned, released, finished, lost, failed;
+    atomic_int released_without_savepoint;
+    atomic_int running; /* units assigned and not released */
+    int event_fd;       /* > 0: each event also written there as "<kind> <unit>\n" */
+} ct_member_t;
+
+static inline void ct_on_event(void *opaque, const tpc_cluster_event_t *ev)
+{
+    ct_member_t *m = opaque;
+    if (m->event_fd > 0) {
+        char line[32];
+        int len = snprintf(line, sizeof line, "%d %d\n", (int)ev->kind, ev->unit);
+        ck_assert_int_eq(write(m->event_fd, line, (size_t)len), len);
+    }
+    switch (ev->kind) {
+    case TPC_CLUSTER_UNIT_ASSIGNED:
+        atomic_fetch_add(&m->assigned, 1);
+        atomic_fetch_add(&m->running, 1);
+        break;
+    case TPC_CLUSTER_UNIT_RELEASED:
+        atomic_fetch_add(&m->released, 1);
+        atomic_fetch_sub(&m->running, 1);
+        if (ev->savepoint)
+            atomic_store(&m->w->savepoint[ev->unit], ct_savepoint_id(ev->savepoint));
+        else if (atomic_load(&m->w->end[ev->unit]) == 0)
+            atomic_fetch_add(&m->released_without_savepoint, 1);
+        break;
+    case TPC_CLUSTER_UNIT_LOST:
+        atomic_fetch_add(&m->lost, 1);
+        atomic_fetch_sub(&m->running, 1);
+        break;
+    case TPC_CLUSTER_UNIT_FINISHED:
+        atomic_fetch_add(&m->finished, 1);
+        break;
+    case TPC_CLUSTER_UNIT_FENCED:
+    case TPC_CLUSTER_UNIT_FAILED:
+        fprintf(stderr, "member %s unit %d: %s\n", m->name, ev->unit,
+                ev->error ? tpc_error_message(ev->error) : "?");
+        atomic_fetch_add(&m->failed, 1);
+        break;
+    }
+}
+
+static inline void *ct_member_main(void *arg)
+{
+    ct_member_t *m = arg;
+    m->err = tpc_cluster_run(m->c);
+    return NULL;
+}
+
+static inline void ct_member_start(ct_member_t *m, ct_world_t *w, const char *name, const char *app,
+                                   const char *dir, int units, bool consumer_protocol)
+{
+    *m = (ct_member_t){.w = w, .name = name, .event_fd = m->event_fd};
+    const char *bootstrap = tpc_test_env_require("TWOPC_TEST_KAFKA_BOOTSTRAP");
+    ck_assert_ptr_nonnull(bootstrap);
+    TPC_TEST_OK(tpc_cluster_new(bootstrap, app, units, &m->c));
+    TPC_TEST_OK(tpc_cluster_set(m->c, "checkpoint.dir", dir));
+    if (consumer_protocol) {
+        TPC_TEST_OK(tpc_cluster_set(m->c, "group.protocol", "consumer"));
+    } else {
+        char instance[256];
+        snprintf(instance, sizeof instance, "%s-%s", app, name);
+        TPC_TEST_OK(tpc_cluster_set(m->c, "kafka.group.instance.id", instance));
+        TPC_TEST_OK(tpc_cluster_set(m->c, "kafka.session.timeout.ms", "6000"));
+        TPC_TEST_OK(tpc_cluster_set(m->c, "kafka.heartbeat.interval.ms", "500"));
+    }
+    TPC_TEST_OK(tpc_cluster_set_builder(m->c, ct_build, ct_release, w));
+    ck_assert_int_eq(tpc_cluster_set_event_callback(m->c, ct_on_event, m), TPC_OK);
+    ck_assert_int_eq(pthread_create(&m->thread, NULL, ct_member_main, m), 0);
+}
+
+static inline void ct_member_end(ct_member_t *m)
+{
+    tpc_cluster_stop(m->c);
+    pthread_join(m->thread, NULL);
+    ck_assert_msg(m->err == NULL, "member %s: %s", m->name, tpc_error_message(m->err));
+    ck_assert_int_eq(atomic_load(&m->running), 0);
+    tpc_cluster_destroy(m->c);
+    m->c = NULL;
+}
+
+/* Wait until @what holds; fail after CT_WAIT_MS. */
+#define CT_WAIT_FOR(what)                                                                          \
+    do {                                                                                           \
+        int64_t until_ = tpc_test_now_ms() + CT_WAIT_MS;                                           \
+        while (!(what) && tpc_test_now_ms() < until_)                                              \
+            usleep(50 * 1000);                                                                     \
+        ck_assert_msg((what), "waited %d ms for: %s", CT_WAIT_MS, #what);                          \
+    } while (0)
 
 #endif

@@ -13,99 +13,7 @@
 #include <librdkafka/rdkafka.h>
 #include <sys/stat.h>
 
-#define UNITS   4
-#define WAIT_MS 90000
-
-typedef struct {
-    ct_world_t *w;
-    const char *name;
-    tpc_cluster_t *c;
-    pthread_t thread;
-    tpc_error_t *err;
-    atomic_int assigned, released, finished, lost, failed;
-    atomic_int released_without_savepoint;
-    atomic_int running; /* units assigned and not released */
-} member_t;
-
-static void on_event(void *opaque, const tpc_cluster_event_t *ev)
-{
-    member_t *m = opaque;
-    switch (ev->kind) {
-    case TPC_CLUSTER_UNIT_ASSIGNED:
-        atomic_fetch_add(&m->assigned, 1);
-        atomic_fetch_add(&m->running, 1);
-        break;
-    case TPC_CLUSTER_UNIT_RELEASED:
-        atomic_fetch_add(&m->released, 1);
-        atomic_fetch_sub(&m->running, 1);
-        if (ev->savepoint)
-            atomic_store(&m->w->savepoint[ev->unit], ct_savepoint_id(ev->savepoint));
-        else if (atomic_load(&m->w->end[ev->unit]) == 0)
-            atomic_fetch_add(&m->released_without_savepoint, 1);
-        break;
-    case TPC_CLUSTER_UNIT_LOST:
-        atomic_fetch_add(&m->lost, 1);
-        atomic_fetch_sub(&m->running, 1);
-        break;
-    case TPC_CLUSTER_UNIT_FINISHED:
-        atomic_fetch_add(&m->finished, 1);
-        break;
-    case TPC_CLUSTER_UNIT_FENCED:
-    case TPC_CLUSTER_UNIT_FAILED:
-        fprintf(stderr, "member %s unit %d: %s\n", m->name, ev->unit,
-                ev->error ? tpc_error_message(ev->error) : "?");
-        atomic_fetch_add(&m->failed, 1);
-        break;
-    }
-}
-
-static void *member_main(void *arg)
-{
-    member_t *m = arg;
-    m->err = tpc_cluster_run(m->c);
-    return NULL;
-}
-
-static void member_start(member_t *m, ct_world_t *w, const char *name, const char *app,
-                         const char *dir, bool consumer_protocol)
-{
-    *m = (member_t){.w = w, .name = name};
-    const char *bootstrap = tpc_test_env_require("TWOPC_TEST_KAFKA_BOOTSTRAP");
-    ck_assert_ptr_nonnull(bootstrap);
-    TPC_TEST_OK(tpc_cluster_new(bootstrap, app, UNITS, &m->c));
-    TPC_TEST_OK(tpc_cluster_set(m->c, "checkpoint.dir", dir));
-    if (consumer_protocol) {
-        TPC_TEST_OK(tpc_cluster_set(m->c, "group.protocol", "consumer"));
-    } else {
-        char instance[256];
-        snprintf(instance, sizeof instance, "%s-%s", app, name);
-        TPC_TEST_OK(tpc_cluster_set(m->c, "kafka.group.instance.id", instance));
-        TPC_TEST_OK(tpc_cluster_set(m->c, "kafka.session.timeout.ms", "6000"));
-        TPC_TEST_OK(tpc_cluster_set(m->c, "kafka.heartbeat.interval.ms", "500"));
-    }
-    TPC_TEST_OK(tpc_cluster_set_builder(m->c, ct_build, ct_release, w));
-    ck_assert_int_eq(tpc_cluster_set_event_callback(m->c, on_event, m), TPC_OK);
-    ck_assert_int_eq(pthread_create(&m->thread, NULL, member_main, m), 0);
-}
-
-static void member_end(member_t *m)
-{
-    tpc_cluster_stop(m->c);
-    pthread_join(m->thread, NULL);
-    ck_assert_msg(m->err == NULL, "member %s: %s", m->name, tpc_error_message(m->err));
-    ck_assert_int_eq(atomic_load(&m->running), 0);
-    tpc_cluster_destroy(m->c);
-    m->c = NULL;
-}
-
-/* Wait until @what holds; fail after WAIT_MS. */
-#define WAIT_FOR(what)                                                                             \
-    do {                                                                                           \
-        int64_t until_ = tpc_test_now_ms() + WAIT_MS;                                              \
-        while (!(what) && tpc_test_now_ms() < until_)                                              \
-            usleep(50 * 1000);                                                                     \
-        ck_assert_msg((what), "waited %d ms for: %s", WAIT_MS, #what);                             \
-    } while (0)
+#define UNITS 4
 
 static void handoff(bool consumer_protocol)
 {
@@ -120,36 +28,36 @@ static void handoff(bool consumer_protocol)
     char chk[512];
     snprintf(chk, sizeof chk, "%s/chk", dir);
 
-    member_t *a = calloc(1, sizeof *a), *b = calloc(1, sizeof *b), *c = calloc(1, sizeof *c);
-    member_start(a, w, "a", app, chk, consumer_protocol);
-    WAIT_FOR(atomic_load(&a->running) == UNITS);
+    ct_member_t *a = calloc(1, sizeof *a), *b = calloc(1, sizeof *b), *c = calloc(1, sizeof *c);
+    ct_member_start(a, w, "a", app, chk, UNITS, consumer_protocol);
+    CT_WAIT_FOR(atomic_load(&a->running) == UNITS);
     usleep(1000 * 1000); /* a few checkpoints on A */
 
-    member_start(b, w, "b", app, chk, consumer_protocol);
-    WAIT_FOR(atomic_load(&b->running) > 0 &&
-             atomic_load(&a->running) + atomic_load(&b->running) == UNITS);
+    ct_member_start(b, w, "b", app, chk, UNITS, consumer_protocol);
+    CT_WAIT_FOR(atomic_load(&b->running) > 0 &&
+                atomic_load(&a->running) + atomic_load(&b->running) == UNITS);
     ck_assert_int_gt(atomic_load(&a->released), 0);
     usleep(1000 * 1000);
 
-    member_start(c, w, "c", app, chk, consumer_protocol);
-    WAIT_FOR(atomic_load(&c->running) > 0 &&
-             atomic_load(&a->running) + atomic_load(&b->running) + atomic_load(&c->running) ==
-                 UNITS);
+    ct_member_start(c, w, "c", app, chk, UNITS, consumer_protocol);
+    CT_WAIT_FOR(atomic_load(&c->running) > 0 &&
+                atomic_load(&a->running) + atomic_load(&b->running) + atomic_load(&c->running) ==
+                    UNITS);
     usleep(1000 * 1000);
 
-    member_end(a);
-    WAIT_FOR(atomic_load(&b->running) + atomic_load(&c->running) == UNITS);
+    ct_member_end(a);
+    CT_WAIT_FOR(atomic_load(&b->running) + atomic_load(&c->running) == UNITS);
     usleep(1000 * 1000);
-    member_end(b);
-    WAIT_FOR(atomic_load(&c->running) == UNITS);
+    ct_member_end(b);
+    CT_WAIT_FOR(atomic_load(&c->running) == UNITS);
 
     /* C runs every unit now: end the input and let each unit's job finish. */
     int opens[UNITS];
     for (int u = 0; u < UNITS; u++)
         opens[u] = atomic_load(&w->opens[u]);
     atomic_store(&w->finish, true);
-    WAIT_FOR(atomic_load(&c->finished) >= UNITS);
-    member_end(c);
+    CT_WAIT_FOR(atomic_load(&c->finished) >= UNITS);
+    ct_member_end(c);
 
     for (int u = 0; u < UNITS; u++) {
         ck_assert_msg(atomic_load(&w->most_live[u]) == 1, "unit %d was open on %d members at once",

@@ -112,6 +112,13 @@ group.initial.rebalance.delay.ms=0
 transaction.max.timeout.ms=900000
 log.retention.ms=-1
 transaction.abort.timed.out.transaction.cleanup.interval.ms=1000
+# KIP-848 consumer groups (the cluster tests): the session timeout is the broker's, so a member killed
+# with kill -9 loses its units after 10 s instead of the default 45 s, and assignments travel with
+# heartbeats every second instead of every 5 s.
+group.consumer.min.session.timeout.ms=6000
+group.consumer.session.timeout.ms=10000
+group.consumer.min.heartbeat.interval.ms=1000
+group.consumer.heartbeat.interval.ms=1000
 EOF
 }
 
