@@ -18,6 +18,8 @@
 #                             current librdkafka instead of Debian's; make test runs the Kafka tests
 #                             with both)
 #   make demo                 exactly_once_pipeline into PostgreSQL and Kafka, kill -9 once, verify
+#   make demo-cluster         keyed totals as units over several member processes: kill -9, SIGSTOP,
+#                             a member added and one removed, then verified (docs/cluster.md)
 #   make torture RUNS=n       n runs of random kill -9 and server restarts, each verified
 #                             (TWOPC_LIBRDKAFKA=current: with a current librdkafka)
 #   make model                Spin model of the commit protocol: checks and mutants (model/)
@@ -110,7 +112,7 @@ TWOPC_CMD := $(BUILD)/bin/twopc
 
 .PHONY: all lib tools test-install deps deps-build test test-unit test-integration test-kafka tests-build examples \
         install format format-check lint services-up services-down clean docs \
-        bench-runtime bench-file bench-kafka bench-pg bench-compare demo torture soak fuzz fuzz-run model \
+        bench-runtime bench-file bench-kafka bench-pg bench-compare demo demo-cluster torture soak fuzz fuzz-run model \
         dashboard-png
 .DEFAULT_GOAL := all
 
@@ -287,6 +289,10 @@ bench-compare: deps $(COMPARE_BINS)
 RUNS ?= 5
 demo: deps lib tools examples
 	@TWOPC_EXAMPLES_DIR=$(CURDIR)/$(BUILD)/examples TWOPC_COMMAND=$(CURDIR)/$(TWOPC_CMD) tests/e2e/demo.sh
+# The keyed totals as units over several processes, through kill -9, SIGSTOP and members joining and
+# leaving (tests/e2e/demo_cluster.sh, docs/cluster.md).
+demo-cluster: deps lib examples
+	@TWOPC_EXAMPLES_DIR=$(CURDIR)/$(BUILD)/examples tests/e2e/demo_cluster.sh
 torture: deps lib examples
 	@TWOPC_EXAMPLES_DIR=$(CURDIR)/$(BUILD)/examples tests/services/with-rdkafka.sh \
 	    tests/services/with-services.sh tests/e2e/torture.sh $(RUNS)

@@ -38,7 +38,7 @@
  */
 #include "example_common.h"
 #include "example_kafka.h"
-#include "keyed_totals_records.h"
+#include "keyed_totals_ops.h"
 
 #define PROGRAM "keyed_totals"
 
@@ -49,149 +49,10 @@ typedef struct {
     uint32_t users;
 } options_t;
 
-/* ---- parse: "user,amount" -> key user, value amount (8 bytes); paces the job with --rate ----- */
-
-static tpc_error_t *parse_open(tpc_ctx_t *ctx, void *arg, void **self)
-{
-    const options_t *opt = arg;
-    return ex_pace_new(ctx, opt->common.rate, self);
-}
-
-static tpc_error_t *parse_process(void *self, tpc_ctx_t *ctx, const tpc_batch_t *batch)
-{
-    for (size_t n = 0; n < tpc_batch_count(batch); n++) {
-        tpc_record_t in;
-        tpc_batch_get(batch, n, &in);
-        const char *v = in.value, *comma = memchr(v, ',', in.value_len);
-        uint64_t amount;
-        if (!comma || comma == v ||
-            !eo_parse_number(comma + 1, in.value_len - (size_t)(comma + 1 - v), &amount))
-            return tpc_error_new(TPC_ERR_CORRUPT, TPC_ERROR_FATAL,
-                                 "input value \"%.*s\" is not \"user,amount\"", (int)in.value_len,
-                                 v);
-        tpc_record_t out = {.key = v,
-                            .key_len = (size_t)(comma - v),
-                            .value = &amount,
-                            .value_len = sizeof amount,
-                            .timestamp = in.timestamp};
-        if (tpc_emit(ctx, &out) != TPC_OK)
-            return NULL; /* canceled */
-    }
-    ex_pace(self, ctx, tpc_batch_count(batch));
-    return NULL;
-}
-
-static void parse_close(void *self, tpc_ctx_t *ctx)
-{
-    (void)ctx, free(self);
-}
-
-static const tpc_operator_ops_t parse_ops = {
-    .version = TPC_OPERATOR_OPS_VERSION,
-    .open = parse_open,
-    .process = parse_process,
-    .close = parse_close,
-};
-
-/* ---- totals: keyed state "total" = {purchases, sum} per user -------------------------------- */
-
-typedef struct {
-    uint64_t n, total;
-} total_t;
-
-static tpc_error_t *totals_open(tpc_ctx_t *ctx, void *arg, void **self)
-{
-    (void)ctx, (void)arg;
-    *self = NULL;
-    return NULL;
-}
-
-static tpc_error_t *totals_process(void *self, tpc_ctx_t *ctx, const tpc_batch_t *batch)
-{
-    (void)self;
-    for (size_t i = 0; i < tpc_batch_count(batch); i++) {
-        tpc_record_t in;
-        tpc_batch_get(batch, i, &in);
-        uint64_t amount;
-        memcpy(&amount, in.value, sizeof amount);
-        total_t t = {0, 0};
-        const void *v;
-        size_t len;
-        tpc_error_t *err = tpc_keyed_get(ctx, "total", in.key, in.key_len, &v, &len);
-        if (err)
-            return err;
-        if (v && len == sizeof t) /* absent until the user's first purchase */
-            memcpy(&t, v, sizeof t);
-        t.n++;
-        t.total += amount;
-        if ((err = tpc_keyed_put(ctx, "total", in.key, in.key_len, &t, sizeof t)))
-            return err;
-        char value[KT_VALUE_MAX];
-        tpc_record_t out = {.key = in.key,
-                            .key_len = in.key_len,
-                            .value = value,
-                            .value_len = (size_t)kt_output_value(t.n, t.total, value),
-                            .timestamp = in.timestamp};
-        if (tpc_emit(ctx, &out) != TPC_OK)
-            return NULL; /* canceled */
-    }
-    return NULL;
-}
-
-static const tpc_operator_ops_t totals_ops = {
-    .version = TPC_OPERATOR_OPS_VERSION,
-    .open = totals_open,
-    .process = totals_process,
-};
-
-/* ---- PostgreSQL rows: (user_id text primary key, n bigint, total bigint) -------------------- */
-
-static tpc_error_t *encode_row(void *opaque, const tpc_record_t *rec, tpc_pg_row_t *row)
-{
-    (void)opaque;
-    uint64_t n, total;
-    if (!kt_parse_pair(rec->value, rec->value_len, &n, &total))
-        return tpc_error_new(TPC_ERR_CORRUPT, 0, "output value is not \"n,total\"");
-    tpc_pg_row_text(row, rec->key, rec->key_len);
-    tpc_pg_row_int8(row, (int64_t)n);
-    tpc_pg_row_int8(row, (int64_t)total);
-    return NULL;
-}
-
 static bool create_table(const options_t *opt)
 {
     return ex_create_table(PROGRAM, opt->common.pg, opt->table,
                            "user_id text PRIMARY KEY, n bigint NOT NULL, total bigint NOT NULL");
-}
-
-/* ---- --fill: purchases 0 .. N-1, keyed by user, in order per partition --------------------- */
-
-static int fill_input(const options_t *opt)
-{
-    char errstr[512];
-    rd_kafka_t *rk = ex_fill_producer_new(PROGRAM, opt->common.bootstrap, NULL, NULL);
-    if (!rk)
-        return 1;
-    rd_kafka_resp_err_t err = RD_KAFKA_RESP_ERR_NO_ERROR;
-    for (uint64_t i = 0; i < opt->common.records && !err; i++) {
-        char user[KT_USER_MAX], value[KT_VALUE_MAX];
-        int ul = kt_user(i, opt->users, user), vl = kt_input_value(i, opt->users, value);
-        err = ex_produce(rk, opt->input, RD_KAFKA_PARTITION_UA, user, ul, value, vl);
-        rd_kafka_poll(rk, 0);
-    }
-    if (!err)
-        err = rd_kafka_flush(rk, 60000);
-    /* A message that failed after its retries makes the idempotent producer fatal. */
-    if (!err)
-        err = rd_kafka_fatal_error(rk, errstr, sizeof errstr);
-    rd_kafka_destroy(rk);
-    if (err) {
-        fprintf(stderr, PROGRAM ": filling \"%s\" failed: %s\n", opt->input, rd_kafka_err2str(err));
-        return 1;
-    }
-    fprintf(stderr, PROGRAM ": wrote purchases 0 .. %llu of %u users into \"%s\"\n",
-            (unsigned long long)opt->common.records - 1, opt->users, opt->input);
-    return 0;
 }
 
 /* ---- the job -------------------------------------------------------------------------------- */
@@ -215,12 +76,13 @@ static tpc_error_t *build_job(const options_t *opt, tpc_job_t *job, tpc_kafka_so
     if (!err)
         err = tpc_kafka_source_add_to_job(*source, job, "source", o->source_par, &src);
     if (!err)
-        err = tpc_job_add_vertex(job, "parse", o->source_par, &parse_ops, (void *)opt, &parse);
+        err = tpc_job_add_vertex(job, "parse", o->source_par, &kt_parse_ops, (void *)&o->rate,
+                                 &parse);
     if (!err)
         err = tpc_job_connect(job, src, parse, TPC_EDGE_FORWARD);
     /* Keyed state needs every input of its vertex to be a hash edge. */
     if (!err)
-        err = tpc_job_add_vertex(job, "totals", opt->totals_par, &totals_ops, NULL, &totals);
+        err = tpc_job_add_vertex(job, "totals", opt->totals_par, &kt_totals_ops, NULL, &totals);
     if (!err)
         err = tpc_job_connect(job, parse, totals, TPC_EDGE_HASH);
 
@@ -230,7 +92,7 @@ static tpc_error_t *build_job(const options_t *opt, tpc_job_t *job, tpc_kafka_so
     if (!err)
         err = tpc_txn_sink_set(*pg_sink, "pg.key-columns", "user_id");
     if (!err)
-        err = tpc_pg_sink_set_encoder(*pg_sink, encode_row, NULL);
+        err = tpc_pg_sink_set_encoder(*pg_sink, kt_encode_row, NULL);
     if (!err)
         err = tpc_txn_sink_add_to_job(*pg_sink, job, "postgres", o->pg_par, &to_pg);
     if (!err)
@@ -310,8 +172,9 @@ int main(int argc, char **argv)
         return rc;
     const ex_options_t *o = &opt.common;
     if (o->fill)
-        return ex_create_topic(PROGRAM, o->bootstrap, opt.input, o->parallelism) ? fill_input(&opt)
-                                                                                 : 1;
+        return ex_create_topic(PROGRAM, o->bootstrap, opt.input, o->parallelism)
+                   ? kt_fill_input(PROGRAM, o, opt.input, opt.users)
+                   : 1;
     if (!ex_config_load(PROGRAM, &opt.common))
         return 1;
     if (!create_table(&opt) || !ex_create_topic(PROGRAM, o->bootstrap, opt.topic, o->parallelism)) {
