@@ -557,6 +557,6 @@ tpc_error_t *tpc_job_configure(tpc_job_t *job, tpc_config_t *cfg)
     if (!job || !cfg)
         return tpc_error_new(TPC_ERR_INVALID_ARG, TPC_ERROR_FATAL,
                              "configuring a job needs a job and a configuration");
-    const tpc_props_t *tables[] = {tpc_job_properties()};
-    return tpc_config_apply(cfg, NULL, tables, 1, job_set, job);
+    const tpc_props_t *tables[] = {tpc_job_properties(), tpc__job_backend_props(job)};
+    return tpc_config_apply(cfg, NULL, tables, tables[1] ? 2 : 1, job_set, job);
 }

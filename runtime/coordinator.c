@@ -166,13 +166,13 @@ static const char *union_state_conflict(coord_t *c, pending_t *p)
 
 /* Why checkpoint @p ck cannot be written (a checkpoint its keyed state builds on is no longer in
  * @p dir), or NULL. */
-static const char *missing_ref(const char *dir, const tpc__checkpoint_t *ck)
+static const char *missing_ref(tpc_storage_t *st, const tpc__checkpoint_t *ck)
 {
     if (!ck->nrefs)
         return NULL;
     tpc__checkpoint_file_t *files;
     size_t n;
-    tpc_error_t *err = tpc__checkpoint_list(dir, &files, &n);
+    tpc_error_t *err = tpc__checkpoint_list_at(st, &files, &n);
     if (err) {
         tpc_error_destroy(err);
         return NULL; /* the write reports it */
@@ -205,6 +205,7 @@ static void complete_checkpoint(coord_t *c, pending_t *p)
                             .timestamp_ms = (uint64_t)time(NULL) * 1000u,
                             .savepoint = p->savepoint,
                             .max_parallelism = (uint32_t)job->conf.max_parallelism,
+                            .owner_epoch = job->owner_epoch,
                             .job_name = job->name,
                             .nvertices = job->nvertices};
     ck.vertices = tpc__xcalloc((size_t)job->nvertices, sizeof(*ck.vertices));
@@ -221,7 +222,7 @@ static void complete_checkpoint(coord_t *c, pending_t *p)
     }
     char *path = NULL;
     tpc__checkpoint_collect_refs(&ck);
-    const char *lost = missing_ref(job->conf.dir, &ck);
+    const char *lost = missing_ref(job->store, &ck);
     if (lost) {
         /* A subtask built on a checkpoint that retention removed meanwhile (it had not yet heard
          * that a newer one completed): abort this one; the next builds on the newer one. */
@@ -232,7 +233,8 @@ static void complete_checkpoint(coord_t *c, pending_t *p)
         abort_checkpoint(c, p, lost, false);
         return;
     }
-    tpc_error_t *err = tpc__checkpoint_write(job->conf.dir, &ck, &path);
+    uint64_t size = 0;
+    tpc_error_t *err = tpc__checkpoint_write_at(job->store, &ck, &path, &size);
     for (int v = 0; v < job->nvertices; v++)
         free(ck.vertices[v].subtasks);
     free(ck.vertices);
@@ -256,7 +258,7 @@ static void complete_checkpoint(coord_t *c, pending_t *p)
         return;
     }
     uint64_t now = tpc__now_us(), duration = now - p->trigger_us;
-    tpc__checkpoint_retain(job->conf.dir, job->conf.retained);
+    tpc__checkpoint_retain_at(job->store, job->conf.retained);
     unlink_pending(c, p);
     /* Older checkpoints still in flight are subsumed by this one. */
     for (pending_t *q = c->pending, *nx; q; q = nx) {
@@ -270,9 +272,7 @@ static void complete_checkpoint(coord_t *c, pending_t *p)
     c->last_complete_us = now;
     tpc__logf(&job->log, TPC_LOG_DEBUG, "checkpoint %" PRIu64 " complete in %" PRIu64 " us", p->id,
               duration);
-    struct stat st;
-    record_outcome(c, p->id, true, duration,
-                   path && stat(path, &st) == 0 ? (uint64_t)st.st_size : 0, NULL);
+    record_outcome(c, p->id, true, duration, size, NULL);
     broadcast(c, TPC__MSG_NOTIFY_COMPLETE, p->id);
     pthread_mutex_lock(&job->ctl_mu);
     bool stop_now = p->savepoint && job->stop.active && !job->stop.drain;
@@ -425,7 +425,7 @@ static bool outside_requests(coord_t *c, tpc__end_t *end)
     bool start = job->stop.active && !job->stop.started;
     bool drain = job->stop.drain;
     if (start) {
-        if (!job->conf.dir) {
+        if (!job->store) {
             job->stop.err = tpc_error_hint(
                 tpc_error_new(TPC_ERR_CONFIG, 0, "cannot take a savepoint without checkpoints"),
                 "set \"checkpoint.dir\"");
@@ -478,7 +478,7 @@ static void maybe_trigger(coord_t *c)
 {
     tpc_job_t *job = c->job;
     const tpc__conf_t *conf = &job->conf;
-    if (!conf->dir || all_in(c, is_finished))
+    if (!job->store || all_in(c, is_finished))
         return;
     uint64_t now = tpc__now_us();
     for (pending_t *p = c->pending, *nx; p; p = nx) {
@@ -523,7 +523,7 @@ tpc__end_t tpc__coordinate(tpc__attempt_t *a, tpc_error_t **err)
     tpc__end_t end = TPC__END_FINISHED;
     for (;;) {
         uint64_t now = tpc__now_us(), until = now + 20000;
-        if (a->job->conf.dir && a->job->conf.interval_ms > 0 &&
+        if (a->job->store && a->job->conf.interval_ms > 0 &&
             c.npending < a->job->conf.max_concurrent && c.next_trigger_us < until)
             until = c.next_trigger_us > now + 500 ? c.next_trigger_us : now + 500;
         wait_events(&c, until);

@@ -49,6 +49,9 @@ void tpc_job_destroy(tpc_job_t *job)
     free(job->vertices);
     free(job->edges);
     tpc_props_free(tpc_job_properties(), &job->conf);
+    if (job->backend_conf)
+        tpc_props_free(job->backend->props, job->backend_conf);
+    free(job->backend_conf);
     tpc__record_free(&job->record);
     free(job->stop.path);
     tpc_error_destroy(job->stop.err);
@@ -62,6 +65,8 @@ void tpc_job_destroy(tpc_job_t *job)
 #define MS_MAX            (INT64_MAX / 1000)
 
 static const char *const restore_modes[] = {"auto", "fresh", "required", NULL};
+static const char *const storages[] = {"folder", "s3", NULL};
+static const char *const owners[] = {"none", "claim", NULL};
 static const char *const fallbacks[] = {"refuse", "at-least-once", NULL};
 
 /* The job's keys; docs/configuration.md is generated from this table (`twopc config`). */
@@ -88,6 +93,26 @@ static const tpc_prop_t job_props[] = {
      .accepts = "a directory path",
      .doc = "Where checkpoints and the completion record are stored; without it the job takes no "
             "checkpoints and exactly-once sinks refuse to run."},
+    {.name = "checkpoint.storage",
+     .type = TPC_PROP_ENUM,
+     .field = JOB_FIELD(storage),
+     .choices = storages,
+     .def = "folder",
+     .doc = "Where checkpoints and the completion record are kept. folder: the local folder "
+            "checkpoint.dir; s3: S3-compatible object storage, with the checkpoint.s3.* keys of "
+            "the S3 checkpoint storage (the program calls tpc_job_use_storage(job, "
+            "tpc_s3_storage_backend()) first; without a bucket the job refuses to run)."},
+    {.name = "checkpoint.owner",
+     .type = TPC_PROP_ENUM,
+     .field = JOB_FIELD(owner),
+     .choices = owners,
+     .def = "none",
+     .doc = "none: one process holds the checkpoints. claim: the checkpoints may be held by one "
+            "process after another (a unit of a job spread over several processes); each run "
+            "takes them over first, raising the owner epoch in the completion record by "
+            "compare-and-set, and a process whose checkpoints were taken over ends with "
+            "TPC_ERR_FENCED at its next checkpoint, before it tells any sink that it completed "
+            "(docs/architecture.md, \"Owner epoch\")."},
     {.name = "checkpoint.retained",
      .type = TPC_PROP_INT,
      .field = JOB_FIELD(retained),
@@ -243,16 +268,53 @@ tpc_error_t *tpc_job_set(tpc_job_t *job, const char *key, const char *value)
     /* Under ctl_mu: the metrics server reads the configuration while it answers a probe. */
     pthread_mutex_lock(&job->ctl_mu);
     tpc_error_t *err = tpc_props_set(&job_table, &job->conf, key, value);
+    if (err && tpc_error_code(err) == TPC_ERR_NOT_FOUND && job->backend) {
+        tpc_error_destroy(err);
+        err = tpc_props_set(job->backend->props, job->backend_conf, key, value);
+    }
     pthread_mutex_unlock(&job->ctl_mu);
     if (err && tpc_error_code(err) == TPC_ERR_NOT_FOUND) {
         tpc_error_destroy(err);
-        const tpc_props_t *tables[] = {&job_table};
-        err = tpc_props_unknown(tables, 1, key);
+        const tpc_props_t *tables[] = {&job_table, job->backend ? job->backend->props : NULL};
+        err = tpc_props_unknown(tables, job->backend ? 2 : 1, key);
     }
     /* The endpoint is up from the moment it has an address until the job is destroyed. */
     if (!err && strcmp(key, "metrics.listen") == 0)
         err = tpc__metrics_listen(job);
     return err;
+}
+
+tpc_error_t *tpc_job_use_storage(tpc_job_t *job, const tpc_storage_backend_t *backend)
+{
+    if (!job || !backend || !backend->kind || !backend->props || !backend->open)
+        return tpc_error_new(TPC_ERR_INVALID_ARG, 0,
+                             "tpc_job_use_storage needs a job and a complete backend");
+    if (job->backend)
+        return tpc_error_new(TPC_ERR_STATE, 0, "job \"%s\" has a storage backend (\"%s\") already",
+                             job->name, job->backend->kind);
+    void *conf = calloc(1, backend->conf_size ? backend->conf_size : 1);
+    if (!conf)
+        return tpc_error_nomem();
+    tpc_error_t *err = tpc_props_init(backend->props, conf);
+    if (err) {
+        free(conf);
+        return err;
+    }
+    pthread_mutex_lock(&job->ctl_mu);
+    job->backend = backend;
+    job->backend_conf = conf;
+    pthread_mutex_unlock(&job->ctl_mu);
+    return NULL;
+}
+
+const tpc_props_t *tpc__job_backend_props(const tpc_job_t *job)
+{
+    return job->backend ? job->backend->props : NULL;
+}
+
+bool tpc__job_durable(const tpc_job_t *job)
+{
+    return job->conf.storage == TPC__STORAGE_FOLDER ? job->conf.dir != NULL : true;
 }
 
 tpc_err_t tpc_job_set_logger(tpc_job_t *job, tpc_log_cb cb, void *opaque, tpc_log_level_t max_level)
@@ -500,7 +562,7 @@ static tpc__end_t run_attempt(tpc_job_t *job, int number, tpc_error_t **err)
 {
     *err = NULL;
     tpc__attempt_t *a = attempt_new(job, number);
-    if (job->conf.dir)
+    if (job->store)
         *err = tpc__restore_load(a);
     if (!*err && a->restored.id)
         *err = tpc__restore_plan(a);
@@ -567,6 +629,75 @@ static tpc_error_t *exhausted(tpc_job_t *job, tpc_error_t *err, int restarts)
     return err;
 }
 
+/* The store of this run: the folder checkpoint.dir, or one the backend opens (NULL: no
+ * checkpoints). */
+static tpc_error_t *open_storage(tpc_job_t *job)
+{
+    job->store = NULL;
+    job->owner_epoch = job->restore_epoch = 0;
+    if (job->conf.storage == TPC__STORAGE_FOLDER) {
+        if (job->conf.dir) {
+            tpc__store_folder_init(&job->folder, job->conf.dir);
+            job->store = &job->folder.base;
+        }
+        return NULL;
+    }
+    tpc_error_t *err = job->backend->open(job->backend_conf, &job->backend_store);
+    if (err)
+        return tpc_error_prefix(err, "job \"%s\": checkpoint.storage \"%s\"", job->name,
+                                job->backend->kind);
+    job->store = job->backend_store;
+    return NULL;
+}
+
+static void close_storage(tpc_job_t *job)
+{
+    tpc_storage_destroy(job->backend_store);
+    job->backend_store = NULL;
+    job->store = NULL;
+}
+
+/* checkpoint.owner=claim: take the job's checkpoints over before anything is restored, with the
+ * owner epoch after the record's. Another process that claims at the same moment may come first;
+ * then this one claims again after it (the later claim is the owner, the other one is fenced). */
+static tpc_error_t *claim(tpc_job_t *job)
+{
+    for (int tries = 0;; tries++) {
+        tpc__record_t rec;
+        bool found;
+        tpc_error_t *err = tpc__record_read_at(job->store, &rec, &found);
+        if (err)
+            return tpc_error_prefix(err, "job \"%s\" cannot take its checkpoints over", job->name);
+        if (found && strcmp(rec.job_name, job->name) != 0) {
+            err = tpc_error_hint(tpc_error_new(TPC_ERR_CONFIG, TPC_ERROR_FATAL,
+                                               "\"%s\" holds the checkpoints of job \"%s\", not "
+                                               "\"%s\"",
+                                               tpc__storage_where(job->store), rec.job_name,
+                                               job->name),
+                                 "give each job (each unit) its own checkpoint storage");
+            tpc__record_free(&rec);
+            return err;
+        }
+        uint64_t before = found ? rec.owner_epoch : 0;
+        tpc__record_free(&rec);
+        err = tpc__record_claim_at(job->store, job->name, before + 1, &rec);
+        if (!err) {
+            tpc__record_free(&job->record);
+            job->record = rec;
+            job->record_found = true;
+            job->owner_epoch = before + 1;
+            job->restore_epoch = before;
+            tpc__logf(&job->log, TPC_LOG_INFO,
+                      "job \"%s\" took its checkpoints in \"%s\" over as owner epoch %" PRIu64,
+                      job->name, tpc__storage_where(job->store), job->owner_epoch);
+            return NULL;
+        }
+        if (tpc_error_code(err) != TPC_ERR_FENCED || tries >= 100)
+            return tpc_error_prefix(err, "job \"%s\" cannot take its checkpoints over", job->name);
+        tpc_error_destroy(err);
+    }
+}
+
 tpc_error_t *tpc_job_run(tpc_job_t *job, tpc_job_result_t *result)
 {
     if (!job)
@@ -595,7 +726,8 @@ tpc_error_t *tpc_job_run(tpc_job_t *job, tpc_job_result_t *result)
             return tpc_error_new(TPC_ERR_INVALID_ARG, 0, "vertex \"%s\" has input but no process",
                                  vx->name);
     }
-    if (job->conf.dir) {
+    bool folder = job->conf.storage == TPC__STORAGE_FOLDER;
+    if (folder && job->conf.dir) {
         tpc_error_t *err = tpc__checkpoint_dir_prepare(job->conf.dir);
         if (err) {
             tpc_error_t *c =
@@ -604,6 +736,26 @@ tpc_error_t *tpc_job_run(tpc_job_t *job, tpc_job_result_t *result)
             return tpc_error_hint(c, "point \"checkpoint.dir\" at a writable directory");
         }
     }
+    if (!folder && !job->backend)
+        return tpc_error_hint(
+            tpc_error_new(TPC_ERR_CONFIG, TPC_ERROR_FATAL,
+                          "\"checkpoint.storage\" is \"%s\", but job \"%s\" has no such backend",
+                          storages[job->conf.storage], job->name),
+            "call tpc_job_use_storage(job, tpc_s3_storage_backend()) (tpc_s3.h) before "
+            "configuring the job");
+    if (!folder && strcmp(job->backend->kind, storages[job->conf.storage]) != 0)
+        return tpc_error_hint(tpc_error_new(TPC_ERR_CONFIG, TPC_ERROR_FATAL,
+                                            "\"checkpoint.storage\" is \"%s\", but job \"%s\" "
+                                            "was given the storage backend \"%s\"",
+                                            storages[job->conf.storage], job->name,
+                                            job->backend->kind),
+                              "set \"checkpoint.storage\" to \"%s\"", job->backend->kind);
+    if (job->conf.owner == TPC__OWNER_CLAIM && !tpc__job_durable(job))
+        return tpc_error_hint(tpc_error_new(TPC_ERR_CONFIG, TPC_ERROR_FATAL,
+                                            "\"checkpoint.owner\" is \"claim\", but job \"%s\" "
+                                            "takes no checkpoints",
+                                            job->name),
+                              "set \"checkpoint.dir\", or \"checkpoint.storage\" and its keys");
     pthread_mutex_lock(&job->ctl_mu);
     if (job->running) {
         pthread_mutex_unlock(&job->ctl_mu);
@@ -615,18 +767,22 @@ tpc_error_t *tpc_job_run(tpc_job_t *job, tpc_job_result_t *result)
     pthread_mutex_unlock(&job->ctl_mu);
     /* The lease says "a job runs here" to the twopc command, until this run returns. */
     tpc_dir_lease_t *lease = NULL;
-    tpc_error_t *err =
-        job->conf.dir ? tpc_checkpoint_dir_lease(job->conf.dir, false, &lease) : NULL;
+    tpc_error_t *err = open_storage(job);
+    if (!err && folder && job->conf.dir)
+        err = tpc_checkpoint_dir_lease(job->conf.dir, false, &lease);
     if (!err)
         err = tpc__metrics_listen(job);
+    if (!err && job->conf.owner == TPC__OWNER_CLAIM)
+        err = claim(job);
     if (err) {
         tpc_checkpoint_dir_release(lease);
+        close_storage(job);
         pthread_mutex_lock(&job->ctl_mu);
         job->running = false;
         pthread_mutex_unlock(&job->ctl_mu);
         return err;
     }
-    if (job->conf.dir) /* only now: a second call while running must not touch the directory */
+    if (folder && job->conf.dir) /* only now: a second call while running must not touch it */
         tpc__checkpoint_dir_clean(job->conf.dir);
     tpc__metrics_run_start(job);
 
@@ -660,6 +816,7 @@ tpc_error_t *tpc_job_run(tpc_job_t *job, tpc_job_result_t *result)
         pthread_mutex_unlock(&job->ctl_mu);
     }
     tpc_checkpoint_dir_release(lease);
+    close_storage(job);
 
     pthread_mutex_lock(&job->ctl_mu);
     job->running = false;

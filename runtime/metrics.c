@@ -282,7 +282,7 @@ static void runtime_metrics(tpc_job_t *job, tpc_metrics_writer_t *w)
                     "", NULL, (double)st->last_checkpoint_id);
     tpc_metrics_add(w, "twopc_checkpoint_interval_seconds", "gauge",
                     "The job's checkpoint.interval.ms; 0 when checkpoints are off.", "", NULL,
-                    job->conf.dir ? (double)job->conf.interval_ms / 1e3 : 0);
+                    tpc__job_durable(job) ? (double)job->conf.interval_ms / 1e3 : 0);
     tpc_metrics_add(w, "twopc_restarts_total", "counter", "Restarts of the job after failures.", "",
                     NULL, (double)st->restarts);
     pthread_mutex_unlock(&job->ctl_mu);
@@ -314,7 +314,7 @@ static unsigned health(tpc_job_t *job, bool ready, char *msg, size_t cap)
     bool attempt = job->attempt != NULL;
     uint64_t restarts = job->stats.restarts, id = job->stats.last_checkpoint_id;
     uint64_t last = m->last_completed_us, started = m->started_us;
-    bool checkpointing = job->conf.dir && job->conf.interval_ms > 0;
+    bool checkpointing = tpc__job_durable(job) && job->conf.interval_ms > 0;
     int64_t bound_ms = job->conf.interval_ms * READY_INTERVALS;
     const char *ended = result_name(m->result, m->failure);
     char failure[256] = "";

@@ -37,9 +37,14 @@
 #define RECORD_NAME    "completed"
 #define DIGEST         32
 
-static char *record_path(const char *dir)
+/* The record's name in messages: a folder's file path, else where the store is and the name. */
+static char *record_path(tpc_storage_t *st)
 {
-    return tpc__store_folder_path(dir, RECORD_NAME);
+    const char *where = tpc__storage_where(st);
+    size_t n = strlen(where) + sizeof RECORD_NAME + 1;
+    char *p = tpc__xmalloc(n);
+    snprintf(p, n, strcmp(st->ops->kind, "folder") == 0 ? "%s/%s" : "%s%s", where, RECORD_NAME);
+    return p;
 }
 
 void tpc__record_free(tpc__record_t *rec)
@@ -107,18 +112,23 @@ bad:
 
 tpc_error_t *tpc__record_read(const char *dir, tpc__record_t *out, bool *found)
 {
-    *out = (tpc__record_t){0};
-    *found = false;
     tpc__store_folder_t f;
     tpc__store_folder_init(&f, dir);
+    return tpc__record_read_at(&f.base, out, found);
+}
+
+tpc_error_t *tpc__record_read_at(tpc_storage_t *st, tpc__record_t *out, bool *found)
+{
+    *out = (tpc__record_t){0};
+    *found = false;
     uint8_t *p = NULL;
     size_t len = 0;
     char *version = NULL;
     bool there;
     /* no record: a new folder, or one of an older version */
-    tpc_error_t *err = f.base.ops->get(&f.base, RECORD_NAME, &p, &len, &version, &there);
+    tpc_error_t *err = st->ops->get(st, RECORD_NAME, &p, &len, &version, &there);
     if (!err && there) {
-        char *path = record_path(dir);
+        char *path = record_path(st);
         err = tpc__record_decode(path, p, len, out);
         free(path);
         *found = !err;
@@ -151,32 +161,37 @@ static void encode(const tpc__record_t *rec, tpc__buf_t *b)
     tpc__buf_put(b, digest, DIGEST);
 }
 
-static tpc_error_t *fenced(const char *dir, const char *what)
+static tpc_error_t *fenced(tpc_storage_t *st, const char *what)
 {
     return tpc_error_hint(
         tpc_error_new(TPC_ERR_FENCED, TPC_ERROR_FATAL,
                       "the completion record in \"%s\" %s: another owner has taken the job's "
                       "checkpoints over, and this process must not tell any sink that a "
                       "checkpoint completed",
-                      dir, what),
+                      tpc__storage_where(st), what),
         "stop this process; the job runs on in the owner that took it over");
+}
+
+tpc_error_t *tpc__record_swap_at(tpc_storage_t *st, const tpc__record_t *rec, const char *expected,
+                                 char **version)
+{
+    tpc__buf_t b = {0};
+    encode(rec, &b);
+    bool stale = false;
+    tpc_error_t *err = st->ops->swap(st, RECORD_NAME, expected, b.data, b.len, &stale, version);
+    tpc__buf_free(&b);
+    if (!err && stale)
+        err = fenced(st, expected == TPC_STORAGE_ABSENT ? "was created by another process"
+                                                        : "changed since this process read it");
+    return err;
 }
 
 tpc_error_t *tpc__record_swap(const char *dir, const tpc__record_t *rec, const char *expected,
                               char **version)
 {
-    tpc__buf_t b = {0};
-    encode(rec, &b);
     tpc__store_folder_t f;
     tpc__store_folder_init(&f, dir);
-    bool stale = false;
-    tpc_error_t *err =
-        f.base.ops->swap(&f.base, RECORD_NAME, expected, b.data, b.len, &stale, version);
-    tpc__buf_free(&b);
-    if (!err && stale)
-        err = fenced(dir, expected == TPC_STORAGE_ABSENT ? "was created by another process"
-                                                         : "changed since this process read it");
-    return err;
+    return tpc__record_swap_at(&f.base, rec, expected, version);
 }
 
 tpc_error_t *tpc__record_write(const char *dir, const tpc__record_t *rec)
@@ -184,11 +199,12 @@ tpc_error_t *tpc__record_write(const char *dir, const tpc__record_t *rec)
     return tpc__record_swap(dir, rec, TPC_STORAGE_ANY, NULL);
 }
 
-tpc_error_t *tpc__record_claim(const char *dir, const char *job, uint64_t epoch, tpc__record_t *out)
+tpc_error_t *tpc__record_claim_at(tpc_storage_t *st, const char *job, uint64_t epoch,
+                                  tpc__record_t *out)
 {
     for (;;) {
         bool found;
-        tpc_error_t *err = tpc__record_read(dir, out, &found);
+        tpc_error_t *err = tpc__record_read_at(st, out, &found);
         if (err)
             return err;
         if (found && out->owner_epoch >= epoch) {
@@ -196,14 +212,14 @@ tpc_error_t *tpc__record_claim(const char *dir, const char *job, uint64_t epoch,
             snprintf(what, sizeof what, "holds owner epoch %" PRIu64 ", not older than %" PRIu64,
                      out->owner_epoch, epoch);
             tpc__record_free(out);
-            return fenced(dir, what);
+            return fenced(st, what);
         }
         if (!found)
             out->job_name = tpc__xstrdup(job);
         char *expected = out->version; /* NULL when there is none: TPC_STORAGE_ABSENT */
         out->version = NULL;
         out->owner_epoch = epoch;
-        err = tpc__record_swap(dir, out, expected, &out->version);
+        err = tpc__record_swap_at(st, out, expected, &out->version);
         free(expected);
         if (!err)
             return NULL;
@@ -212,6 +228,13 @@ tpc_error_t *tpc__record_claim(const char *dir, const char *job, uint64_t epoch,
             return err;
         tpc_error_destroy(err); /* another writer came first: read again */
     }
+}
+
+tpc_error_t *tpc__record_claim(const char *dir, const char *job, uint64_t epoch, tpc__record_t *out)
+{
+    tpc__store_folder_t f;
+    tpc__store_folder_init(&f, dir);
+    return tpc__record_claim_at(&f.base, job, epoch, out);
 }
 
 int tpc__record_highest(const tpc__record_t *rec, const char *name)

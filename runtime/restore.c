@@ -31,11 +31,17 @@ static tpc_error_t *refuse(const char *job, tpc_err_t code, const char *fmt, uin
     return tpc_error_hint(tpc_error_prefix(err, "job \"%s\" refuses to restore", job), refuse_hint);
 }
 
-/* The inputs of the restore rule (tpc__restore_pick()): the job, its folder, whether
- * restore.fallback=at-least-once is set, and where its lines go (NULL: nowhere, for a look). */
+/* The inputs of the restore rule (tpc__restore_pick()): the job, its storage and where that is,
+ * whether restore.fallback=at-least-once is set, and where its lines go (NULL: nowhere, for a
+ * look). With owners (@owners), a file newer than the record is restored only if the owner epoch
+ * @epoch wrote it: the epoch the record carried when this owner took the job over (a crash of
+ * that owner between its file and the record), never an older one (a zombie's file, which no sink
+ * was told of and whose transactions a take-over may have aborted). */
 typedef struct {
     const char *job, *dir;
-    bool fallback;
+    tpc_storage_t *st;
+    bool fallback, owners;
+    uint64_t epoch;
     const tpc__logger_t *log;
 } rule_t;
 
@@ -105,10 +111,10 @@ static tpc_error_t *link_error(tpc_err_t code, uint64_t link, const char *what)
  * then each increment, deletes included), as if the checkpoint held them all. A link that is
  * missing, damaged or does not continue the chain makes the checkpoint unusable, like a damaged
  * file. The links are read one at a time. */
-static tpc_error_t *read_chain(const tpc__checkpoint_file_t *files, size_t n, size_t i,
-                               tpc__checkpoint_t *out)
+static tpc_error_t *read_chain(tpc_storage_t *st, const tpc__checkpoint_file_t *files, size_t n,
+                               size_t i, tpc__checkpoint_t *out)
 {
-    tpc_error_t *err = tpc__checkpoint_read(files[i].path, out);
+    tpc_error_t *err = tpc__checkpoint_read_at(st, &files[i], out);
     if (err || !out->nrefs)
         return err;
     /* The entries each subtask's chain gives it so far. */
@@ -126,7 +132,7 @@ static tpc_error_t *read_chain(const tpc__checkpoint_file_t *files, size_t n, si
             break;
         }
         tpc__checkpoint_t link;
-        err = tpc__checkpoint_read(files[f].path, &link);
+        err = tpc__checkpoint_read_at(st, &files[f], &link);
         if (err) {
             err = tpc_error_prefix(err,
                                    "its keyed state is incremental and builds on checkpoint "
@@ -196,7 +202,16 @@ static tpc_error_t *pick(const rule_t *r, tpc__checkpoint_file_t *files, size_t 
     for (size_t i = 0; i < n && files[i].id >= lowest; i++) {
         if (files[i].id < bound && !damaged && !fallback)
             return missing(r, bound);
-        tpc_error_t *err = read_chain(files, n, i, out);
+        tpc_error_t *err = read_chain(r->st, files, n, i, out);
+        if (!err && r->owners && files[i].id > bound && out->owner_epoch != r->epoch) {
+            note(r,
+                 "skipping checkpoint %" PRIu64 ", written by owner epoch %" PRIu64
+                 " after the job's checkpoints were taken over (owner epoch %" PRIu64
+                 "): no sink was told of it",
+                 files[i].id, out->owner_epoch, r->epoch);
+            tpc__checkpoint_free(out);
+            continue;
+        }
         if (err && files[i].id > bound) {
             note(r, "skipping checkpoint %" PRIu64 ", which no sink was told of: %s", files[i].id,
                  tpc_error_message(err));
@@ -242,14 +257,37 @@ static tpc_error_t *pick(const rule_t *r, tpc__checkpoint_file_t *files, size_t 
 tpc_error_t *tpc__restore_pick(const char *dir, const char *job, tpc__checkpoint_file_t *files,
                                size_t n, const tpc__record_t *rec, size_t *picked)
 {
-    /* As a new process of the job with restore.mode=auto and no fallback would decide. */
-    rule_t r = {.job = job ? job : (rec && rec->job_name ? rec->job_name : "?"), .dir = dir};
+    /* As a new process of the job with restore.mode=auto and no fallback would decide (with
+     * owners, one that takes the job over from the record's owner). */
+    tpc__store_folder_t f;
+    tpc__store_folder_init(&f, dir);
+    rule_t r = {.job = job ? job : (rec && rec->job_name ? rec->job_name : "?"),
+                .dir = dir,
+                .st = &f.base,
+                .owners = rec && rec->owner_epoch,
+                .epoch = rec ? rec->owner_epoch : 0};
     uint64_t bound = rec ? rec->newest : n ? files[0].id : 0;
     tpc__checkpoint_t c;
     tpc_error_t *err = pick(&r, files, n, bound, rec ? rec->first : 0, &c, picked);
     if (!err && *picked < n)
         tpc__checkpoint_free(&c);
     return err;
+}
+
+tpc_error_t *tpc__restore_record_store(tpc_job_t *job)
+{
+    if (!job->owner_epoch)
+        return tpc__record_swap_at(job->store, &job->record, TPC_STORAGE_ANY, NULL);
+    /* An owner writes the record only over the version it last wrote: if another owner took the
+     * job over meanwhile, this one is fenced (TPC_ERR_FENCED, fatal) and tells no sink anything. */
+    char *version = NULL;
+    tpc_error_t *err = tpc__record_swap_at(job->store, &job->record, job->record.version, &version);
+    if (err)
+        return tpc_error_prefix(err, "job \"%s\" (owner epoch %" PRIu64 ")", job->name,
+                                job->owner_epoch);
+    free(job->record.version);
+    job->record.version = version;
+    return NULL;
 }
 
 /* Note the parallelism of every vertex in the record (written before any task opens, so a later
@@ -278,7 +316,7 @@ static tpc_error_t *note_parallelism(tpc__attempt_t *a, bool changed)
         rec->newest = a->restored.id > job->run_newest ? a->restored.id : job->run_newest;
         changed = true;
     }
-    tpc_error_t *err = changed ? tpc__record_write(job->conf.dir, rec) : NULL;
+    tpc_error_t *err = changed ? tpc__restore_record_store(job) : NULL;
     if (!err)
         job->record_found = true;
     return err;
@@ -287,30 +325,40 @@ static tpc_error_t *note_parallelism(tpc__attempt_t *a, bool changed)
 tpc_error_t *tpc__restore_load(tpc__attempt_t *a)
 {
     tpc_job_t *job = a->job;
+    const char *where = tpc__storage_where(job->store);
     tpc__checkpoint_t *out = &a->restored;
     *out = (tpc__checkpoint_t){0};
     tpc__record_free(&job->record);
-    tpc_error_t *err = tpc__record_read(job->conf.dir, &job->record, &job->record_found);
+    tpc_error_t *err = tpc__record_read_at(job->store, &job->record, &job->record_found);
     if (err)
         return tpc_error_prefix(err, "job \"%s\" refuses to restore", job->name);
+    if (job->owner_epoch && (!job->record_found || job->record.owner_epoch != job->owner_epoch))
+        return tpc_error_prefix(
+            tpc_error_hint(tpc_error_new(TPC_ERR_FENCED, TPC_ERROR_FATAL,
+                                         "the completion record in \"%s\" holds owner epoch "
+                                         "%" PRIu64 ": another owner has taken the job's "
+                                         "checkpoints over",
+                                         where, job->record.owner_epoch),
+                           "stop this process; the job runs on in the owner that took it over"),
+            "job \"%s\" (owner epoch %" PRIu64 ")", job->name, job->owner_epoch);
     if (job->record_found && strcmp(job->record.job_name, job->name) != 0)
         return tpc_error_hint(
             tpc_error_new(TPC_ERR_CONFIG, TPC_ERROR_FATAL,
-                          "\"%s\" holds the checkpoints of job \"%s\", not \"%s\"", job->conf.dir,
+                          "\"%s\" holds the checkpoints of job \"%s\", not \"%s\"", where,
                           job->record.job_name, job->name),
             "give each job its own \"checkpoint.dir\"");
     tpc__checkpoint_file_t *files;
     size_t n;
-    err = tpc__checkpoint_list(job->conf.dir, &files, &n);
+    err = tpc__checkpoint_list_at(job->store, &files, &n);
     if (err)
         return err;
     /* Once this run has listed the directory, every id it took is below next_checkpoint_id: a
      * newer file came from elsewhere, and restoring it would take over from whoever wrote it. */
-    if (job->dir_listed && n && files[0].id >= job->next_checkpoint_id) {
+    if (job->dir_listed && !job->owner_epoch && n && files[0].id >= job->next_checkpoint_id) {
         err = tpc_error_prefix(tpc__checkpoint_other_writer(),
                                "\"%s\" holds checkpoint %" PRIu64 ", which this run of job \"%s\" "
                                "did not write (its newest is %" PRIu64 ")",
-                               job->conf.dir, files[0].id, job->name, job->next_checkpoint_id - 1);
+                               where, files[0].id, job->name, job->next_checkpoint_id - 1);
         tpc__checkpoint_files_free(files, n);
         return err;
     }
@@ -330,6 +378,7 @@ tpc_error_t *tpc__restore_load(tpc__attempt_t *a)
              * state begins, before any sink aborts what they hold). */
             job->run_first = job->next_checkpoint_id;
             job->record.first = job->run_first;
+            job->restore_epoch = job->owner_epoch;
             tpc__checkpoint_files_free(files, n);
             tpc__logf(&job->log, TPC_LOG_INFO,
                       "job \"%s\" starts over without state (restore.mode=fresh); its "
@@ -345,8 +394,11 @@ tpc_error_t *tpc__restore_load(tpc__attempt_t *a)
         lowest = job->record.first;
     size_t i = n;
     rule_t r = {.job = job->name,
-                .dir = job->conf.dir,
+                .dir = where,
+                .st = job->store,
                 .fallback = job->conf.fallback_at_least_once,
+                .owners = job->owner_epoch != 0,
+                .epoch = job->restore_epoch,
                 .log = &job->log};
     err = pick(&r, files, n, bound, lowest, out, &i);
     if (!err && i < n && strcmp(out->job_name, job->name) != 0) {
@@ -356,15 +408,19 @@ tpc_error_t *tpc__restore_load(tpc__attempt_t *a)
                              "give each job its own \"checkpoint.dir\"");
         tpc__checkpoint_free(out);
     } else if (!err && i == n && job->conf.restore == TPC__RESTORE_REQUIRED) {
-        err = tpc_error_hint(tpc_error_new(TPC_ERR_NOT_FOUND, TPC_ERROR_FATAL,
-                                           "no checkpoint in \"%s\"", job->conf.dir),
-                             "\"restore.mode\" is \"required\"; use \"auto\" to start fresh");
+        err = tpc_error_hint(
+            tpc_error_new(TPC_ERR_NOT_FOUND, TPC_ERROR_FATAL, "no checkpoint in \"%s\"", where),
+            "\"restore.mode\" is \"required\"; use \"auto\" to start fresh");
     } else if (!err && i < n) {
         tpc__logf(&job->log, TPC_LOG_INFO, "restoring job \"%s\" from \"%s\"", job->name,
                   files[i].path);
     }
     if (!err)
         a->restored_behind = (i < n && files[i].id < bound) || (i == n && bound >= lowest && bound);
+    /* From now on a newer file is this owner's own (a later attempt after a crash between file
+     * and record), or a zombie's. */
+    if (!err)
+        job->restore_epoch = job->owner_epoch;
     tpc__checkpoint_files_free(files, n);
     return err ? err : note_parallelism(a, false);
 }
@@ -377,7 +433,7 @@ tpc_error_t *tpc__restore_note_complete(tpc_job_t *job, uint64_t id)
     job->record.newest = id;
     if (!job->record.job_name)
         job->record.job_name = tpc__xstrdup(job->name);
-    tpc_error_t *err = tpc__record_write(job->conf.dir, &job->record);
+    tpc_error_t *err = tpc__restore_record_store(job);
     if (!err)
         job->record_found = true;
     return err;

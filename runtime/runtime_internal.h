@@ -205,6 +205,7 @@ typedef struct {
      * ascending; set by the encoder from the links, read back from the header. */
     uint64_t *refs;
     uint32_t nrefs;
+    uint64_t owner_epoch; /* of the owner that wrote it (format 4); 0: no owners */
     char *job_name;
     int nvertices;
     tpc__vertex_snapshot_t *vertices;
@@ -221,8 +222,14 @@ void tpc__checkpoint_dir_clean(const char *dir);
 /* The error for a checkpoint.dir that another instance of the job writes into (prefix the detail).
  */
 tpc_error_t *tpc__checkpoint_other_writer(void);
-/* Serialise, checksum and write durably: temp file, fsync, rename, fsync dir. Returns the path. */
+/* Serialise, checksum and put into @st create-only (an existing object of its name is
+ * tpc__checkpoint_other_writer()). *path (may be NULL) names it (a folder: the file's path),
+ * *size (may be NULL) is its size in bytes. */
+tpc_error_t *tpc__checkpoint_write_at(tpc_storage_t *st, const tpc__checkpoint_t *c, char **path,
+                                      uint64_t *size);
+/* tpc__checkpoint_write_at() into the folder @dir. */
 tpc_error_t *tpc__checkpoint_write(const char *dir, const tpc__checkpoint_t *c, char **path);
+/* Read and decode the checkpoint file at @path. */
 tpc_error_t *tpc__checkpoint_read(const char *path, tpc__checkpoint_t *out);
 /* Parse bytes (with trailing checksum). */
 tpc_error_t *tpc__checkpoint_decode(const uint8_t *p, size_t len, tpc__checkpoint_t *out);
@@ -230,19 +237,28 @@ tpc_error_t *tpc__checkpoint_decode(const uint8_t *p, size_t len, tpc__checkpoin
 typedef struct {
     uint64_t id;
     bool savepoint;
-    char *path;
+    char *path; /* for messages: a folder's file path, else where the store is and the name */
+    char *name; /* the object's name in its store */
 } tpc__checkpoint_file_t;
-/* Checkpoint files in @p dir, newest first. */
+/* Checkpoint files in @st (in the folder @dir), newest first. */
+tpc_error_t *tpc__checkpoint_list_at(tpc_storage_t *st, tpc__checkpoint_file_t **files, size_t *n);
 tpc_error_t *tpc__checkpoint_list(const char *dir, tpc__checkpoint_file_t **files, size_t *n);
+/* Read and decode @file of @st. */
+tpc_error_t *tpc__checkpoint_read_at(tpc_storage_t *st, const tpc__checkpoint_file_t *file,
+                                     tpc__checkpoint_t *out);
 void tpc__checkpoint_files_free(tpc__checkpoint_file_t *files, size_t n);
 /* Keep the newest @p retained checkpoints (savepoints are never deleted), and every checkpoint that
  * a kept one needs for its keyed state (its refs). */
+void tpc__checkpoint_retain_at(tpc_storage_t *st, int retained);
 void tpc__checkpoint_retain(const char *dir, int retained);
 /* The refs of the checkpoint file at @p path, read from its header alone (not checked against its
  * checksum: for retention, which keeps more on an error). */
 tpc_error_t *tpc__checkpoint_read_refs(const char *path, uint64_t **refs, uint32_t *n);
 /* The ascending union of the links of @p c's subtasks (into c->refs). */
 void tpc__checkpoint_collect_refs(tpc__checkpoint_t *c);
+/* Where @st keeps its objects, for messages: a folder's path, "s3://bucket/prefix", else its kind.
+ */
+const char *tpc__storage_where(tpc_storage_t *st);
 
 void tpc__sha256(const uint8_t *p, size_t len, uint8_t out[32]);
 /* A u32-length string as a new NUL-terminated copy, NULL when the reader ran out. */
@@ -307,6 +323,12 @@ tpc_error_t *tpc__record_swap(const char *dir, const tpc__record_t *rec, const c
  * created for job @job. *out is the record as written, with its new version. */
 tpc_error_t *tpc__record_claim(const char *dir, const char *job, uint64_t epoch,
                                tpc__record_t *out);
+/* The same in the store @st (the functions above work on the folder @dir). */
+tpc_error_t *tpc__record_read_at(tpc_storage_t *st, tpc__record_t *out, bool *found);
+tpc_error_t *tpc__record_swap_at(tpc_storage_t *st, const tpc__record_t *rec, const char *expected,
+                                 char **version);
+tpc_error_t *tpc__record_claim_at(tpc_storage_t *st, const char *job, uint64_t epoch,
+                                  tpc__record_t *out);
 
 /* The restore rule of tpc__restore_load() without a job: which of @files (newest first, from
  * tpc__checkpoint_list()) a new process of job @job (NULL: the record's) restores from @dir with

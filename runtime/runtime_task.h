@@ -164,7 +164,9 @@ typedef struct {
     int retained, max_concurrent, tolerable_failures, restart_attempts;
     bool after_finish;
     char *dir;
-    char *metrics_listen; /* metrics.listen, NULL: no endpoint */
+    enum { TPC__STORAGE_FOLDER, TPC__STORAGE_S3 } storage; /* checkpoint.storage */
+    enum { TPC__OWNER_NONE, TPC__OWNER_CLAIM } owner;      /* checkpoint.owner */
+    char *metrics_listen;                                  /* metrics.listen, NULL: no endpoint */
     enum { TPC__RESTORE_AUTO, TPC__RESTORE_FRESH, TPC__RESTORE_REQUIRED } restore;
     int max_parallelism;         /* key groups */
     bool incremental;            /* state.incremental */
@@ -193,6 +195,17 @@ struct tpc_job_s {
     bool record_found;
     uint64_t run_newest, run_first;
 
+    /* Where the checkpoints go during a run (NULL: none are taken): the folder checkpoint.dir
+     * (folder), or the store of checkpoint.storage's backend (backend_store). */
+    tpc_storage_t *store;
+    tpc__store_folder_t folder;
+    const tpc_storage_backend_t *backend; /* tpc_job_use_storage() */
+    void *backend_conf;                   /* its keys, by its property table */
+    tpc_storage_t *backend_store;
+    /* checkpoint.owner=claim: the owner epoch this run took (0: no owners), and the epoch whose
+     * files newer than the record a restore may take (the record's before the take-over). */
+    uint64_t owner_epoch, restore_epoch;
+
     /* Shared with other threads, under ctl_mu. */
     pthread_mutex_t ctl_mu;
     pthread_cond_t ctl_cv;
@@ -204,6 +217,14 @@ struct tpc_job_s {
     tpc_job_stats_t stats;        /* checkpoint counters; vertex counters of past attempts */
     struct tpc__metrics *metrics; /* metrics.c: collectors, server, counters */
 };
+
+/* restore.c: write job->record, over the version this owner last wrote when it has an owner epoch
+ * (TPC_ERR_FENCED, fatal, when another owner took the job over), else whatever is there. */
+tpc_error_t *tpc__restore_record_store(tpc_job_t *job);
+/* The job takes checkpoints that survive the process (checkpoint.dir, or another storage). */
+bool tpc__job_durable(const tpc_job_t *job);
+/* The keys of the job's storage backend (tpc_job_use_storage()), NULL without one. */
+const tpc_props_t *tpc__job_backend_props(const tpc_job_t *job);
 
 struct tpc__attempt {
     tpc_job_t *job;

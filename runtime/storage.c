@@ -20,8 +20,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#define MAGIC          "TPCCKPT1"
-#define FORMAT_VERSION 3u /* 1: no max-parallelism, no keyed state; 2: no links */
+#define MAGIC "TPCCKPT1"
+#define FORMAT_VERSION                                                                             \
+    4u /* 1: no max-parallelism, no keyed state; 2: no links; 3: no owner epoch */
 #define DIGEST_LEN     32
 #define VERTEX_MIN     8  /* name length u32 + parallelism u32 */
 #define SUBTASK_MIN    17 /* flags u8, then count u32 + length u32 for list and for union state */
@@ -98,22 +99,25 @@ void tpc__checkpoint_collect_refs(tpc__checkpoint_t *c)
         qsort(c->refs, c->nrefs, sizeof *c->refs, by_u64);
 }
 
-/* Format 3 only when some subtask's keyed state is incremental: a checkpoint without links stays
- * readable by versions that know format 2. */
+/* Format 3 only when some subtask's keyed state is incremental, 4 when an owner wrote it (with the
+ * links of format 3, maybe none): a checkpoint without either stays readable by versions that
+ * know format 2. */
 static void encode(const tpc__checkpoint_t *c, tpc__buf_t *b)
 {
-    bool links = c->nrefs > 0;
+    bool links = c->nrefs > 0 || c->owner_epoch;
     tpc__buf_put(b, MAGIC, 8);
-    tpc__buf_put_u32(b, links ? 3u : 2u);
+    tpc__buf_put_u32(b, c->owner_epoch ? 4u : links ? 3u : 2u);
     tpc__buf_put_u64(b, c->id);
     tpc__buf_put_u64(b, c->timestamp_ms);
     tpc__buf_put_u8(b, c->savepoint);
     tpc__buf_put_u32(b, c->max_parallelism);
-    if (links) { /* in the header, so that retention reads them without the rest */
+    if (links) { /* in the header, so that retention reads them alone */
         tpc__buf_put_u32(b, c->nrefs);
         for (uint32_t i = 0; i < c->nrefs; i++)
             tpc__buf_put_u64(b, c->refs[i]);
     }
+    if (c->owner_epoch)
+        tpc__buf_put_u64(b, c->owner_epoch);
     tpc__buf_put_bytes(b, c->job_name, strlen(c->job_name));
     tpc__buf_put_u32(b, (uint32_t)c->nvertices);
     for (int v = 0; v < c->nvertices; v++) {
@@ -200,6 +204,7 @@ tpc_error_t *tpc__checkpoint_decode(const uint8_t *p, size_t len, tpc__checkpoin
                 goto bad; /* ascending, and only older checkpoints */
         }
     }
+    out->owner_epoch = version >= 4 ? tpc__rd_u64(&r) : 0;
     out->job_name = tpc__rd_string(&r);
     /* Counts are bounded by the bytes left before anything is allocated: a vertex takes at least
      * VERTEX_MIN bytes, a subtask SUBTASK_MIN. */
@@ -333,18 +338,42 @@ tpc_error_t *tpc__checkpoint_other_writer(void)
         "stop the other instance; two instances of a job must not share a \"checkpoint.dir\"");
 }
 
+const char *tpc__storage_where(tpc_storage_t *st)
+{
+    if (st->ops->where)
+        return st->ops->where(st);
+    return st->ops->kind;
+}
+
+/* The name of checkpoint @id's object. */
+static void object_name(char *name, size_t size, bool savepoint, uint64_t id)
+{
+    snprintf(name, size, "%s-%020" PRIu64, savepoint ? "savepoint" : "chk", id);
+}
+
+static char *object_path(tpc_storage_t *st, const char *name)
+{
+    const char *where = tpc__storage_where(st);
+    bool folder = strcmp(st->ops->kind, "folder") == 0;
+    size_t n = strlen(where) + strlen(name) + 2;
+    char *p = tpc__xmalloc(n);
+    snprintf(p, n, folder ? "%s/%s" : "%s%s", where, name);
+    return p;
+}
+
 /* This instance takes checkpoint ids in increasing order and writes a checkpoint only after those
- * before it: a file with a larger id was written by another instance of the job. */
-static tpc_error_t *check_newest(const char *dir, uint64_t id)
+ * before it: a file with a larger id was written by another instance of the job (or, with owners,
+ * by the owner that took the job over). */
+static tpc_error_t *check_newest(tpc_storage_t *st, uint64_t id)
 {
     tpc__checkpoint_file_t *files;
     size_t n;
-    tpc_error_t *err = tpc__checkpoint_list(dir, &files, &n);
+    tpc_error_t *err = tpc__checkpoint_list_at(st, &files, &n);
     if (!err && n && files[0].id > id)
         err = tpc_error_prefix(tpc__checkpoint_other_writer(),
                                "\"%s\" holds checkpoint %" PRIu64 ", newer than checkpoint %" PRIu64
                                " that this instance is writing",
-                               dir, files[0].id, id);
+                               tpc__storage_where(st), files[0].id, id);
     tpc__checkpoint_files_free(files, n);
     return err;
 }
@@ -355,7 +384,8 @@ static tpc_error_t *taken(const char *path)
                             path);
 }
 
-tpc_error_t *tpc__checkpoint_write(const char *dir, const tpc__checkpoint_t *c, char **path_out)
+tpc_error_t *tpc__checkpoint_write_at(tpc_storage_t *st, const tpc__checkpoint_t *c,
+                                      char **path_out, uint64_t *size)
 {
     if (tpc__checkpoint_write_fault) {
         tpc_error_t *e = tpc__checkpoint_write_fault(c->id);
@@ -365,18 +395,18 @@ tpc_error_t *tpc__checkpoint_write(const char *dir, const tpc__checkpoint_t *c, 
     tpc__buf_t b = {0};
     encode(c, &b);
     char name[64];
-    snprintf(name, sizeof name, "%s-%020" PRIu64, c->savepoint ? "savepoint" : "chk", c->id);
-    char *path = tpc__store_folder_path(dir, name);
-    tpc__store_folder_t f;
-    tpc__store_folder_init(&f, dir);
+    object_name(name, sizeof name, c->savepoint, c->id);
+    char *path = object_path(st, name);
     bool exists = false;
-    tpc_error_t *err = check_newest(dir, c->id);
+    tpc_error_t *err = check_newest(st, c->id);
     if (!err && tpc__checkpoint_write_probe)
         tpc__checkpoint_write_probe(c);
     if (!err)
-        err = f.base.ops->put_new(&f.base, name, b.data, b.len, &exists);
+        err = st->ops->put_new(st, name, b.data, b.len, &exists);
     if (!err && exists)
         err = taken(path);
+    if (size)
+        *size = b.len;
     tpc__buf_free(&b);
     if (err) {
         free(path);
@@ -387,6 +417,13 @@ tpc_error_t *tpc__checkpoint_write(const char *dir, const tpc__checkpoint_t *c, 
     else
         free(path);
     return NULL;
+}
+
+tpc_error_t *tpc__checkpoint_write(const char *dir, const tpc__checkpoint_t *c, char **path_out)
+{
+    tpc__store_folder_t f;
+    tpc__store_folder_init(&f, dir);
+    return tpc__checkpoint_write_at(&f.base, c, path_out, NULL);
 }
 
 tpc_error_t *tpc__file_read(const char *path, uint8_t **data, size_t *len, int *errnum)
@@ -439,21 +476,35 @@ tpc_error_t *tpc__checkpoint_read(const char *path, tpc__checkpoint_t *out)
     return err ? tpc_error_prefix(err, "checkpoint \"%s\"", path) : NULL;
 }
 
+tpc_error_t *tpc__checkpoint_read_at(tpc_storage_t *st, const tpc__checkpoint_file_t *file,
+                                     tpc__checkpoint_t *out)
+{
+    *out = (tpc__checkpoint_t){0};
+    uint8_t *p = NULL;
+    size_t len = 0;
+    bool found = false;
+    tpc_error_t *err = st->ops->get(st, file->name, &p, &len, NULL, &found);
+    if (!err && !found)
+        err = tpc_error_new(TPC_ERR_NOT_FOUND, 0, "it is gone");
+    if (!err)
+        err = tpc__checkpoint_decode(p, len, out);
+    free(p);
+    return err ? tpc_error_prefix(err, "checkpoint \"%s\"", file->path) : NULL;
+}
+
 static int by_id_desc(const void *a, const void *b)
 {
     const tpc__checkpoint_file_t *x = a, *y = b;
     return x->id < y->id ? 1 : x->id > y->id ? -1 : 0;
 }
 
-tpc_error_t *tpc__checkpoint_list(const char *dir, tpc__checkpoint_file_t **files, size_t *n)
+tpc_error_t *tpc__checkpoint_list_at(tpc_storage_t *st, tpc__checkpoint_file_t **files, size_t *n)
 {
     *files = NULL;
     *n = 0;
-    tpc__store_folder_t f;
-    tpc__store_folder_init(&f, dir);
     char **names;
     size_t nn;
-    tpc_error_t *err = f.base.ops->list(&f.base, "", &names, &nn);
+    tpc_error_t *err = st->ops->list(st, "", &names, &nn);
     if (err)
         return err;
     size_t cap = 0;
@@ -468,7 +519,8 @@ tpc_error_t *tpc__checkpoint_list(const char *dir, tpc__checkpoint_file_t **file
         else
             continue;
         tpc__xgrow(files, &cap, *n + 1, sizeof **files);
-        (*files)[(*n)++] = (tpc__checkpoint_file_t){id, sp, tpc__store_folder_path(dir, names[i])};
+        (*files)[(*n)++] =
+            (tpc__checkpoint_file_t){id, sp, object_path(st, names[i]), tpc__xstrdup(names[i])};
     }
     tpc_storage_names_free(names, nn);
     if (*n)
@@ -476,10 +528,19 @@ tpc_error_t *tpc__checkpoint_list(const char *dir, tpc__checkpoint_file_t **file
     return NULL;
 }
 
+tpc_error_t *tpc__checkpoint_list(const char *dir, tpc__checkpoint_file_t **files, size_t *n)
+{
+    tpc__store_folder_t f;
+    tpc__store_folder_init(&f, dir);
+    return tpc__checkpoint_list_at(&f.base, files, n);
+}
+
 void tpc__checkpoint_files_free(tpc__checkpoint_file_t *files, size_t n)
 {
-    for (size_t i = 0; i < n; i++)
+    for (size_t i = 0; i < n; i++) {
         free(files[i].path);
+        free(files[i].name);
+    }
     free(files);
 }
 
@@ -522,11 +583,31 @@ tpc_error_t *tpc__checkpoint_read_refs(const char *path, uint64_t **refs, uint32
     return err;
 }
 
-void tpc__checkpoint_retain(const char *dir, int retained)
+/* The refs of @file: from a folder's file header alone, from another store by reading it whole. */
+static tpc_error_t *read_refs_at(tpc_storage_t *st, const tpc__checkpoint_file_t *file,
+                                 uint64_t **refs, uint32_t *n)
+{
+    if (strcmp(st->ops->kind, "folder") == 0)
+        return tpc__checkpoint_read_refs(file->path, refs, n);
+    *refs = NULL;
+    *n = 0;
+    tpc__checkpoint_t c;
+    tpc_error_t *err = tpc__checkpoint_read_at(st, file, &c);
+    if (err)
+        return err;
+    *refs = c.refs;
+    *n = c.nrefs;
+    c.refs = NULL;
+    c.nrefs = 0;
+    tpc__checkpoint_free(&c);
+    return NULL;
+}
+
+void tpc__checkpoint_retain_at(tpc_storage_t *st, int retained)
 {
     tpc__checkpoint_file_t *files;
     size_t n;
-    tpc_error_t *err = tpc__checkpoint_list(dir, &files, &n);
+    tpc_error_t *err = tpc__checkpoint_list_at(st, &files, &n);
     if (err) {
         tpc_error_destroy(err);
         return;
@@ -547,7 +628,7 @@ void tpc__checkpoint_retain(const char *dir, int retained)
             continue;
         uint64_t *refs;
         uint32_t nrefs;
-        err = tpc__checkpoint_read_refs(files[i].path, &refs, &nrefs);
+        err = read_refs_at(st, &files[i], &refs, &nrefs);
         if (err) {
             tpc_error_destroy(err);
             keep_below = files[i].id;
@@ -558,14 +639,18 @@ void tpc__checkpoint_retain(const char *dir, int retained)
                 keep[k] |= files[k].id == refs[j];
         free(refs);
     }
-    tpc__store_folder_t f;
-    tpc__store_folder_init(&f, dir);
     for (size_t i = 0; i < n; i++) {
         if (keep[i])
             continue;
-        const char *name = strrchr(files[i].path, '/');
-        tpc_error_destroy(f.base.ops->remove(&f.base, name ? name + 1 : files[i].path));
+        tpc_error_destroy(st->ops->remove(st, files[i].name));
     }
     free(keep);
     tpc__checkpoint_files_free(files, n);
+}
+
+void tpc__checkpoint_retain(const char *dir, int retained)
+{
+    tpc__store_folder_t f;
+    tpc__store_folder_init(&f, dir);
+    tpc__checkpoint_retain_at(&f.base, retained);
 }

@@ -277,6 +277,11 @@ static tpc_error_t *folder_swap(tpc_storage_t *s, const char *name, const char *
     return err;
 }
 
+static const char *folder_where(tpc_storage_t *s)
+{
+    return ((tpc__store_folder_t *)s)->dir;
+}
+
 static const tpc_storage_ops_t folder_ops = {
     .kind = "folder",
     .put_new = folder_put_new,
@@ -284,6 +289,7 @@ static const tpc_storage_ops_t folder_ops = {
     .list = folder_list,
     .remove = folder_remove,
     .swap = folder_swap,
+    .where = folder_where,
 };
 
 void tpc__store_folder_init(tpc__store_folder_t *f, const char *dir)

@@ -247,7 +247,7 @@ static tpc_error_t *finish(tpc__task_t *t)
     if (rc != TPC_OK)
         return from_code(t, rc, "could not send end of data");
     const tpc__conf_t *conf = &t->attempt->job->conf;
-    if (!conf->dir || !conf->after_finish)
+    if (!t->attempt->job->store || !conf->after_finish)
         t->final_notified = true; /* nothing to wait for */
     post_state(t, TPC__TASK_WAITING_FOR_FINAL, NULL);
     return NULL;
@@ -562,13 +562,18 @@ uint64_t tpc_ctx_first_checkpoint_id(const tpc_ctx_t *ctx)
 bool tpc_ctx_checkpointing(const tpc_ctx_t *ctx)
 {
     const tpc__conf_t *conf = &ctx->task->attempt->job->conf;
-    return conf->dir && conf->after_finish;
+    return ctx->task->attempt->job->store && conf->after_finish;
 }
 
 int64_t tpc_ctx_checkpoint_interval_ms(const tpc_ctx_t *ctx)
 {
     const tpc__conf_t *conf = &ctx->task->attempt->job->conf;
-    return conf->dir ? conf->interval_ms : 0;
+    return ctx->task->attempt->job->store ? conf->interval_ms : 0;
+}
+
+uint64_t tpc_ctx_owner_epoch(const tpc_ctx_t *ctx)
+{
+    return ctx->task->attempt->job->owner_epoch;
 }
 
 bool tpc_ctx_is_canceled(const tpc_ctx_t *ctx)

@@ -13,6 +13,7 @@
 #include "tpc_file.h"
 #include "tpc_kafka.h"
 #include "tpc_pg.h"
+#include "tpc_s3.h"
 #include "twopc_cli.h"
 
 #include <stdio.h>
@@ -100,9 +101,9 @@ static void page(FILE *out)
         out);
     fputs(files_and_environment, out);
     const tpc_props_t *tables[] = {
-        tpc_job_properties(),     tpc_txn_sink_properties(),   tpc_file_sink_properties(),
-        tpc_pg_sink_properties(), tpc_kafka_sink_properties(), tpc_kafka_source_properties(),
-        tpc_cluster_properties(),
+        tpc_job_properties(),          tpc_s3_properties(),      tpc_txn_sink_properties(),
+        tpc_file_sink_properties(),    tpc_pg_sink_properties(), tpc_kafka_sink_properties(),
+        tpc_kafka_source_properties(), tpc_cluster_properties(),
     };
     for (size_t i = 0; i < sizeof tables / sizeof *tables; i++)
         tpc_props_markdown(tables[i], out);

@@ -28,6 +28,7 @@
 typedef struct {
     tpc_storage_t base;
     char *endpoint, *bucket, *prefix, *region, *key_id, *secret, *token, *sigv4;
+    char *where; /* "s3://bucket/prefix", for messages */
     int timeout_ms, attempts;
 } s3_t;
 
@@ -488,7 +489,13 @@ static void s3_destroy(tpc_storage_t *st)
     free(s->secret);
     free(s->token);
     free(s->sigv4);
+    free(s->where);
     free(s);
+}
+
+static const char *s3_where(tpc_storage_t *st)
+{
+    return ((s3_t *)st)->where;
 }
 
 static const tpc_storage_ops_t s3_ops = {
@@ -499,6 +506,7 @@ static const tpc_storage_ops_t s3_ops = {
     .remove = s3_remove,
     .swap = s3_swap,
     .destroy = s3_destroy,
+    .where = s3_where,
 };
 
 tpc_error_t *tpc_s3_storage_new(const tpc_s3_config_t *c, tpc_storage_t **out)
@@ -544,13 +552,105 @@ tpc_error_t *tpc_s3_storage_new(const tpc_s3_config_t *c, tpc_storage_t **out)
     s->sigv4 = malloc(sl);
     if (s->sigv4)
         snprintf(s->sigv4, sl, "aws:amz:%s:s3", region);
+    size_t wl = strlen(c->bucket) + strlen(c->prefix ? c->prefix : "") + 8;
+    s->where = malloc(wl);
+    if (s->where)
+        snprintf(s->where, wl, "s3://%s/%s", c->bucket, c->prefix ? c->prefix : "");
     s->timeout_ms = c->timeout_ms > 0 ? c->timeout_ms : 30000;
     s->attempts = c->attempts > 0 ? c->attempts : 4;
     if (!s->endpoint || !s->bucket || !s->prefix || !s->region || !s->key_id || !s->secret ||
-        !s->sigv4) {
+        !s->sigv4 || !s->where) {
         s3_destroy(&s->base);
         return tpc_error_nomem();
     }
     *out = &s->base;
     return NULL;
+}
+
+/* ---- the job's checkpoint.s3.* keys (tpc_s3_storage_backend()) ------------------------------ */
+
+typedef struct {
+    char *endpoint, *bucket, *prefix, *region;
+    int timeout_ms, attempts;
+} s3_keys_t;
+
+#define S3_FIELD(member) TPC_PROP_FIELD(s3_keys_t, member)
+
+static const tpc_prop_t s3_props[] = {
+    {.name = "checkpoint.s3.bucket",
+     .type = TPC_PROP_STRING,
+     .field = S3_FIELD(bucket),
+     .accepts = "a bucket name",
+     .doc = "The bucket that holds the checkpoints and the completion record (required)."},
+    {.name = "checkpoint.s3.prefix",
+     .type = TPC_PROP_STRING,
+     .field = S3_FIELD(prefix),
+     .accepts = "a key prefix, normally ending in \"/\" (\"jobs/totals/unit-3/\")",
+     .doc = "Put before every object's name: one job (one unit of a job) per prefix. Unset: "
+            "none."},
+    {.name = "checkpoint.s3.endpoint",
+     .type = TPC_PROP_STRING,
+     .field = S3_FIELD(endpoint),
+     .accepts = "a URL (\"http://127.0.0.1:9000\", \"https://s3.eu-west-1.amazonaws.com\")",
+     .doc = "The S3 endpoint, addressed path-style (<endpoint>/<bucket>/<key>). Unset: "
+            "AWS_ENDPOINT_URL, else https://s3.<region>.amazonaws.com."},
+    {.name = "checkpoint.s3.region",
+     .type = TPC_PROP_STRING,
+     .field = S3_FIELD(region),
+     .accepts = "a region name",
+     .doc = "The region requests are signed for (SigV4). Unset: AWS_REGION, AWS_DEFAULT_REGION, "
+            "else us-east-1. The credentials always come from the environment: "
+            "AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY and AWS_SESSION_TOKEN (never shown in a "
+            "message)."},
+    {.name = "checkpoint.s3.timeout.ms",
+     .type = TPC_PROP_INT,
+     .field = S3_FIELD(timeout_ms),
+     .min = 100,
+     .max = 3600000,
+     .def = "30000",
+     .unit = "ms",
+     .doc = "One request, connection included."},
+    {.name = "checkpoint.s3.attempts",
+     .type = TPC_PROP_INT,
+     .field = S3_FIELD(attempts),
+     .min = 1,
+     .max = 100,
+     .def = "4",
+     .doc = "Tries of a request that got no answer or a 5xx, with backoff between them."},
+};
+
+static const tpc_props_t s3_table = {"S3 checkpoint storage", "tpc_job_set()", s3_props,
+                                     sizeof s3_props / sizeof *s3_props};
+
+const tpc_props_t *tpc_s3_properties(void)
+{
+    return &s3_table;
+}
+
+static tpc_error_t *backend_open(const void *conf, tpc_storage_t **out)
+{
+    const s3_keys_t *k = conf;
+    if (!k->bucket)
+        return tpc_error_hint(
+            tpc_error_new(TPC_ERR_CONFIG, TPC_ERROR_FATAL, "\"checkpoint.s3.bucket\" is not set"),
+            "name the bucket that holds the job's checkpoints");
+    tpc_s3_config_t c = {.endpoint = k->endpoint,
+                         .bucket = k->bucket,
+                         .prefix = k->prefix,
+                         .region = k->region,
+                         .timeout_ms = k->timeout_ms,
+                         .attempts = k->attempts};
+    return tpc_s3_storage_new(&c, out);
+}
+
+static const tpc_storage_backend_t s3_backend = {
+    .kind = "s3",
+    .props = &s3_table,
+    .conf_size = sizeof(s3_keys_t),
+    .open = backend_open,
+};
+
+const tpc_storage_backend_t *tpc_s3_storage_backend(void)
+{
+    return &s3_backend;
 }

@@ -212,6 +212,10 @@ TPC_API bool tpc_ctx_checkpointing(const tpc_ctx_t *ctx);
  * without checkpoint.dir). A sink whose transactions must outlive a checkpoint interval checks its
  * timeout against this. */
 TPC_API int64_t tpc_ctx_checkpoint_interval_ms(const tpc_ctx_t *ctx);
+/** @returns the owner epoch this run took the job's checkpoints over with (checkpoint.owner=claim;
+ * docs/architecture.md, "Owner epoch"), 0 without owners. A sink puts it into the names of its
+ * transactions, so that a take-over can tell an older owner's transactions from its own. */
+TPC_API uint64_t tpc_ctx_owner_epoch(const tpc_ctx_t *ctx);
 /** @returns true once the job is being canceled; long-running callbacks should return soon. */
 TPC_API bool tpc_ctx_is_canceled(const tpc_ctx_t *ctx);
 
@@ -434,7 +438,8 @@ TPC_API void tpc_job_destroy(tpc_job_t *job);
  *
  * The keys, what each takes and its default are in docs/configuration.md, generated from the
  * job's property table (tpc_job_properties(), tpc_props.h): checkpoint.interval.ms,
- * checkpoint.timeout.ms, checkpoint.dir, checkpoint.retained, checkpoint.max-concurrent,
+ * checkpoint.timeout.ms, checkpoint.dir, checkpoint.storage, checkpoint.owner,
+ * checkpoint.retained, checkpoint.max-concurrent,
  * checkpoint.min-pause.ms, checkpoint.tolerable-failures, checkpoint.after-finish,
  * restart.attempts, restart.delay.ms, restore.mode, restore.fallback, channel.capacity,
  * batch.size, max-parallelism.

@@ -32,6 +32,13 @@ typedef struct {
  * sent before the first operation. Free it with tpc_storage_destroy(). */
 TPC_API tpc_error_t *tpc_s3_storage_new(const tpc_s3_config_t *c, tpc_storage_t **out);
 
+/** The S3 backend of a job's checkpoint.storage: `tpc_job_use_storage(job,
+ * tpc_s3_storage_backend())`, then "checkpoint.storage" = "s3" and its checkpoint.s3.* keys
+ * (tpc_s3_properties()) through tpc_job_set() or a configuration. */
+TPC_API const tpc_storage_backend_t *tpc_s3_storage_backend(void);
+/** The keys of the S3 checkpoint storage (checkpoint.s3.bucket, ...), for the documentation. */
+TPC_API const tpc_props_t *tpc_s3_properties(void);
+
 #ifdef __cplusplus
 }
 #endif

@@ -22,6 +22,7 @@
 #ifndef TPC_STORAGE_H
 #define TPC_STORAGE_H
 
+#include "tpc_props.h"
 #include "tpc_runtime.h"
 
 #include <stdbool.h>
@@ -51,11 +52,37 @@ typedef struct {
     tpc_error_t *(*swap)(tpc_storage_t *s, const char *name, const char *expected, const uint8_t *p,
                          size_t n, bool *stale, char **version);
     void (*destroy)(tpc_storage_t *s); /**< NULL: nothing to free */
+    /** Where the objects are, for messages ("s3://bucket/prefix/"): a name is appended to it;
+     * never a secret. NULL: the kind. */
+    const char *(*where)(tpc_storage_t *s);
 } tpc_storage_ops_t;
 
 struct tpc_storage_s {
     const tpc_storage_ops_t *ops;
 };
+
+/**
+ * A storage backend a job can take its checkpoints to besides the local folder: the value of the
+ * job's "checkpoint.storage" that selects it, its keys (a property table whose keys the job then
+ * takes through tpc_job_set() and tpc_job_configure(), e.g. "checkpoint.s3.bucket") and how to
+ * open a store from them. tpc_s3_storage_backend() (tpc_s3.h) is one.
+ */
+typedef struct {
+    const char *kind;         /**< "s3" */
+    const tpc_props_t *props; /**< its keys, parsed into a struct of conf_size bytes */
+    size_t conf_size;
+    /** A store on @p conf (the struct the keys were parsed into); refused: TPC_ERR_CONFIG naming
+     * the key to fix. */
+    tpc_error_t *(*open)(const void *conf, tpc_storage_t **out);
+} tpc_storage_backend_t;
+
+/**
+ * @brief Let @p job keep its checkpoints on @p backend when "checkpoint.storage" names its kind,
+ * and take its keys. Job thread, before the backend's keys are set and before tpc_job_run();
+ * @p backend outlives the job. The store is opened at each tpc_job_run() and freed when it ends.
+ * @returns NULL; TPC_ERR_INVALID_ARG; TPC_ERR_STATE when the job has a backend already.
+ */
+TPC_API tpc_error_t *tpc_job_use_storage(tpc_job_t *job, const tpc_storage_backend_t *backend);
 
 /** Free a list of names from list(). */
 TPC_API void tpc_storage_names_free(char **names, size_t n);
