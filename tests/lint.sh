@@ -143,7 +143,7 @@ done < <(grep -rnE '(\*= *2|<<= *1) *[;)]' "${PLUMBING_DIRS[@]}" --include='*.[c
 # statement in a flat array sized once per connection and cleared per statement, with no entries
 # of its own to link and no growth, which is not what the kit's table of linked nodes is for.
 while IFS= read -r hit; do
-    say "$hit: a private hash table outside the kit (use tpc_hash_t from tpc_kit.h)"
+    say "$hit: a private hash table outside the kit (use tpc_hash_t or tpc_slots_t from tpc_kit.h)"
 done < <(grep -rnE '\[[^]]*& *\( *[A-Za-z_][A-Za-z0-9_>.-]* *- *1 *\) *\]|\bmask *= *[^;=]*- *1 *;|& *mask\b|\*\* *[a-z_]*buckets\b|% *[A-Za-z_>.-]*buckets\b' \
     "${PLUMBING_DIRS[@]}" --include='*.[ch]' | grep -v '^include/twopc/tpc_kit.h:' |
     grep -vE '^[^:]+:[0-9]+: *(/\*|\*/|\* |\*$|//)' |

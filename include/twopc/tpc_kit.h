@@ -234,6 +234,100 @@ TPC_API tpc_hash_node_t *tpc_hash_next(tpc_hash_iter_t *it);
 /** @brief Free the buckets of @p t (not its nodes) and leave it empty. */
 TPC_API void tpc_hash_free(tpc_hash_t *t);
 
+/* ---- open-addressing table ------------------------------------------------------------------ */
+
+/**
+ * An open-addressing table of slots, each a hash and a pointer to the caller's item, with linear
+ * probing: for millions of keys looked up at random, where a chained table's walk from bucket to
+ * node costs a cache miss per step. A probe compares hashes in the slots and calls the caller's
+ * equality test only when they agree; growing moves slots, never items; a removal moves the later
+ * slots of its run back (no tombstones). A slot's place comes from its hash alone, so items of
+ * equal hash sit side by side, and tpc_slots_prefetch() can fetch a slot before it is probed.
+ * Slots are a power of two, filled to five eighths at most. Typical use:
+ *
+ *     if (!tpc_slots_reserve(&t, 1))
+ *         return tpc_error_nomem();
+ *     tpc_slot_t *s = tpc_slots_find(&t, h, same_key, &key);
+ *     if (!s->item)
+ *         tpc_slots_insert(&t, s, h, e);
+ *
+ * Walk a table as `for (i = 0; i < t.nslots; i++) if (t.slots[i].item) ...`, without inserting or
+ * removing meanwhile. A zeroed tpc_slots_t is an empty table; tpc_slots_free() frees its slots
+ * (never the items).
+ */
+typedef struct {
+    uint64_t hash; /**< the item's hash */
+    void *item;    /**< NULL: an empty slot */
+} tpc_slot_t;
+
+typedef struct {
+    tpc_slot_t *slots; /**< nslots slots; NULL until the first tpc_slots_reserve() */
+    size_t nslots;     /**< 0 or a power of two */
+    size_t count;      /**< items in the table */
+    int shift;         /**< 64 - log2(nslots): a hash's place is the top bits of it, mixed */
+} tpc_slots_t;
+
+/** Whether @p item holds @p key (the caller's key, in the caller's form). */
+typedef bool (*tpc_slots_eq_fn)(const void *item, const void *key);
+
+/**
+ * @brief Make room for @p extra more items: the slots double (64 at first) until count + @p extra
+ * fills five eighths of them at most.
+ * @returns true; false when memory runs out, and then the table is as it was.
+ */
+TPC_API bool tpc_slots_reserve(tpc_slots_t *t, size_t extra);
+
+/** @returns the slot where a probe for @p hash starts (the table has slots). */
+static inline size_t tpc_slots_home(const tpc_slots_t *t, uint64_t hash)
+{
+    hash ^= hash >> 32; /* the low half counts too, also when the high half is all alike */
+    return (size_t)((hash * 0x9e3779b97f4a7c15ull) >> t->shift);
+}
+
+/** @brief Ask the processor to fetch the first slot of @p hash's probe (the table has slots). */
+static inline void tpc_slots_prefetch(const tpc_slots_t *t, uint64_t hash)
+{
+    __builtin_prefetch(&t->slots[tpc_slots_home(t, hash)]);
+}
+
+/**
+ * @brief Look up the item of hash @p hash for which @p eq(item, @p key) is true. Inline, so that
+ * the caller's test is inlined into the probe.
+ * @returns the slot of that item; when there is none, the empty slot where tpc_slots_insert() puts
+ *     it; NULL when the table has no slots yet (before tpc_slots_reserve()).
+ */
+static inline tpc_slot_t *tpc_slots_find(const tpc_slots_t *t, uint64_t hash, tpc_slots_eq_fn eq,
+                                         const void *key)
+{
+    if (!t->nslots)
+        return NULL;
+    for (size_t i = tpc_slots_home(t, hash);; i = (i + 1) & (t->nslots - 1)) {
+        tpc_slot_t *s = &t->slots[i];
+        if (!s->item || (s->hash == hash && eq(s->item, key)))
+            return s;
+    }
+}
+
+/** @returns the first item of hash @p hash on its probe, whatever its key, or NULL: an item to
+ * prefetch before the lookup (the table has slots). */
+static inline void *tpc_slots_peek(const tpc_slots_t *t, uint64_t hash)
+{
+    for (size_t i = tpc_slots_home(t, hash);; i = (i + 1) & (t->nslots - 1)) {
+        const tpc_slot_t *s = &t->slots[i];
+        if (!s->item || s->hash == hash)
+            return s->item;
+    }
+}
+
+/** @brief Put @p item of hash @p hash into @p slot, the empty slot tpc_slots_find() returned for
+ * that hash. The caller made room first (tpc_slots_reserve()). */
+TPC_API void tpc_slots_insert(tpc_slots_t *t, tpc_slot_t *slot, uint64_t hash, void *item);
+/** @brief Take the item at @p slot out of the table (the caller's to free). Later slots may move:
+ * a slot pointer from before is stale. */
+TPC_API void tpc_slots_remove(tpc_slots_t *t, tpc_slot_t *slot);
+/** @brief Free the slots of @p t (not its items) and leave it empty. */
+TPC_API void tpc_slots_free(tpc_slots_t *t);
+
 #ifdef __cplusplus
 }
 #endif

@@ -340,6 +340,134 @@ START_TEST(test_hash_walk_frees)
 }
 END_TEST
 
+/* ---- open-addressing table ------------------------------------------------------------------ */
+
+typedef struct {
+    uint64_t key;
+    bool in; /* in the table, as the model says */
+} slot_item_t;
+
+/* Check's assertions each write to a file: in loops of many thousands, assert only on failure. */
+#define SLOTS_CHECK(expr)                                                                          \
+    do {                                                                                           \
+        if (!(expr))                                                                               \
+            ck_assert(expr);                                                                       \
+    } while (0)
+
+static bool same_slot_item(const void *item, const void *key)
+{
+    return ((const slot_item_t *)item)->key == *(const uint64_t *)key;
+}
+
+/* Spread hashes, or (few) only 8 distinct ones, so that probes run long and wrap around. */
+static uint64_t slot_hash(uint64_t key, bool few)
+{
+    return few ? (key % 8) * 0x2545f4914f6cdd1dull : key * 0xff51afd7ed558ccdull;
+}
+
+/* Random inserts and removals against a model: each lookup finds what the model holds, the load
+ * stays at five eighths at most, a walk sees each item once, a peek finds an item of the hash. */
+static void slots_against_model(bool few, size_t nkeys, int ops)
+{
+    tpc_slots_t t = {0};
+    slot_item_t *items = calloc(nkeys, sizeof *items);
+    ck_assert_ptr_nonnull(items);
+    uint64_t k0 = 0;
+    ck_assert_ptr_null(tpc_slots_find(&t, slot_hash(0, few), same_slot_item, &k0)); /* no slots */
+    size_t in = 0;
+    srand(7);
+    for (int op = 0; op < ops; op++) {
+        uint64_t key = (uint64_t)rand() % nkeys;
+        uint64_t h = slot_hash(key, few);
+        SLOTS_CHECK(tpc_slots_reserve(&t, 1));
+        tpc_slot_t *s = tpc_slots_find(&t, h, same_slot_item, &key);
+        SLOTS_CHECK(s != NULL);
+        SLOTS_CHECK(s->item == (items[key].in ? &items[key] : NULL));
+        if (!items[key].in) {
+            items[key] = (slot_item_t){key, true};
+            tpc_slots_insert(&t, s, h, &items[key]);
+            in++;
+        } else if (rand() % 2) {
+            tpc_slots_remove(&t, s);
+            items[key].in = false;
+            in--;
+        }
+        SLOTS_CHECK(t.count == in);
+        SLOTS_CHECK(t.count * 8 <= t.nslots * 5);
+    }
+    ck_assert_uint_eq(t.nslots & (t.nslots - 1), 0); /* a power of two */
+    size_t walked = 0;
+    for (size_t i = 0; i < t.nslots; i++)
+        if (t.slots[i].item) {
+            const slot_item_t *it = t.slots[i].item;
+            SLOTS_CHECK(it->in);
+            SLOTS_CHECK(t.slots[i].hash == slot_hash(it->key, few));
+            walked++;
+        }
+    ck_assert_uint_eq(walked, in);
+    for (uint64_t key = 0; key < nkeys; key++) {
+        uint64_t h = slot_hash(key, few);
+        tpc_slot_t *s = tpc_slots_find(&t, h, same_slot_item, &key);
+        SLOTS_CHECK(s->item == (items[key].in ? &items[key] : NULL));
+        const slot_item_t *peek = tpc_slots_peek(&t, h);
+        if (!few)
+            SLOTS_CHECK(peek == s->item);
+        else if (items[key].in)
+            SLOTS_CHECK(peek && slot_hash(peek->key, few) == h);
+    }
+    tpc_slots_free(&t);
+    ck_assert_uint_eq(t.nslots, 0);
+    ck_assert_ptr_null(t.slots);
+    free(items);
+}
+
+START_TEST(test_slots_spread)
+{
+    slots_against_model(false, 5000, 200000);
+}
+END_TEST
+
+START_TEST(test_slots_long_runs)
+{
+    slots_against_model(true, 300, 50000);
+}
+END_TEST
+
+/* Removing keys leaves every other key findable, down to an empty table; a reserve that cannot be
+ * met is refused and leaves the table as it was. */
+START_TEST(test_slots_remove_all)
+{
+    enum { N = 200000 };
+    tpc_slots_t t = {0};
+    slot_item_t *items = calloc(N, sizeof *items);
+    ck_assert_ptr_nonnull(items);
+    for (uint64_t k = 0; k < N; k++) {
+        SLOTS_CHECK(tpc_slots_reserve(&t, 1));
+        tpc_slot_t *s = tpc_slots_find(&t, slot_hash(k, false), same_slot_item, &k);
+        SLOTS_CHECK(s->item == NULL);
+        items[k] = (slot_item_t){k, true};
+        tpc_slots_insert(&t, s, slot_hash(k, false), &items[k]);
+    }
+    ck_assert_uint_ge(t.nslots * 5, (size_t)N * 8);
+    for (uint64_t k = 0; k < N; k += 2)
+        tpc_slots_remove(&t, tpc_slots_find(&t, slot_hash(k, false), same_slot_item, &k));
+    for (uint64_t k = 0; k < N; k++) {
+        tpc_slot_t *s = tpc_slots_find(&t, slot_hash(k, false), same_slot_item, &k);
+        SLOTS_CHECK(s->item == (k % 2 ? &items[k] : NULL));
+    }
+    for (uint64_t k = 1; k < N; k += 2)
+        tpc_slots_remove(&t, tpc_slots_find(&t, slot_hash(k, false), same_slot_item, &k));
+    ck_assert_uint_eq(t.count, 0);
+    for (size_t i = 0; i < t.nslots; i++)
+        SLOTS_CHECK(t.slots[i].item == NULL);
+    size_t nslots = t.nslots;
+    ck_assert(!tpc_slots_reserve(&t, SIZE_MAX / 2));
+    ck_assert_uint_eq(t.nslots, nslots);
+    tpc_slots_free(&t);
+    free(items);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("kit");
@@ -355,6 +483,9 @@ int main(void)
     tcase_add_test(tc, test_hash_collisions);
     tcase_add_test(tc, test_hash_walk_order);
     tcase_add_test(tc, test_hash_walk_frees);
+    tcase_add_test(tc, test_slots_spread);
+    tcase_add_test(tc, test_slots_long_runs);
+    tcase_add_test(tc, test_slots_remove_all);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);
