@@ -6,16 +6,19 @@
  *   end latency: last record -> tpc_job_run() returns, with checkpoint.interval.ms=10000;
  *   peak RSS of a child process running 10 M and 100 M records (memory must not grow with count);
  *   keyed state: a keyed sum (16-byte values) behind a hash edge at parallelism 1 over 1 M distinct
- *   keys (keyed_rec_per_s, and keyed_ratio against throughput_p1_off), then 4 M records over those
- *   1 M keys with a checkpoint every 500 ms: once all 1 M keys hold state, the longest checkpoint
- *   that completed (keyed_ckpt_ms_1m, out of keyed_ckpts_1m), the longest pause between two batches
- *   of the keyed operator (keyed_stall_ms_1m), and heap memory in use per key
- *   (keyed_bytes_per_key). BENCH_SCALE (default 1) scales the
- * record counts of the throughput runs.
+ *   keys (keyed_rec_per_s, and keyed_ratio against throughput_p1_off), alternated with the same
+ *   job whose last operator keeps no state (keyed_stateless_rec_per_s): keyed_state_ratio, the
+ *   keyed sum's rate over that one, is the cost of the state alone, without the shuffle's; then
+ *   4 M records over those 1 M keys with a checkpoint every 500 ms: once all 1 M keys hold state,
+ *   the longest checkpoint that completed (keyed_ckpt_ms_1m, out of keyed_ckpts_1m), the longest
+ *   pause between two batches of the keyed operator (keyed_stall_ms_1m), and heap memory in use
+ *   per key (keyed_bytes_per_key). BENCH_SCALE (default 1) scales the record counts of the
+ *   throughput runs and of the keyed rate runs (their keys stay 1 M).
  * Backpressure: generator -> map passing 1,000 records a second -> discard, 8,000 records, a
  * checkpoint every second: checkpoint duration p50/p99/max (ckpt_duration_backpressure_*) against
  * the same job with a fast map (ckpt_duration_unloaded_p99), and the goal 2 x unloaded + one
- * interval. TWOPC_BENCH_PART=backpressure runs only this part.
+ * interval. TWOPC_BENCH_PART=backpressure runs only this part; TWOPC_BENCH_PART=keyed only
+ * throughput_p1_off (the best of five) and the keyed parts.
  * Incremental checkpoints (state.incremental, max-chain 10): the keyed sum over 10 M keys
  * (x BENCH_SCALE), filled once, then 1 % of the keys changed per 1 s interval for 25 intervals:
  * bytes of an incremental checkpoint against a full one (incr_ckpt_bytes_ratio, medians), the
@@ -176,6 +179,7 @@ typedef struct {
     long rss_before_kb, rss_full_kb;
     double longest_ckpt_ms; /* of the checkpoints that completed once full */
     int ckpts;
+    uint64_t sum; /* the stateless operator's total */
 } keyed_bench_t;
 
 /* Heap bytes in use, in KiB: unlike the resident set it does not keep what earlier runs freed. */
@@ -226,6 +230,26 @@ static tpc_error_t *keyed_process(void *self, tpc_ctx_t *ctx, const tpc_batch_t 
 static const tpc_operator_ops_t keyed_sum_ops = {
     .version = TPC_OPERATOR_OPS_VERSION, .open = keyed_open, .process = keyed_process};
 
+/* The keyed sum's twin without state: it reads the same records behind the same hash edge and
+ * folds them into one total, so that its rate is the shuffle's alone. */
+static tpc_error_t *stateless_process(void *self, tpc_ctx_t *ctx, const tpc_batch_t *batch)
+{
+    (void)ctx;
+    keyed_bench_t *b = self;
+    for (size_t i = 0; i < tpc_batch_count(batch); i++) {
+        tpc_record_t r;
+        tpc_batch_get(batch, i, &r);
+        uint64_t k = 0;
+        memcpy(&k, r.key, r.key_len < sizeof k ? r.key_len : sizeof k);
+        b->sum += k + r.value_len;
+        b->records++;
+    }
+    return NULL;
+}
+
+static const tpc_operator_ops_t stateless_ops = {
+    .version = TPC_OPERATOR_OPS_VERSION, .open = keyed_open, .process = stateless_process};
+
 /* A key of 8 bytes: record number modulo KEYED_KEYS. */
 static tpc_error_t *rekey_process(void *self, tpc_ctx_t *ctx, const tpc_batch_t *batch)
 {
@@ -262,8 +286,9 @@ static void on_keyed_ckpt(void *opaque, uint64_t id, bool completed, uint64_t us
         b->longest_ckpt_ms = (double)us / 1000.0;
 }
 
-/* generator -> rekey (forward) -> keyed sum (hash); returns records/s. */
-static double run_keyed(uint64_t records, const char *interval, keyed_bench_t *b)
+/* generator -> rekey (forward) -> @p ops (hash); returns records/s. */
+static double run_hash_job(const tpc_operator_ops_t *ops, uint64_t records, const char *interval,
+                           keyed_bench_t *b)
 {
     tpc_test_seq_conf_t src = {.count_default = records, .per_poll = 256};
     char *dir = interval ? tpc_test_tmpdir("bench-keyed") : NULL;
@@ -275,7 +300,7 @@ static double run_keyed(uint64_t records, const char *interval, keyed_bench_t *b
     int g, r, k;
     check(tpc_job_add_vertex(job, "generator", 1, &tpc_test_seq_source_ops, &src, &g));
     check(tpc_job_add_vertex(job, "rekey", 1, &rekey_ops, NULL, &r));
-    check(tpc_job_add_vertex(job, "sum", 1, &keyed_sum_ops, b, &k));
+    check(tpc_job_add_vertex(job, "sum", 1, ops, b, &k));
     check(tpc_job_connect(job, g, r, TPC_EDGE_FORWARD));
     check(tpc_job_connect(job, r, k, TPC_EDGE_HASH));
     if (interval)
@@ -289,7 +314,18 @@ static double run_keyed(uint64_t records, const char *interval, keyed_bench_t *b
         tpc_test_rmdir(dir);
         free(dir);
     }
+    if (b->records != records) {
+        fprintf(stderr, "bench_runtime: the keyed job saw %llu of %llu records\n",
+                (unsigned long long)b->records, (unsigned long long)records);
+        exit(1);
+    }
     return (double)records / secs;
+}
+
+/* generator -> rekey (forward) -> keyed sum (hash); returns records/s. */
+static double run_keyed(uint64_t records, const char *interval, keyed_bench_t *b)
+{
+    return run_hash_job(&keyed_sum_ops, records, interval, b);
 }
 
 static int cmp_double(const void *a, const void *b)
@@ -604,6 +640,39 @@ static int backpressure(void)
     return 0;
 }
 
+/* The keyed parts: the keyed sum and the stateless operator behind the same hash edge, alternated,
+ * the best of five of each (no checkpoints, as @p p1_off); then the keyed sum with checkpoints. */
+static void keyed_parts(double p1_off, double scale)
+{
+    uint64_t records = (uint64_t)(KEYED_KEYS * scale);
+    if (records < 1000)
+        records = 1000;
+    double keyed = 0, stateless = 0;
+    for (int rep = 0; rep < 5; rep++) {
+        static keyed_bench_t b;
+        memset(&b, 0, sizeof b);
+        double rate = run_keyed(records, NULL, &b);
+        keyed = rate > keyed ? rate : keyed;
+        memset(&b, 0, sizeof b);
+        rate = run_hash_job(&stateless_ops, records, NULL, &b);
+        stateless = rate > stateless ? rate : stateless;
+    }
+    printf("bench runtime keyed_rec_per_s %.0f rec/s\n", keyed);
+    printf("bench runtime keyed_ratio %.3f ratio\n", keyed / p1_off);
+    printf("bench runtime keyed_stateless_rec_per_s %.0f rec/s\n", stateless);
+    printf("bench runtime keyed_state_ratio %.3f ratio\n", keyed / stateless);
+    fflush(stdout);
+    static keyed_bench_t b;
+    memset(&b, 0, sizeof b);
+    run_keyed(4 * KEYED_KEYS, "500", &b);
+    printf("bench runtime keyed_ckpt_ms_1m %.1f ms\n", b.longest_ckpt_ms);
+    printf("bench runtime keyed_ckpts_1m %d count\n", b.ckpts);
+    printf("bench runtime keyed_stall_ms_1m %.1f ms\n", b.max_gap_ms);
+    printf("bench runtime keyed_bytes_per_key %.0f B\n",
+           (double)(b.rss_full_kb - b.rss_before_kb) * 1024.0 / KEYED_KEYS);
+    fflush(stdout);
+}
+
 int main(void)
 {
     const char *scale_env = getenv("BENCH_SCALE");
@@ -614,6 +683,19 @@ int main(void)
         return backpressure();
     if (part && strcmp(part, "incremental") == 0)
         return incremental(scale);
+
+    if (part && strcmp(part, "keyed") == 0) {
+        /* The plain pipeline beside the keyed jobs, each the best of five. */
+        double p1_off = 0;
+        run_pipeline(1, n / 10, NULL, NULL);
+        for (int rep = 0; rep < 5; rep++) {
+            double a = run_pipeline(1, n, NULL, NULL);
+            p1_off = a > p1_off ? a : p1_off;
+        }
+        printf("bench runtime throughput_p1_off %.0f rec/s\n", p1_off);
+        keyed_parts(p1_off, scale);
+        return 0;
+    }
 
     double p1_off = 1;
     /* Warm up once so the first measured run does not pay for page faults. */
@@ -636,26 +718,7 @@ int main(void)
             p1_off = off;
     }
 
-    /* Keyed: best of three for the rate (no checkpoints), then one run with checkpoints. */
-    double keyed = 0;
-    for (int rep = 0; rep < 3; rep++) {
-        static keyed_bench_t b;
-        memset(&b, 0, sizeof b);
-        double rate = run_keyed(KEYED_KEYS, NULL, &b); /* no checkpoints, as p1_off */
-        keyed = rate > keyed ? rate : keyed;
-    }
-    printf("bench runtime keyed_rec_per_s %.0f rec/s\n", keyed);
-    printf("bench runtime keyed_ratio %.3f ratio\n", keyed / p1_off);
-    {
-        static keyed_bench_t b;
-        memset(&b, 0, sizeof b);
-        run_keyed(4 * KEYED_KEYS, "500", &b);
-        printf("bench runtime keyed_ckpt_ms_1m %.1f ms\n", b.longest_ckpt_ms);
-        printf("bench runtime keyed_ckpts_1m %d count\n", b.ckpts);
-        printf("bench runtime keyed_stall_ms_1m %.1f ms\n", b.max_gap_ms);
-        printf("bench runtime keyed_bytes_per_key %.0f B\n",
-               (double)(b.rss_full_kb - b.rss_before_kb) * 1024.0 / KEYED_KEYS);
-    }
+    keyed_parts(p1_off, scale);
     fflush(stdout);
 
     static durations_t d;
