@@ -20,8 +20,16 @@
  * read is never changed in place: a put gives the key a new entry and a delete unlinks the old one,
  * and both keep it, retired, until tpc__keyed_thaw frees it. The writer reads only an entry's key,
  * value, group and state name, which the subtask never changes while the entry is frozen; the
- * subtask still relinks frozen entries' `next` in its chains (docs/keyed-state.md). The tables are
- * the kit's hash table (tpc_kit.h), whose nodes are the entries themselves.
+ * subtask still relinks frozen entries' `next` in a map's chains (docs/keyed-state.md).
+ *
+ * The subtask's table is the kit's open-addressing table (tpc_slots_t): a slot holds the key's hash
+ * (the one routing uses) and its entry, so the states of one key sit side by side and a probe reads
+ * an entry only when the hashes agree; growth moves slots, never entries. A map's own table is the
+ * kit's chained one (tpc_hash_t), whose nodes are the entries. Entries up to POOL_MAX bytes come
+ * from slabs with a free list per size: a new key costs no malloc, and dropping the state frees
+ * slabs, not entries. Before process() gets a batch, tpc__keyed_batch_begin hashes its records'
+ * keys once for every keyed call on them and, in a large table, prefetches their slots and then
+ * their entries, so that the cache misses of a batch overlap instead of following each other.
  *
  * Incremental snapshots (state.incremental): the subtask lists each entry changed since the last
  * completed snapshot of its chain (entry->dirty is its place in that list) and logs deletes as
@@ -32,6 +40,7 @@
 #include "runtime_task.h"
 #include "tpc_kit.h"
 
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -64,7 +73,7 @@ int tpc_key_group_subtask(int group, int max_parallelism, int parallelism)
 /* ---- a table of byte keys and values -------------------------------------------------------- */
 
 typedef struct {
-    tpc_hash_node_t node; /* first: the table's links and the entry's hash */
+    tpc_hash_node_t node; /* first: a map's links; the key's hash (the map key's in a map) */
     int name;             /* index in names; 0 in a map's own table */
     int group;
     uint32_t key_len, value_len, value_cap;
@@ -80,10 +89,10 @@ static entry_t *entry_of(tpc_hash_node_t *n)
     return (entry_t *)n;
 }
 
-/* The entry a link from find() points to, or NULL. */
-static entry_t *at(tpc_hash_node_t **slot)
+/* The entry a link from map_find() points to, or NULL. */
+static entry_t *at(tpc_hash_node_t **link)
 {
-    return slot && *slot ? entry_of(*slot) : NULL;
+    return link && *link ? entry_of(*link) : NULL;
 }
 
 enum { KIND_VALUE = 0, KIND_MAP = 1 };
@@ -120,10 +129,29 @@ typedef struct {
     uint32_t nlinks;
 } taken_t;
 
+/* Entries of up to POOL_MAX bytes, in classes of POOL_STEP bytes: slabs and a free list each. */
+#define POOL_STEP  16u
+#define POOL_MAX   256u
+#define SLAB_BYTES (256u * 1024u)
+
+typedef struct slab {
+    struct slab *next;
+    max_align_t align[]; /* then the entries */
+} slab_t;
+
+typedef struct {
+    slab_t *slabs;
+    uint8_t *cur, *end; /* the unused part of the newest slab */
+    void *free[POOL_MAX / POOL_STEP];
+    size_t nbig; /* entries of more than POOL_MAX bytes: malloc()'s, freed one by one */
+} pool_t;
+
 struct tpc__keyed {
     name_t *names;
     int nnames;
-    tpc_hash_t t; /* value state: the value; map state: a tpc_hash_t * in the value bytes */
+    tpc_slots_t t; /* of the keys' hashes; value state: the value; map state: a tpc_hash_t * in
+                    * the value bytes */
+    pool_t pool;
     /* Copy-on-write while a snapshot is written: entries of an older epoch are frozen. */
     uint32_t epoch;
     bool frozen;
@@ -140,6 +168,11 @@ struct tpc__keyed {
     uint32_t ndeletes;
     taken_t *taken;
     size_t ntaken, taken_cap;
+    /* The batch process() has, with its keys' hashes and, once checked, groups (-1 before). */
+    const tpc_batch_t *batch;
+    uint64_t *batch_hash;
+    int *batch_group;
+    size_t batch_cap, batch_at; /* the record the operator is at, as far as keyed calls tell */
 };
 
 /* Whether changes are tracked: a snapshot may build on the present state. */
@@ -166,6 +199,62 @@ static bool is_frozen(const tpc__keyed_t *k, const entry_t *e)
     return k->frozen && e->epoch != k->epoch;
 }
 
+/* ---- entries' memory ------------------------------------------------------------------------ */
+
+static size_t entry_size(size_t key_len, size_t value_cap)
+{
+    return sizeof(entry_t) + key_len + value_cap;
+}
+
+static entry_t *entry_alloc(pool_t *p, size_t size)
+{
+    if (size > POOL_MAX) {
+        p->nbig++;
+        return tpc__xmalloc(size);
+    }
+    size_t c = (size - 1) / POOL_STEP;
+    void *e = p->free[c];
+    if (e) {
+        memcpy(&p->free[c], e, sizeof(void *));
+        return e;
+    }
+    size = (c + 1) * POOL_STEP;
+    if ((size_t)(p->end - p->cur) < size) {
+        slab_t *s = tpc__xmalloc(SLAB_BYTES);
+        s->next = p->slabs;
+        p->slabs = s;
+        p->cur = (uint8_t *)s->align;
+        p->end = (uint8_t *)s + SLAB_BYTES;
+    }
+    e = p->cur;
+    p->cur += size;
+    return e;
+}
+
+/* Free @p e, which has its key and value capacity still. */
+static void entry_free(pool_t *p, entry_t *e)
+{
+    size_t size = entry_size(e->key_len, e->value_cap);
+    if (size > POOL_MAX) {
+        p->nbig--;
+        free(e);
+        return;
+    }
+    size_t c = (size - 1) / POOL_STEP;
+    memcpy(e, &p->free[c], sizeof(void *));
+    p->free[c] = e;
+}
+
+/* The slabs, with every entry in them (entries of more than POOL_MAX bytes are freed apart). */
+static void pool_free(pool_t *p)
+{
+    for (slab_t *s = p->slabs, *nx; s; s = nx) {
+        nx = s->next;
+        free(s);
+    }
+    *p = (pool_t){0};
+}
+
 /* Free @p e, or keep it for the snapshot writer until tpc__keyed_thaw. */
 static void release(tpc__keyed_t *k, entry_t *e)
 {
@@ -174,7 +263,7 @@ static void release(tpc__keyed_t *k, entry_t *e)
         e->dirty = 0;
     }
     if (!is_frozen(k, e)) {
-        free(e);
+        entry_free(&k->pool, e);
         return;
     }
     if (k->nretired == k->retired_cap)
@@ -182,37 +271,52 @@ static void release(tpc__keyed_t *k, entry_t *e)
     k->retired[k->nretired++] = e;
 }
 
-/* What find() looks for: a state's index and a key. */
+/* What a lookup looks for: a state's index and a key. */
 typedef struct {
     int name;
     const void *key;
     size_t len;
 } probe_t;
 
-static bool same_key(const tpc_hash_node_t *n, const void *arg)
+static bool matches(const entry_t *e, int name, const void *key, size_t len)
 {
-    const entry_t *e = (const entry_t *)n;
-    const probe_t *p = arg;
-    return e->name == p->name && e->key_len == p->len &&
-           (p->len == 0 || memcmp(e->key, p->key, p->len) == 0);
+    return e->name == name && e->key_len == len && (len == 0 || memcmp(e->key, key, len) == 0);
 }
 
-/* The link to (name, key) in @p t, or the empty link where it would go; NULL while @p t is empty
- * and has never been written. */
-static tpc_hash_node_t **find(tpc_hash_t *t, int name, uint64_t h, const void *key, size_t len)
+static bool same_key(const tpc_hash_node_t *n, const void *arg)
 {
-    probe_t p = {name, key, len};
+    const probe_t *p = arg;
+    return matches((const entry_t *)n, p->name, p->key, p->len);
+}
+
+/* The link to @p key in map table @p t, or the empty link where it would go; NULL while @p t is
+ * empty and has never been written. */
+static tpc_hash_node_t **map_find(tpc_hash_t *t, uint64_t h, const void *key, size_t len)
+{
+    probe_t p = {0, key, len};
     return tpc_hash_find(t, h, same_key, &p);
 }
 
-/* Set (name, key) to @p value in @p t (of @p k: a map's table too); returns the entry. */
-static entry_t *put(tpc__keyed_t *k, tpc_hash_t *t, int name, int group, uint64_t h,
-                    const void *key, size_t klen, const void *value, size_t vlen)
+static bool same_entry(const void *item, const void *arg)
 {
-    if (!tpc_hash_reserve(t, 1))
-        tpc__out_of_memory(2 * t->nbuckets * sizeof *t->buckets);
-    tpc_hash_node_t **slot = find(t, name, h, key, klen);
-    entry_t *e = *slot ? entry_of(*slot) : NULL;
+    const probe_t *p = arg;
+    return matches(item, p->name, p->key, p->len);
+}
+
+/* The slot of (name, key) in @p t, or the empty slot where it would go; NULL while @p t has no
+ * slots. */
+static tpc_slot_t *find(const tpc_slots_t *t, int name, uint64_t h, const void *key, size_t len)
+{
+    probe_t p = {name, key, len};
+    return tpc_slots_find(t, h, same_entry, &p);
+}
+
+/* The entry of (name, key) set to @p value: @p e (NULL when new) in place when the value fits and
+ * the snapshot writer cannot be reading it, else a new entry that the caller puts in the place of
+ * @p e (then replaced()). */
+static entry_t *update(tpc__keyed_t *k, entry_t *e, int name, int group, uint64_t h,
+                       const void *key, size_t klen, const void *value, size_t vlen)
+{
     if (e && vlen <= e->value_cap && !is_frozen(k, e)) { /* the common case: in place */
         if (vlen)
             memmove(VALUE(e), value, vlen);
@@ -223,7 +327,7 @@ static entry_t *put(tpc__keyed_t *k, tpc_hash_t *t, int name, int group, uint64_
     size_t cap = vlen < 16 ? 16 : vlen;
     if (e && cap < e->value_cap)
         cap = e->value_cap;
-    entry_t *n = tpc__xmalloc(sizeof *n + klen + cap);
+    entry_t *n = entry_alloc(&k->pool, entry_size(klen, cap));
     if (e)
         *n = *e;
     else
@@ -235,12 +339,13 @@ static entry_t *put(tpc__keyed_t *k, tpc_hash_t *t, int name, int group, uint64_
     n->value_len = (uint32_t)vlen;
     if (vlen)
         memcpy(VALUE(n), value, vlen);
-    if (!e) {
-        tpc_hash_insert(t, slot, &n->node); /* at the end of its chain */
-        return n;
-    }
-    tpc_hash_replace(slot, &n->node);
-    if (n->dirty) { /* listed as changed: the list now points to the new entry */
+    return n;
+}
+
+/* @p n took the place of @p e in its table: the list of changes points to @p n, @p e goes. */
+static void replaced(tpc__keyed_t *k, entry_t *e, entry_t *n)
+{
+    if (n->dirty) {
         frozen_ref_t *r = &k->dirty[n->dirty - 1];
         if (r->item == e)
             r->item = n;
@@ -249,12 +354,114 @@ static entry_t *put(tpc__keyed_t *k, tpc_hash_t *t, int name, int group, uint64_
         e->dirty = 0;
     }
     release(k, e);
+}
+
+/* Tables of fewer slots stay in the cache: no prefetching. */
+#define PREFETCH_MIN_SLOTS (1u << 15)
+/* Keys hashed and prefetched at a time. */
+#define PREFETCH_RUN 64
+
+static tpc__keyed_t *keyed_of(tpc__task_t *t);
+
+/* Hash the keys of @p b, and for a large table prefetch the slots, then the entries, of those
+ * keys: the misses of each step overlap each other. */
+static void batch_hash(tpc__keyed_t *k, const tpc_batch_t *b)
+{
+    const tpc_slots_t *t = &k->t;
+    bool prefetch = t->nslots >= PREFETCH_MIN_SLOTS;
+    for (size_t first = 0; first < b->count; first += PREFETCH_RUN) {
+        size_t n = b->count - first < PREFETCH_RUN ? b->count - first : PREFETCH_RUN;
+        uint64_t *h = k->batch_hash + first;
+        for (size_t i = 0; i < n; i++) {
+            const tpc__rec_t *r = &b->recs[first + i];
+            h[i] = tpc__key_hash(b->bytes + r->key_off, r->key_len);
+            k->batch_group[first + i] = -1;
+            if (prefetch)
+                tpc_slots_prefetch(t, h[i]);
+        }
+        for (size_t i = 0; i < n && prefetch; i++) {
+            const uint8_t *e = tpc_slots_peek(t, h[i]);
+            if (e) {
+                __builtin_prefetch(e, 1);
+                __builtin_prefetch(e + 63, 1); /* an entry may cross a cache line */
+            }
+        }
+    }
+}
+
+void tpc__keyed_batch_begin(tpc__task_t *t, const tpc_batch_t *b)
+{
+    if (!t->keyed_allowed || !b->count)
+        return;
+    tpc__keyed_t *k = keyed_of(t);
+    if (b->count > k->batch_cap) {
+        k->batch_cap = b->count;
+        k->batch_hash = tpc__xrealloc(k->batch_hash, b->count * sizeof *k->batch_hash);
+        k->batch_group = tpc__xrealloc(k->batch_group, b->count * sizeof *k->batch_group);
+    }
+    batch_hash(k, b);
+    k->batch = b;
+    k->batch_at = 0;
+}
+
+void tpc__keyed_batch_end(tpc__task_t *t)
+{
+    if (t->keyed)
+        t->keyed->batch = NULL;
+}
+
+/* The index in the batch of the record whose key bytes are @p key, or -1. Only pointers into the
+ * batch count: its bytes do not change while process() has it, so the same pointer and length
+ * are the same key. The operator mostly goes record by record: look where it was, then next. */
+static ptrdiff_t batch_record(tpc__keyed_t *k, const void *key, size_t len)
+{
+    const tpc_batch_t *b = k ? k->batch : NULL;
+    if (!b)
+        return -1;
+    for (size_t i = k->batch_at; i < b->count && i < k->batch_at + 2; i++) {
+        const tpc__rec_t *r = &b->recs[i];
+        if (b->bytes + r->key_off == (const uint8_t *)key && r->key_len == len) {
+            k->batch_at = i;
+            return (ptrdiff_t)i;
+        }
+    }
+    return -1;
+}
+
+/* Set (name, key) to @p value in the subtask's table; returns the entry. */
+static entry_t *put(tpc__keyed_t *k, int name, int group, uint64_t h, const void *key, size_t klen,
+                    const void *value, size_t vlen)
+{
+    if (!tpc_slots_reserve(&k->t, 1))
+        tpc__out_of_memory(2 * k->t.nslots * sizeof *k->t.slots);
+    tpc_slot_t *s = find(&k->t, name, h, key, klen);
+    entry_t *e = s->item;
+    entry_t *n = update(k, e, name, group, h, key, klen, value, vlen);
+    if (!e) {
+        tpc_slots_insert(&k->t, s, h, n);
+    } else if (n != e) {
+        s->item = n;
+        replaced(k, e, n);
+    }
     return n;
 }
 
-static void unlink_entry(tpc__keyed_t *k, tpc_hash_t *t, tpc_hash_node_t **slot)
+/* Set map key @p key to @p value in map table @p t; returns the map's entry. */
+static entry_t *map_item_put(tpc__keyed_t *k, tpc_hash_t *t, int group, uint64_t h, const void *key,
+                             size_t klen, const void *value, size_t vlen)
 {
-    release(k, entry_of(tpc_hash_remove(t, slot)));
+    if (!tpc_hash_reserve(t, 1))
+        tpc__out_of_memory(2 * t->nbuckets * sizeof *t->buckets);
+    tpc_hash_node_t **link = map_find(t, h, key, klen);
+    entry_t *e = at(link);
+    entry_t *n = update(k, e, 0, group, h, key, klen, value, vlen);
+    if (!e) {
+        tpc_hash_insert(t, link, &n->node); /* at the end of its chain */
+    } else if (n != e) {
+        tpc_hash_replace(link, &n->node);
+        replaced(k, e, n);
+    }
+    return n;
 }
 
 static tpc_hash_t *map_of(const entry_t *e)
@@ -264,20 +471,24 @@ static tpc_hash_t *map_of(const entry_t *e)
     return m;
 }
 
-/* Empty @p t (the outer table when @p names is given: maps go too), keeping frozen entries. */
-static void table_clear(tpc__keyed_t *k, tpc_hash_t *t, const name_t *names)
+/* Empty map table @p m and free it, keeping frozen entries. */
+static void map_clear(tpc__keyed_t *k, tpc_hash_t *m)
 {
     tpc_hash_iter_t it;
-    for (tpc_hash_node_t *n = tpc_hash_first(t, &it); n; n = tpc_hash_next(&it)) {
-        entry_t *e = entry_of(n);
-        if (names && names[e->name].kind == KIND_MAP) {
-            tpc_hash_t *m = map_of(e);
-            table_clear(k, m, NULL);
-            free(m);
-        }
-        release(k, e);
-    }
-    tpc_hash_free(t);
+    for (tpc_hash_node_t *n = tpc_hash_first(m, &it); n; n = tpc_hash_next(&it))
+        release(k, entry_of(n));
+    tpc_hash_free(m);
+    free(m);
+}
+
+/* Remove the entry at @p s (with its map, for a map state). */
+static void remove_at(tpc__keyed_t *k, tpc_slot_t *s)
+{
+    entry_t *e = s->item;
+    if (k->names[e->name].kind == KIND_MAP)
+        map_clear(k, map_of(e));
+    tpc_slots_remove(&k->t, s);
+    release(k, e);
 }
 
 static int name_index(tpc__keyed_t *k, const char *name, int kind, bool add)
@@ -292,21 +503,30 @@ static int name_index(tpc__keyed_t *k, const char *name, int kind, bool add)
     return k->nnames++;
 }
 
-/* The table's hash of (state, key), from the key's hash that routing computed already. */
-static uint64_t entry_hash(int name, uint64_t key_hash)
-{
-    return key_hash ^ ((uint64_t)(name + 1) * 0x9e3779b97f4a7c15ull);
-}
-
 void tpc__keyed_free(tpc__keyed_t *k)
 {
     if (!k)
         return;
     k->frozen = false; /* the writer is done (tpc__keyed_thaw comes first) */
-    table_clear(k, &k->t, k->names);
+    bool maps = false;
+    for (int i = 0; i < k->nnames; i++)
+        maps = maps || k->names[i].kind == KIND_MAP;
+    /* Entries in slabs go with them; maps' tables and entries malloc() gave go one by one. */
+    for (size_t i = 0; i < k->t.nslots && (maps || k->pool.nbig); i++) {
+        entry_t *e = k->t.slots[i].item;
+        if (!e)
+            continue;
+        if (k->names[e->name].kind == KIND_MAP)
+            map_clear(k, map_of(e));
+        release(k, e);
+    }
+    tpc_slots_free(&k->t);
     for (size_t i = 0; i < k->nretired; i++)
-        free(k->retired[i]);
+        entry_free(&k->pool, k->retired[i]);
     free(k->retired);
+    pool_free(&k->pool);
+    free(k->batch_hash);
+    free(k->batch_group);
     for (int i = 0; i < k->nnames; i++)
         free(k->names[i].name);
     free(k->names);
@@ -362,9 +582,15 @@ tpc_error_t *tpc__keyed_check(tpc_ctx_t *ctx, const char *what, const char *stat
             return err;
         t->keyed_allowed = true;
     }
+    ptrdiff_t i = batch_record(t->keyed, key, len);
+    if (i >= 0 && t->keyed->batch_group[i] >= 0) { /* checked already */
+        *key_hash = t->keyed->batch_hash[i];
+        *group = t->keyed->batch_group[i];
+        return NULL;
+    }
     const tpc_job_t *job = t->attempt->job;
     int maxp = job->conf.max_parallelism;
-    *key_hash = tpc__key_hash(key, len);
+    *key_hash = i >= 0 ? t->keyed->batch_hash[i] : tpc__key_hash(key, len);
     *group = tpc__key_group_of(*key_hash, maxp);
     int owner = tpc__group_owner(*group, maxp, job->vertices[t->vertex].parallelism);
     if (owner != t->subtask)
@@ -375,6 +601,8 @@ tpc_error_t *tpc__keyed_check(tpc_ctx_t *ctx, const char *what, const char *stat
                           what, state, job->vertices[t->vertex].name, t->subtask, *group, owner),
             "use keyed state and timers only for the key of the record being processed (or of "
             "the timer that fired), behind a hash edge (TPC_EDGE_HASH)");
+    if (i >= 0)
+        t->keyed->batch_group[i] = *group;
     return NULL;
 }
 
@@ -402,19 +630,21 @@ static tpc_error_t *state_index(tpc__task_t *t, const char *state, int kind, boo
     return NULL;
 }
 
-/* The slot of (@state, @key) in the subtask's table (NULL when the state has no entries) and the
- * state's index, for the key of the subtask's groups. */
+/* The entry of (@state, @key) in the subtask's table (NULL when absent), for the key of the
+ * subtask's groups. */
 static tpc_error_t *lookup(tpc_ctx_t *ctx, const char *state, int kind, const void *key,
-                           size_t key_len, tpc_hash_node_t ***slot)
+                           size_t key_len, entry_t **entry)
 {
-    *slot = NULL;
+    *entry = NULL;
     int group, name;
     uint64_t kh;
     tpc_error_t *err = tpc__keyed_check(ctx, "keyed state", state, key, key_len, &group, &kh);
     if (!err)
         err = state_index(ctx->task, state, kind, false, &name);
-    if (!err && name >= 0)
-        *slot = find(&ctx->task->keyed->t, name, entry_hash(name, kh), key, key_len);
+    if (!err && name >= 0) {
+        tpc_slot_t *s = find(&ctx->task->keyed->t, name, kh, key, key_len);
+        *entry = s ? s->item : NULL;
+    }
     return err;
 }
 
@@ -451,11 +681,10 @@ tpc_error_t *tpc_keyed_get(tpc_ctx_t *ctx, const char *state, const void *key, s
 {
     *value = NULL;
     *value_len = 0;
-    tpc_hash_node_t **slot;
-    tpc_error_t *err = lookup(ctx, state, KIND_VALUE, key, key_len, &slot);
+    entry_t *e;
+    tpc_error_t *err = lookup(ctx, state, KIND_VALUE, key, key_len, &e);
     if (err)
         return err;
-    const entry_t *e = at(slot);
     if (e) {
         *value = VALUE(e);
         *value_len = e->value_len;
@@ -476,7 +705,7 @@ tpc_error_t *tpc_keyed_put(tpc_ctx_t *ctx, const char *state, const void *key, s
     if (err)
         return err;
     tpc__keyed_t *k = ctx->task->keyed;
-    mark(k, put(k, &k->t, name, group, entry_hash(name, kh), key, key_len, value, value_len), NULL);
+    mark(k, put(k, name, group, kh, key, key_len, value, value_len), NULL);
     return NULL;
 }
 
@@ -488,17 +717,12 @@ tpc_error_t *tpc_keyed_delete(tpc_ctx_t *ctx, const char *state, const void *key
     tpc__keyed_t *k = ctx ? ctx->task->keyed : NULL;
     if (err || !k || (name = name_index(k, state, 0, false)) < 0)
         return err;
-    tpc_hash_node_t **slot = find(&k->t, name, entry_hash(name, kh), key, key_len);
-    if (!at(slot))
+    tpc_slot_t *s = find(&k->t, name, kh, key, key_len);
+    if (!s || !s->item)
         return NULL;
     if (tracking(k))
         log_delete(k, group, TPC__KEYED_DELETE, name, key, key_len, NULL, 0);
-    if (k->names[name].kind == KIND_MAP) {
-        tpc_hash_t *m = map_of(at(slot));
-        table_clear(k, m, NULL);
-        free(m);
-    }
-    unlink_entry(k, &k->t, slot);
+    remove_at(k, s);
     return NULL;
 }
 
@@ -513,10 +737,9 @@ tpc_error_t *tpc_keyed_foreach(tpc_ctx_t *ctx, const char *state, tpc_keyed_visi
     if (name < 0)
         return NULL;
     bool map = k->names[name].kind == KIND_MAP;
-    tpc_hash_iter_t it;
-    for (tpc_hash_node_t *n = tpc_hash_first(&k->t, &it); n; n = tpc_hash_next(&it)) {
-        const entry_t *e = entry_of(n);
-        if (e->name == name) {
+    for (size_t i = 0; i < k->t.nslots; i++) {
+        const entry_t *e = k->t.slots[i].item;
+        if (e && e->name == name) {
             tpc_error_t *err =
                 visit(opaque, e->key, e->key_len, map ? NULL : VALUE(e), map ? 0 : e->value_len);
             if (err)
@@ -536,11 +759,11 @@ static tpc_error_t *map_lookup(tpc_ctx_t *ctx, const char *state, const void *ke
     *item = NULL;
     if (map_key_len && !map_key)
         return tpc_error_new(TPC_ERR_INVALID_ARG, TPC_ERROR_FATAL, "map key without bytes");
-    tpc_hash_node_t **slot;
-    tpc_error_t *err = lookup(ctx, state, KIND_MAP, key, key_len, &slot);
-    if (!err && at(slot)) {
-        *map = map_of(at(slot));
-        *item = find(*map, 0, tpc__key_hash(map_key, map_key_len), map_key, map_key_len);
+    entry_t *e;
+    tpc_error_t *err = lookup(ctx, state, KIND_MAP, key, key_len, &e);
+    if (!err && e) {
+        *map = map_of(e);
+        *item = map_find(*map, tpc__key_hash(map_key, map_key_len), map_key, map_key_len);
     }
     return err;
 }
@@ -566,11 +789,11 @@ tpc_error_t *tpc_keyed_map_get(tpc_ctx_t *ctx, const char *state, const void *ke
 static entry_t *map_for(tpc__keyed_t *k, int name, int group, uint64_t kh, const void *key,
                         size_t key_len)
 {
-    entry_t *e = at(find(&k->t, name, entry_hash(name, kh), key, key_len));
-    if (e)
-        return e;
+    tpc_slot_t *s = find(&k->t, name, kh, key, key_len);
+    if (s && s->item)
+        return s->item;
     tpc_hash_t *m = tpc__xcalloc(1, sizeof *m);
-    return put(k, &k->t, name, group, entry_hash(name, kh), key, key_len, &m, sizeof m);
+    return put(k, name, group, kh, key, key_len, &m, sizeof m);
 }
 
 static void map_put(tpc__keyed_t *k, int name, int group, uint64_t kh, const void *key,
@@ -579,8 +802,8 @@ static void map_put(tpc__keyed_t *k, int name, int group, uint64_t kh, const voi
 {
     entry_t *e = map_for(k, name, group, kh, key, key_len);
     mark(k, e,
-         put(k, map_of(e), 0, group, tpc__key_hash(map_key, map_key_len), map_key, map_key_len,
-             value, value_len));
+         map_item_put(k, map_of(e), group, tpc__key_hash(map_key, map_key_len), map_key,
+                      map_key_len, value, value_len));
 }
 
 tpc_error_t *tpc_keyed_map_put(tpc_ctx_t *ctx, const char *state, const void *key, size_t key_len,
@@ -615,7 +838,7 @@ tpc_error_t *tpc_keyed_map_delete(tpc_ctx_t *ctx, const char *state, const void 
     if (tracking(k))
         log_delete(k, at(it)->group, TPC__KEYED_MAP_DELETE, name_index(k, state, 0, false), key,
                    key_len, map_key, map_key_len);
-    unlink_entry(k, m, it);
+    release(k, entry_of(tpc_hash_remove(m, it)));
     if (m->count == 0) /* an empty map is no state: the key reads as it did before its first put */
         return tpc_keyed_delete(ctx, state, key, key_len);
     return NULL;
@@ -627,12 +850,12 @@ tpc_error_t *tpc_keyed_map_foreach(tpc_ctx_t *ctx, const char *state, const void
     if (!visit)
         return tpc_error_new(TPC_ERR_INVALID_ARG, TPC_ERROR_FATAL,
                              "map iteration needs a function");
-    tpc_hash_node_t **slot;
-    tpc_error_t *err = lookup(ctx, state, KIND_MAP, key, key_len, &slot);
-    if (err || !at(slot))
+    entry_t *e;
+    tpc_error_t *err = lookup(ctx, state, KIND_MAP, key, key_len, &e);
+    if (err || !e)
         return err;
     tpc_hash_iter_t i;
-    for (tpc_hash_node_t *n = tpc_hash_first(map_of(at(slot)), &i); n; n = tpc_hash_next(&i)) {
+    for (tpc_hash_node_t *n = tpc_hash_first(map_of(e), &i); n; n = tpc_hash_next(&i)) {
         const entry_t *it = entry_of(n);
         if ((err = visit(opaque, it->key, it->key_len, VALUE(it), it->value_len)))
             return err;
@@ -704,9 +927,11 @@ tpc__frozen_t *tpc__keyed_freeze(tpc__keyed_t *k, uint64_t id)
         f->nlinks = k->nlinks;
     } else {
         tpc__xgrow(&f->refs, &cap, k->t.count, sizeof *f->refs);
-        tpc_hash_iter_t outer, inner;
-        for (tpc_hash_node_t *n = tpc_hash_first(&k->t, &outer); n; n = tpc_hash_next(&outer)) {
-            const entry_t *e = entry_of(n);
+        tpc_hash_iter_t inner;
+        for (size_t i = 0; i < k->t.nslots; i++) {
+            const entry_t *e = k->t.slots[i].item;
+            if (!e)
+                continue;
             if (k->names[e->name].kind == KIND_VALUE) {
                 add_ref(f, &cap, e, NULL);
                 continue;
@@ -767,7 +992,7 @@ void tpc__keyed_thaw(tpc__keyed_t *k, tpc__frozen_t *f)
         return;
     k->frozen = false;
     for (size_t i = 0; i < k->nretired; i++)
-        free(k->retired[i]);
+        entry_free(&k->pool, k->retired[i]);
     k->nretired = 0;
     for (int i = 0; i < f->nnames; i++)
         free(f->names[i]);
@@ -866,27 +1091,22 @@ bool tpc__keyed_parse(const uint8_t *p, size_t len, tpc__keyed_entry_t *e)
 /* Apply a delete entry @p e of state @p name to @p k. */
 static void load_delete(tpc__keyed_t *k, const tpc__keyed_entry_t *e, int name, uint64_t kh)
 {
-    tpc_hash_node_t **slot = find(&k->t, name, entry_hash(name, kh), e->key, e->key_len);
-    if (!at(slot))
+    tpc_slot_t *s = find(&k->t, name, kh, e->key, e->key_len);
+    if (!s || !s->item)
         return;
     bool map = k->names[name].kind == KIND_MAP;
     if (map && e->kind == TPC__KEYED_MAP_DELETE) {
-        tpc_hash_t *m = map_of(at(slot));
+        tpc_hash_t *m = map_of(s->item);
         tpc_hash_node_t **it =
-            find(m, 0, tpc__key_hash(e->map_key, e->map_key_len), e->map_key, e->map_key_len);
+            map_find(m, tpc__key_hash(e->map_key, e->map_key_len), e->map_key, e->map_key_len);
         if (at(it))
-            unlink_entry(k, m, it);
+            release(k, entry_of(tpc_hash_remove(m, it)));
         if (m->count)
             return;
     } else if (e->kind == TPC__KEYED_MAP_DELETE) {
         return;
     }
-    if (map) {
-        tpc_hash_t *m = map_of(at(slot));
-        table_clear(k, m, NULL);
-        free(m);
-    }
-    unlink_entry(k, &k->t, slot);
+    remove_at(k, s);
 }
 
 tpc_error_t *tpc__keyed_load(tpc__task_t *t, const tpc__slice_t *entries, size_t n)
@@ -937,8 +1157,7 @@ tpc_error_t *tpc__keyed_load(tpc__task_t *t, const tpc__slice_t *entries, size_t
                                  "keyed state \"%s\" holds both value and map entries",
                                  k->names[idx].name);
         if (kind == KIND_VALUE)
-            put(k, &k->t, idx, e.group, entry_hash(idx, kh), e.key, e.key_len, e.value,
-                e.value_len);
+            put(k, idx, e.group, kh, e.key, e.key_len, e.value, e.value_len);
         else
             map_put(k, idx, e.group, kh, e.key, e.key_len, e.map_key, e.map_key_len, e.value,
                     e.value_len);

@@ -309,6 +309,11 @@ void tpc__keyed_thaw(tpc__keyed_t *k, tpc__frozen_t *f);
  * snapshot builds on what the last one did). */
 void tpc__keyed_completed(tpc__keyed_t *k, uint64_t id);
 void tpc__keyed_aborted(tpc__keyed_t *k, uint64_t id);
+/* Around process() of batch @p b for a subtask that uses keyed state: hash the records' keys once
+ * for every keyed call on them, and prefetch their slots and entries in a large table (which
+ * misses the cache on nearly every key). */
+void tpc__keyed_batch_begin(tpc__task_t *t, const tpc_batch_t *b);
+void tpc__keyed_batch_end(tpc__task_t *t);
 /* Keyed entries (state and timers) of a restore into the subtask's tables. */
 tpc_error_t *tpc__keyed_load(tpc__task_t *t, const tpc__slice_t *entries, size_t n);
 /* The rule for keyed state and timers (every input a hash edge, a key of the subtask's groups);

@@ -344,7 +344,9 @@ static tpc_error_t *on_item(tpc__task_t *t, int i, tpc__item_t item)
             err = tpc_error_new(TPC_ERR_STATE, 0, "records arrived after end of data");
         } else {
             atomic_fetch_add_explicit(&t->records_in, item.batch->count, memory_order_relaxed);
+            tpc__keyed_batch_begin(t, item.batch);
             err = t->ops->process(t->self, &t->ctx, item.batch);
+            tpc__keyed_batch_end(t);
             if (err)
                 err = tpc_error_prefix(err, "the operator's process() failed");
         }
