@@ -241,6 +241,8 @@ static void complete_checkpoint(coord_t *c, pending_t *p)
     free(ck.refs);
     if (!err)
         err = tpc__restore_note_complete(job, p->id);
+    if (err)
+        err = tpc__restore_owner_check(job, err);
     if (err) {
         /* The state is not durable: nothing may be committed on it. Fail the attempt; the
          * checkpoint counts as failed (statistics, metrics, the checkpoint callback); the

@@ -322,6 +322,34 @@ static tpc_error_t *note_parallelism(tpc__attempt_t *a, bool changed)
     return err;
 }
 
+static tpc_error_t *taken_over(tpc_job_t *job, uint64_t epoch)
+{
+    return tpc_error_prefix(
+        tpc_error_hint(tpc_error_new(TPC_ERR_FENCED, TPC_ERROR_FATAL,
+                                     "the completion record in \"%s\" holds owner epoch %" PRIu64
+                                     ": another owner has taken the job's checkpoints over",
+                                     tpc__storage_where(job->store), epoch),
+                       "stop this process; the job runs on in the owner that took it over"),
+        "job \"%s\" (owner epoch %" PRIu64 ")", job->name, job->owner_epoch);
+}
+
+tpc_error_t *tpc__restore_owner_check(tpc_job_t *job, tpc_error_t *err)
+{
+    if (!job->owner_epoch || tpc_error_code(err) == TPC_ERR_FENCED)
+        return err;
+    tpc__record_t rec;
+    bool found;
+    tpc_error_t *rerr = tpc__record_read_at(job->store, &rec, &found);
+    uint64_t epoch = !rerr && found ? rec.owner_epoch : 0;
+    tpc_error_destroy(rerr);
+    tpc__record_free(&rec);
+    if (epoch <= job->owner_epoch)
+        return err;
+    tpc_error_t *fenced = tpc_error_prefix(taken_over(job, epoch), "%s", tpc_error_message(err));
+    tpc_error_destroy(err);
+    return fenced;
+}
+
 tpc_error_t *tpc__restore_load(tpc__attempt_t *a)
 {
     tpc_job_t *job = a->job;
@@ -333,14 +361,7 @@ tpc_error_t *tpc__restore_load(tpc__attempt_t *a)
     if (err)
         return tpc_error_prefix(err, "job \"%s\" refuses to restore", job->name);
     if (job->owner_epoch && (!job->record_found || job->record.owner_epoch != job->owner_epoch))
-        return tpc_error_prefix(
-            tpc_error_hint(tpc_error_new(TPC_ERR_FENCED, TPC_ERROR_FATAL,
-                                         "the completion record in \"%s\" holds owner epoch "
-                                         "%" PRIu64 ": another owner has taken the job's "
-                                         "checkpoints over",
-                                         where, job->record.owner_epoch),
-                           "stop this process; the job runs on in the owner that took it over"),
-            "job \"%s\" (owner epoch %" PRIu64 ")", job->name, job->owner_epoch);
+        return taken_over(job, job->record.owner_epoch);
     if (job->record_found && strcmp(job->record.job_name, job->name) != 0)
         return tpc_error_hint(
             tpc_error_new(TPC_ERR_CONFIG, TPC_ERROR_FATAL,
