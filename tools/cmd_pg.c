@@ -98,12 +98,14 @@ static tpc_error_t *pg_error(PGconn *c, const char *what, const char *conninfo)
     return tpc_error_new(TPC_ERR_EXTERNAL, 0, "could not %s: %s", what, msg);
 }
 
-/* The prefix of a gid "<prefix>:<s>:<p>:<c>". */
+/* The prefix of a gid "<prefix>:<s>:<p>:<c>" or "<prefix>:<s>:<p>:<c>:e<epoch>". */
 static bool gid_prefix(const char *gid, char *out, size_t cap)
 {
     const char *p = gid + strlen(gid);
-    for (int colons = 0; p > gid && colons < 3; p--)
-        if (p[-1] == ':' && ++colons == 3)
+    const char *last = strrchr(gid, ':');
+    int want = last && last[1] == 'e' ? 4 : 3;
+    for (int colons = 0; p > gid && colons < want; p--)
+        if (p[-1] == ':' && ++colons == want)
             break;
     if (p <= gid + 1 || (size_t)(p - gid) > cap)
         return false;

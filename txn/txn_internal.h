@@ -125,6 +125,7 @@ typedef struct {
     uint64_t first_checkpoint; /* lowest id a checkpoint of this attempt can have */
     bool restored_behind;      /* restore.fallback=at-least-once restored an older checkpoint */
     int64_t checkpoint_interval_ms;
+    uint64_t owner_epoch;
     void (*log)(void *opaque, tpc_log_level_t level, const char *message);
     bool (*is_canceled)(void *opaque);
     void *opaque;

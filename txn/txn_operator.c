@@ -52,6 +52,7 @@ static tpc_error_t *op_open(tpc_ctx_t *ctx, void *arg, void **self)
         .first_checkpoint = tpc_ctx_first_checkpoint_id(ctx),
         .restored_behind = tpc_ctx_restored_behind(ctx),
         .checkpoint_interval_ms = tpc_ctx_checkpoint_interval_ms(ctx),
+        .owner_epoch = tpc_ctx_owner_epoch(ctx),
         .log = log_to_ctx,
         .is_canceled = ctx_canceled,
         .opaque = ctx,

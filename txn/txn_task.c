@@ -126,6 +126,7 @@ tpc_error_t *tpc__txn_task_open(tpc_txn_sink_t *sink, const tpc__txn_env_t *env,
         .first_checkpoint = t->env.first_checkpoint,
         .tpc__env = &t->env,
         .checkpoint_interval_ms = env->checkpoint_interval_ms,
+        .owner_epoch = env->owner_epoch,
     };
     t->last_checkpoint = env->restored_checkpoint;
     tpc_error_t *err = t->ops->open(sink->arg, &t->st, &t->conn);

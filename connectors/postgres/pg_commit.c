@@ -34,15 +34,18 @@
 #include <string.h>
 #include <time.h>
 
-bool tpc_pg_parse_gid(const char *gid, const char *prefix, int *subtask, int *parallelism,
-                      uint64_t *ckpt)
+bool tpc_pg_parse_gid_epoch(const char *gid, const char *prefix, int *subtask, int *parallelism,
+                            uint64_t *ckpt, uint64_t *epoch)
 {
     size_t n = strlen(prefix);
     if (strncmp(gid, prefix, n) != 0 || gid[n] != ':')
         return false;
     const char *p = gid + n + 1;
-    uint64_t v[3] = {0, 0, 0};
-    for (int i = 0; i < 3; i++) {
+    uint64_t v[4] = {0, 0, 0, 0};
+    int count = 3;
+    for (int i = 0; i < count; i++) {
+        if (i == 3 && *p++ != 'e') /* ":e<epoch>" after the checkpoint: an owner's gid */
+            return false;
         if (*p < '0' || *p > '9')
             return false;
         for (; *p >= '0' && *p <= '9'; p++) {
@@ -50,16 +53,26 @@ bool tpc_pg_parse_gid(const char *gid, const char *prefix, int *subtask, int *pa
                 return false;
             v[i] = v[i] * 10 + (uint64_t)(*p - '0');
         }
-        if (*p != (i < 2 ? ':' : '\0'))
+        if (i == 2 && *p == ':')
+            count = 4;
+        if (*p != (i < count - 1 ? ':' : '\0'))
             return false;
-        p += i < 2;
+        p += i < count - 1;
     }
-    if (v[0] > 0x7fffffff || v[1] > 0x7fffffff)
+    if (v[0] > 0x7fffffff || v[1] > 0x7fffffff || (count == 4 && v[3] == 0))
         return false;
     *subtask = (int)v[0];
     *parallelism = (int)v[1];
     *ckpt = v[2];
+    *epoch = v[3];
     return true;
+}
+
+bool tpc_pg_parse_gid(const char *gid, const char *prefix, int *subtask, int *parallelism,
+                      uint64_t *ckpt)
+{
+    uint64_t epoch;
+    return tpc_pg_parse_gid_epoch(gid, prefix, subtask, parallelism, ckpt, &epoch);
 }
 
 /* "COMMIT PREPARED 'gid'" and friends take no parameters; the gid is quoted as a literal. */
@@ -157,6 +170,51 @@ static tpc_error_t *resolve_missing(tpc__pg_conn_t *c, tpc__pg_txn_t *t)
                           c->prefix);
 }
 
+static tpc_error_t *rollback_gid(tpc__pg_conn_t *c, const char *gid, bool *done);
+
+/* With owners, at each checkpoint's pre-commit and commit (once the cleanup at start is done; once
+ * per checkpoint): roll back the
+ * prepared gids of the subtasks this one owns that an older owner epoch prepared. The restore
+ * committed every one a checkpoint lists, and no later restore takes a file of an older epoch, so
+ * the rest belong to an owner that was taken over (a zombie that went on after the take-over)
+ * and no one will commit them; they hold their locks (the marker rows they deleted, the keys they
+ * wrote) until someone rolls them back, so the pre-commit, which deletes old marker rows, does it
+ * first. A gid of a newer epoch is never touched. */
+tpc_error_t *tpc__pg_sweep_older(tpc__pg_conn_t *c, uint64_t ckpt)
+{
+    const tpc_txn_subtask_t *st = c->st;
+    if (!st->owner_epoch || !c->lingering_done || ckpt <= c->older_swept)
+        return NULL;
+    c->older_swept = ckpt;
+    const char *params[] = {c->prefix};
+    PGresult *res = NULL;
+    tpc_error_t *err = tpc__pg_control_ready(c);
+    if (!err)
+        err = tpc__pg_exec(c->control,
+                           "SELECT gid FROM pg_prepared_xacts WHERE database = current_database() "
+                           "AND left(gid, length($1)) = $1 ORDER BY gid",
+                           1, params, "list prepared transactions", &res);
+    int rolled = 0;
+    for (int i = 0; !err && i < PQntuples(res); i++) {
+        const char *gid = PQgetvalue(res, i, 0);
+        int s, p;
+        uint64_t b, e;
+        if (!tpc_pg_parse_gid_epoch(gid, c->prefix, &s, &p, &b, &e) || e >= st->owner_epoch ||
+            !tpc_txn_owns(st, s))
+            continue;
+        bool done = false;
+        err = rollback_gid(c, gid, &done);
+        rolled += done;
+    }
+    PQclear(res);
+    if (rolled)
+        tpc_txn_log(st, TPC_LOG_WARN,
+                    "rolled back %d prepared transactions of prefix \"%s\" that an older owner "
+                    "epoch than %" PRIu64 " prepared after this owner took over",
+                    rolled, c->prefix, st->owner_epoch);
+    return err;
+}
+
 tpc_error_t *tpc__pg_commit(void *conn, void *txn)
 {
     tpc__pg_conn_t *c = conn;
@@ -175,7 +233,7 @@ tpc_error_t *tpc__pg_commit(void *conn, void *txn)
     if (PQresultStatus(res) == PGRES_COMMAND_OK) {
         PQclear(res);
         committed(c, t);
-        return NULL;
+        return tpc__pg_sweep_older(c, t->ckpt);
     }
     if (tpc__pg_sqlstate_is(res, "42704")) {
         PQclear(res);
@@ -296,9 +354,10 @@ tpc_error_t *tpc__pg_abort_lingering(void *conn, const tpc_txn_lingering_t *l)
     for (int i = 0; i < PQntuples(res) && !err; i++) {
         const char *gid = PQgetvalue(res, i, 0);
         int s, p;
-        uint64_t b;
-        if (!tpc_pg_parse_gid(gid, c->prefix, &s, &p, &b) || !tpc_txn_owns(st, s) ||
-            tpc__pg_known(l, gid))
+        uint64_t b, e;
+        /* A gid of a newer owner epoch is its owner's, who took the job over: never touched. */
+        if (!tpc_pg_parse_gid_epoch(gid, c->prefix, &s, &p, &b, &e) || !tpc_txn_owns(st, s) ||
+            e > st->owner_epoch || tpc__pg_known(l, gid))
             continue;
         {
             bool done;
@@ -318,6 +377,8 @@ tpc_error_t *tpc__pg_abort_lingering(void *conn, const tpc_txn_lingering_t *l)
         err = tpc__pg_stage_lingering(c, l);
     if (!err)
         err = drop_markers(c, l->restored_checkpoint);
+    if (!err)
+        c->lingering_done = true;
     if (rolled)
         tpc_txn_log(st, TPC_LOG_INFO,
                     "rolled back %d prepared transactions of prefix \"%s\" that no checkpoint up "

@@ -161,6 +161,10 @@ typedef struct {
     uint64_t staged_rows;                 /* of the current transaction */
     tpc__pg_buf_t move;                   /* the move's send buffer, kept between moves */
     uint64_t layout;                      /* hash of the mode, tables, columns and their types */
+    /* owners (st->owner_epoch > 0): the cleanup at start is done, and the last checkpoint whose
+     * commit rolled back the prepared gids of older owner epochs (pg_commit.c) */
+    bool lingering_done;
+    uint64_t older_swept;
 } tpc__pg_conn_t;
 
 typedef struct {
@@ -293,6 +297,9 @@ tpc_error_t *tpc__pg_recover_and_abort(void *conn, void *txn);
 tpc_error_t *tpc__pg_abort_lingering(void *conn, const tpc_txn_lingering_t *lingering);
 /* @returns true when @gid is one of the restored handles of @l. */
 bool tpc__pg_known(const tpc_txn_lingering_t *l, const char *gid);
+/* With owners: roll back the prepared gids of older owner epochs of the subtasks this one owns,
+ * once per checkpoint @ckpt, after the cleanup at start (pg_commit.c). */
+tpc_error_t *tpc__pg_sweep_older(tpc__pg_conn_t *c, uint64_t ckpt);
 /* pg_commit.c also holds tpc_pg_parse_gid() (tpc_pg.h). */
 
 /* pg_staged.c: the write-ahead commit. */

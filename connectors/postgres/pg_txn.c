@@ -89,8 +89,13 @@ tpc_error_t *tpc__pg_begin(void *conn, uint64_t checkpoint_id, void **txn)
     t->subtask = c->st->subtask;
     t->parallelism = c->st->parallelism;
     t->begin_ckpt = checkpoint_id;
-    int n = snprintf(t->gid, sizeof t->gid, "%s:%d:%d:%" PRIu64, c->prefix, t->subtask,
-                     t->parallelism, checkpoint_id);
+    /* With owners the gid ends with the owner epoch: two owners of the job never share a gid,
+     * and a take-over tells an older owner's gids from its own. */
+    char epoch[32] = "";
+    if (c->st->owner_epoch)
+        snprintf(epoch, sizeof epoch, ":e%" PRIu64, c->st->owner_epoch);
+    int n = snprintf(t->gid, sizeof t->gid, "%s:%d:%d:%" PRIu64 "%s", c->prefix, t->subtask,
+                     t->parallelism, checkpoint_id, epoch);
     if (n < 0 || (size_t)n >= sizeof t->gid) {
         free(t);
         return tpc_error_new(TPC_ERR_CONFIG, TPC_ERROR_FATAL,
@@ -178,7 +183,11 @@ tpc_error_t *tpc__pg_pre_commit(void *conn, void *txn, uint64_t checkpoint_id)
             "the job restarts from its last completed checkpoint and writes these records again; "
             "keep checkpoint.max-concurrent at 1 with this mode, and look for why checkpoints "
             "were aborted or declined");
-    tpc_error_t *err = tpc__pg_end_rows(c);
+    /* A prepared gid of an older owner (a zombie's) may hold old marker rows this deletes. */
+    tpc_error_t *err =
+        c->kind == TPC__PG_TXN_PREPARED ? tpc__pg_sweep_older(c, checkpoint_id) : NULL;
+    if (!err)
+        err = tpc__pg_end_rows(c);
     if (err && c->own_locks && tpc_error_is_retriable(err))
         err = tpc_error_prefix(err,
                                "%d earlier transaction%s of this subtask %s still prepared and "

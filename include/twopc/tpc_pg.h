@@ -12,6 +12,7 @@
  *
  *     <prefix>:<subtask>:<parallelism>:<checkpoint>
  *
+ * (and ":e<owner epoch>" after it when the job runs with checkpoint.owner=claim)
  * (at most TPC_PG_GID_MAX bytes), where checkpoint is the first checkpoint the transaction could
  * belong to. After a crash, pending transactions of the restored checkpoint are committed (a gid
  * already committed is recognised by its marker row; one that is gone without a marker is reported
@@ -104,6 +105,13 @@ TPC_API tpc_error_t *tpc_pg_sink_set_encoder(tpc_txn_sink_t *sink, tpc_pg_encode
  */
 TPC_API bool tpc_pg_parse_gid(const char *gid, const char *prefix, int *subtask, int *parallelism,
                               uint64_t *checkpoint);
+/**
+ * @brief As tpc_pg_parse_gid(), and the owner epoch: a job with checkpoint.owner=claim ends its
+ * gids with ":e<epoch>" ("<prefix>:<subtask>:<parallelism>:<checkpoint>:e<epoch>"); *epoch is 0
+ * for a gid without one.
+ */
+TPC_API bool tpc_pg_parse_gid_epoch(const char *gid, const char *prefix, int *subtask,
+                                    int *parallelism, uint64_t *checkpoint, uint64_t *epoch);
 
 /** @brief Mask in @p msg (in place; it never grows) every password that @p conninfo holds or
  * seems to hold, as the sink does in each message that quotes libpq. Any thread. */

@@ -85,6 +85,10 @@ typedef struct tpc_txn_subtask {
     /** The job's checkpoint.interval.ms (0: no periodic checkpoints); a transaction stays open
      * at least this long. */
     int64_t checkpoint_interval_ms;
+    /** The owner epoch of this run (checkpoint.owner=claim, tpc_ctx_owner_epoch()); 0 without
+     * owners. A connector puts it into the names of its transactions (gids, transactional ids,
+     * file names) and never touches those of a newer epoch: their owner took the job over. */
+    uint64_t owner_epoch;
 } tpc_txn_subtask_t;
 
 /**
