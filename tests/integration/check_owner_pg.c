@@ -166,8 +166,7 @@ static uint64_t completed(owner_t *o)
 
 static long long prepared_of_epoch(int epoch)
 {
-    return tpc_test_pg_long(pg,
-                            "SELECT count(*) FROM pg_prepared_xacts WHERE gid LIKE '%s:%%:e%d'",
+    return tpc_test_pg_long(pg, "SELECT count(*) FROM pg_prepared_xacts WHERE gid LIKE '%s:%%:e%d'",
                             prefix, epoch);
 }
 
