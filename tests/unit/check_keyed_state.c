@@ -219,9 +219,23 @@ static tpc_error_t *sum_finish(void *self, tpc_ctx_t *ctx)
     return tpc_keyed_foreach(ctx, "sum", report, &rp);
 }
 
+/* Subtask 0 of "sum" takes this long over the snapshot of every third checkpoint (0: no delay),
+ * past checkpoint.timeout.ms: the other subtasks' snapshots of it are taken and then aborted. */
+static int slow_snapshot_ms;
+
+static tpc_error_t *sum_snapshot(void *self, tpc_ctx_t *ctx, uint64_t id, tpc_state_writer_t *w)
+{
+    (void)self;
+    (void)w;
+    if (slow_snapshot_ms && tpc_ctx_subtask(ctx) == 0 && id % 3 == 0)
+        tpc__sleep_us((uint64_t)slow_snapshot_ms * 1000u);
+    return NULL;
+}
+
 static const tpc_operator_ops_t sum_ops = {.version = TPC_OPERATOR_OPS_VERSION,
                                            .open = no_open,
                                            .process = sum_process,
+                                           .snapshot_state = sum_snapshot,
                                            .finish = sum_finish};
 
 /* For the jobs of totals_job(): incremental checkpoints with this longest chain ("0": off) and
@@ -238,6 +252,15 @@ static tpc_job_t *totals_job(const char *dir, tpc_test_seq_conf_t *src, totals_t
     if (strcmp(max_chain, "0") != 0) {
         ck_assert_ptr_null(tpc_job_set(job, "state.incremental", "true"));
         ck_assert_ptr_null(tpc_job_set(job, "state.incremental.max-chain", max_chain));
+    }
+    if (slow_snapshot_ms) {
+        char ms[16];
+        snprintf(ms, sizeof ms, "%d", slow_snapshot_ms / 3);
+        ck_assert_ptr_null(tpc_job_set(job, "checkpoint.timeout.ms", ms));
+        ck_assert_ptr_null(tpc_job_set(job, "checkpoint.max-concurrent", "2"));
+        ck_assert_ptr_null(tpc_job_set(job, "checkpoint.min-pause.ms", "0"));
+        ck_assert_ptr_null(tpc_job_set(job, "checkpoint.tolerable-failures", "1000000"));
+        ck_assert_ptr_null(tpc_job_set(job, "restart.attempts", "0"));
     }
     int s, r, k;
     ck_assert_ptr_null(tpc_job_add_vertex(job, "source", 1, &tpc_test_seq_source_ops, src, &s));
@@ -378,6 +401,62 @@ START_TEST(test_incremental_chain_survives_rescaling)
                       (unsigned long long)newest);
         free(refs);
     }
+    max_chain = "0";
+    retained = "3";
+    check_totals(&t);
+    tpc_test_rmdir(dir);
+    free(dir);
+}
+END_TEST
+
+/* Cancel the job once a checkpoint aborted and three completed. */
+static void *cancel_after_abort(void *arg)
+{
+    tpc_job_t *job = arg;
+    tpc_job_stats_t st;
+    int waited = 0;
+    do {
+        tpc__sleep_us(2000);
+        tpc_job_get_stats(job, &st);
+    } while ((st.checkpoints_completed < 3 || !st.checkpoints_aborted) && ++waited < 10000);
+    tpc_job_cancel(job);
+    return NULL;
+}
+
+/* Checkpoints aborted after some subtasks took their snapshots (a timeout), two in flight at once,
+ * one retained: each increment still holds what the aborted ones held, and restores over
+ * parallelism 2 -> 3 -> 1 give every key its exact value and map. */
+START_TEST(test_incremental_chain_survives_aborts)
+{
+    char *dir = tpc_test_tmpdir("keyed-abort");
+    /* 5000 polls of at least 1 ms: the canceled runs end well before the input, also under
+     * ThreadSanitizer and with the slow snapshots. */
+    tpc_test_seq_conf_t src = {.count_default = N, .per_poll = 4, .sleep_us = 1000};
+    static totals_t t;
+    memset(&t, 0, sizeof t);
+    max_chain = "1000";
+    retained = "1";
+    const int pars[] = {2, 3, 1};
+    for (int run = 0; run < 3; run++) {
+        slow_snapshot_ms = run < 2 ? 150 : 0; /* the last run only restores and finishes */
+        tpc_job_t *job = totals_job(dir, &src, &t, pars[run], TPC_EDGE_HASH);
+        pthread_t th;
+        if (run < 2)
+            pthread_create(&th, NULL, cancel_after_abort, job);
+        tpc_job_result_t res;
+        tpc_error_t *err = tpc_job_run(job, &res);
+        if (run < 2)
+            pthread_join(th, NULL);
+        ck_assert_msg(err == NULL, "run %d: %s", run, tpc_error_message(err));
+        ck_assert_int_eq(res, run < 2 ? TPC_JOB_CANCELED : TPC_JOB_FINISHED);
+        tpc_job_stats_t st;
+        tpc_job_get_stats(job, &st);
+        ck_assert_msg(st.restarts == 0, "run %d restarted %llu times", run,
+                      (unsigned long long)st.restarts);
+        ck_assert_msg(run == 2 || st.checkpoints_aborted > 0, "run %d: no checkpoint aborted", run);
+        tpc_job_destroy(job);
+    }
+    slow_snapshot_ms = 0;
     max_chain = "0";
     retained = "3";
     check_totals(&t);
@@ -758,6 +837,7 @@ int main(void)
     tcase_add_test(tc, test_changed_max_parallelism_refused);
     tcase_add_test(tc, test_entry_in_the_wrong_group_refused);
     tcase_add_test(tc, test_incremental_chain_survives_rescaling);
+    tcase_add_test(tc, test_incremental_chain_survives_aborts);
     tcase_add_test(tc, test_incremental_chain_files);
     tcase_add_test(tc, test_incremental_damaged_link_refused);
     suite_add_tcase(s, tc);
