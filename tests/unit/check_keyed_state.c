@@ -5,6 +5,8 @@
  * 1 -> 4 -> 2 -> 3 with every key's value and map intact, value and map state read before any put
  * (empty, no error), map get/put/delete/iterate, keyed state refused behind any edge but a hash
  * edge (also at parallelism 1, where every key is the subtask's), and a changed max-parallelism
+ * refused. Incremental checkpoints: chains restored over 2 -> 3 -> 1 (also across aborted
+ * checkpoints, two in flight), their files, compaction and retention, a damaged or missing link
  * refused. Timers: check_keyed_timers.c.
  */
 #include "runtime_internal.h"
