@@ -467,6 +467,79 @@ START_TEST(test_incremental_chain_survives_aborts)
 }
 END_TEST
 
+/* Stop with a savepoint (no drain) once a chain runs. */
+static void *stop_after_checkpoints(void *arg)
+{
+    tpc_job_t *job = arg;
+    tpc_job_stats_t st;
+    int waited = 0;
+    do {
+        tpc__sleep_us(2000);
+        tpc_job_get_stats(job, &st);
+    } while (st.checkpoints_completed < 3 && ++waited < 5000);
+    char *path = NULL;
+    tpc_error_t *err = tpc_job_stop_with_savepoint(job, false, &path);
+    ck_assert_msg(err == NULL, "%s", tpc_error_message(err));
+    return path;
+}
+
+/* A savepoint taken while a chain runs is incremental; the next run restores it at parallelism 3
+ * with one checkpoint retained, which keeps the savepoint's links; a last run at parallelism 1
+ * finishes with every key's value and map exact. */
+START_TEST(test_incremental_savepoint_restored)
+{
+    char *dir = tpc_test_tmpdir("keyed-savepoint");
+    tpc_test_seq_conf_t src = {.count_default = N, .per_poll = 16, .sleep_us = 1000};
+    static totals_t t;
+    memset(&t, 0, sizeof t);
+    max_chain = "1000";
+    retained = "1";
+    char *savepoint = NULL;
+    uint64_t *refs = NULL;
+    uint32_t nrefs = 0;
+    const int pars[] = {2, 3, 1};
+    for (int run = 0; run < 3; run++) {
+        tpc_job_t *job = totals_job(dir, &src, &t, pars[run], TPC_EDGE_HASH);
+        pthread_t th;
+        if (run < 2)
+            pthread_create(&th, NULL, run ? cancel_after_checkpoints : stop_after_checkpoints, job);
+        tpc_job_result_t res;
+        tpc_error_t *err = tpc_job_run(job, &res);
+        if (run < 2)
+            pthread_join(th, run ? NULL : (void **)&savepoint);
+        ck_assert_msg(err == NULL, "run %d: %s", run, tpc_error_message(err));
+        ck_assert_int_eq(res, run == 0   ? TPC_JOB_STOPPED
+                              : run == 1 ? TPC_JOB_CANCELED
+                                         : TPC_JOB_FINISHED);
+        tpc_job_destroy(job);
+        if (run == 0) {
+            ck_assert_ptr_nonnull(savepoint);
+            TPC_TEST_OK(tpc__checkpoint_read_refs(savepoint, &refs, &nrefs));
+            ck_assert_msg(nrefs > 0, "savepoint %s is not incremental", savepoint);
+        } else if (run == 1) { /* retention kept the savepoint and its chain */
+            tpc__checkpoint_file_t *files;
+            size_t n;
+            TPC_TEST_OK(tpc__checkpoint_list(dir, &files, &n));
+            for (uint32_t r = 0; r < nrefs; r++) {
+                bool found = false;
+                for (size_t i = 0; i < n; i++)
+                    found |= files[i].id == refs[r];
+                ck_assert_msg(found, "link %llu of the savepoint is gone",
+                              (unsigned long long)refs[r]);
+            }
+            tpc__checkpoint_files_free(files, n);
+        }
+    }
+    free(refs);
+    free(savepoint);
+    max_chain = "0";
+    retained = "3";
+    check_totals(&t);
+    tpc_test_rmdir(dir);
+    free(dir);
+}
+END_TEST
+
 /* A slow input, so that few keys change between checkpoints; every checkpoint kept. */
 static void run_slow(const char *dir, totals_t *t, const char *chain)
 {
@@ -844,6 +917,7 @@ int main(void)
     tcase_add_test(tc, test_entry_in_the_wrong_group_refused);
     tcase_add_test(tc, test_incremental_chain_survives_rescaling);
     tcase_add_test(tc, test_incremental_chain_survives_aborts);
+    tcase_add_test(tc, test_incremental_savepoint_restored);
     tcase_add_test(tc, test_incremental_chain_files);
     tcase_add_test(tc, test_incremental_damaged_link_refused);
     suite_add_tcase(s, tc);
