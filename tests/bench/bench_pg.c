@@ -409,21 +409,24 @@ static void move_parts(PGconn *data, PGconn *control, const char *raw, const cha
 
 /* The write-ahead commit by hand, as the sink does it: parts of COPY tuples of the sink's buffer
  * size as bytea into a write-ahead table of the sink's layout, in one transaction on the control
- * connection committed once a second; then the move on the data connection. */
-static double run_raw_write_ahead(PGconn *admin, const char *raw, uint64_t rows)
+ * connection committed once a second; then the move on the data connection. The write-ahead and
+ * marker tables are made by the first run and kept for the later ones, as the sink's are: a
+ * write-ahead table emptied by DELETE carries the dead rows of earlier runs until vacuum, and a
+ * fresh one per run would spare the loop that. */
+static double run_raw_write_ahead(PGconn *admin, const char *raw, uint64_t rows,
+                                  const char *staging, const char *marker)
 {
-    char staging[96], marker[96];
-    tpc_test_unique_name(staging, sizeof staging, "bench_pg_wa_stage", '_');
-    tpc_test_unique_name(marker, sizeof marker, "bench_pg_wa_marker", '_');
-    if (!tpc_test_pg_exec(admin,
-                          "CREATE TABLE %s (gid text NOT NULL, part integer NOT NULL, sink text "
-                          "NOT NULL, subtask integer NOT NULL, target text NOT NULL, row_count "
-                          "integer NOT NULL, data bytea NOT NULL, created timestamptz NOT NULL "
-                          "DEFAULT now(), PRIMARY KEY (gid, part))",
-                          staging) ||
-        !tpc_test_pg_exec(admin, "ALTER TABLE %s ALTER COLUMN data SET STORAGE EXTERNAL",
-                          staging) ||
-        !tpc_test_pg_exec(admin, "CREATE TABLE %s (gid text PRIMARY KEY)", marker))
+    bool made = tpc_test_pg_long(admin, "SELECT (to_regclass('%s') IS NOT NULL)::int", staging);
+    if (!made &&
+        (!tpc_test_pg_exec(admin,
+                           "CREATE TABLE %s (gid text NOT NULL, part integer NOT NULL, sink text "
+                           "NOT NULL, subtask integer NOT NULL, target text NOT NULL, row_count "
+                           "integer NOT NULL, data bytea NOT NULL, created timestamptz NOT NULL "
+                           "DEFAULT now(), PRIMARY KEY (gid, part))",
+                           staging) ||
+         !tpc_test_pg_exec(admin, "ALTER TABLE %s ALTER COLUMN data SET STORAGE EXTERNAL",
+                           staging) ||
+         !tpc_test_pg_exec(admin, "CREATE TABLE %s (gid text PRIMARY KEY)", marker)))
         tpc_test_bench_die("raw write-ahead tables", NULL);
     double t0 = tpc_test_now_s(), next = t0 + 1.0;
     PGconn *data = tpc_test_pg_connect(), *control = tpc_test_pg_connect();
@@ -433,7 +436,9 @@ static double run_raw_write_ahead(PGconn *admin, const char *raw, uint64_t rows)
     size_t len = 0;
     int txn = 0, parts = 0, in_part = 0;
     char gid[64];
-    snprintf(gid, sizeof gid, "bench-pg-wa-%d-%d", (int)getpid(), txn);
+    static int run; /* the marker table is kept: gids of every run apart */
+    run++;
+    snprintf(gid, sizeof gid, "bench-pg-wa-%d-%d-%d", (int)getpid(), run, txn);
     expect(control, PQexec(control, "BEGIN"), PGRES_COMMAND_OK, "BEGIN writing ahead");
     for (uint64_t i = 0; i < rows; i++) {
         unsigned char *p = buf + len;
@@ -455,7 +460,7 @@ static double run_raw_write_ahead(PGconn *admin, const char *raw, uint64_t rows)
                    "COMMIT the parts written ahead");
             move_parts(data, control, raw, staging, marker, gid, parts);
             parts = 0;
-            snprintf(gid, sizeof gid, "bench-pg-wa-%d-%d", (int)getpid(), ++txn);
+            snprintf(gid, sizeof gid, "bench-pg-wa-%d-%d-%d", (int)getpid(), run, ++txn);
             if (!last)
                 expect(control, PQexec(control, "BEGIN"), PGRES_COMMAND_OK, "BEGIN writing ahead");
             next += 1.0;
@@ -465,8 +470,6 @@ static double run_raw_write_ahead(PGconn *admin, const char *raw, uint64_t rows)
     free(buf);
     PQfinish(data);
     PQfinish(control);
-    tpc_test_pg_exec(admin, "DROP TABLE %s", staging);
-    tpc_test_pg_exec(admin, "DROP TABLE %s", marker);
     return secs;
 }
 
@@ -777,7 +780,8 @@ typedef struct {
     uint64_t rows;
     int rounds;
     PGconn *pg;
-    char staging[96];    /* pg.write-ahead-table of every sink run */
+    char staging[96];                     /* pg.write-ahead-table of every sink run */
+    char raw_staging[96], raw_marker[96]; /* the write-ahead loop's, kept between its runs */
     double copy_sink;    /* median seconds of the copy part's sink runs; 0 when it did not run */
     long long wal_bytes; /* the server's write-ahead log over the current part's sink runs */
 } bench_t;
@@ -922,7 +926,7 @@ static double raw_write_ahead(bench_t *b)
 {
     char table[96];
     make_table(b->pg, table, sizeof table, "bench_pg_wa_raw");
-    double secs = run_raw_write_ahead(b->pg, table, b->rows);
+    double secs = run_raw_write_ahead(b->pg, table, b->rows, b->raw_staging, b->raw_marker);
     expect_rows(b->pg, table, b->rows);
     return secs;
 }
@@ -1104,14 +1108,18 @@ int main(void)
     if (!b.pg)
         tpc_test_bench_die("connection", NULL);
     tpc_test_unique_name(b.staging, sizeof b.staging, "bench_pg_staging", '_');
+    tpc_test_unique_name(b.raw_staging, sizeof b.raw_staging, "bench_pg_wa_stage", '_');
+    tpc_test_unique_name(b.raw_marker, sizeof b.raw_marker, "bench_pg_wa_marker", '_');
     printf("bench pg rounds %d rounds\n", b.rounds);
     warm_up(&b);
     for (size_t i = 0; i < NPARTS; i++)
         if (run[i])
             parts[i].run(&b);
-    /* Only the write-ahead part makes the staging table. */
-    if (tpc_test_pg_long(b.pg, "SELECT (to_regclass('%s') IS NOT NULL)::int", b.staging) == 1)
-        tpc_test_pg_exec(b.pg, "DROP TABLE %s", b.staging);
+    /* Only the write-ahead part makes these tables. */
+    const char *made[] = {b.staging, b.raw_staging, b.raw_marker};
+    for (size_t i = 0; i < sizeof made / sizeof *made; i++)
+        if (tpc_test_pg_long(b.pg, "SELECT (to_regclass('%s') IS NOT NULL)::int", made[i]) == 1)
+            tpc_test_pg_exec(b.pg, "DROP TABLE %s", made[i]);
     PQfinish(b.pg);
     return 0;
 }
