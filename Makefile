@@ -20,6 +20,8 @@
 #   make demo                 exactly_once_pipeline into PostgreSQL and Kafka, kill -9 once, verify
 #   make demo-cluster         keyed totals as units over several member processes: kill -9, SIGSTOP,
 #                             a member added and one removed, then verified (docs/cluster.md)
+#   make torture-cluster RUNS=n  n runs of cluster_totals under random kill -9, SIGSTOP, members
+#                             leaving and joining, each verified
 #   make torture RUNS=n       n runs of random kill -9 and server restarts, each verified
 #                             (TWOPC_LIBRDKAFKA=current: with a current librdkafka)
 #   make model                Spin model of the commit protocol: checks and mutants (model/)
@@ -112,7 +114,7 @@ TWOPC_CMD := $(BUILD)/bin/twopc
 
 .PHONY: all lib tools test-install deps deps-build test test-unit test-integration test-kafka tests-build examples \
         install format format-check lint services-up services-down clean docs \
-        bench-runtime bench-file bench-kafka bench-pg bench-compare demo demo-cluster torture soak fuzz fuzz-run model \
+        bench-runtime bench-file bench-kafka bench-pg bench-compare demo demo-cluster torture torture-cluster soak fuzz fuzz-run model \
         dashboard-png
 .DEFAULT_GOAL := all
 
@@ -293,6 +295,11 @@ demo: deps lib tools examples
 # leaving (tests/e2e/demo_cluster.sh, docs/cluster.md).
 demo-cluster: deps lib examples
 	@TWOPC_EXAMPLES_DIR=$(CURDIR)/$(BUILD)/examples tests/e2e/demo_cluster.sh
+# Random kill -9, SIGSTOP, members leaving and joining under cluster_totals, each run verified
+# (tests/e2e/torture_cluster.sh).
+torture-cluster: deps lib examples
+	@TWOPC_EXAMPLES_DIR=$(CURDIR)/$(BUILD)/examples tests/services/with-services.sh \
+	    tests/e2e/torture_cluster.sh $(RUNS)
 torture: deps lib examples
 	@TWOPC_EXAMPLES_DIR=$(CURDIR)/$(BUILD)/examples tests/services/with-rdkafka.sh \
 	    tests/services/with-services.sh tests/e2e/torture.sh $(RUNS)
