@@ -21,7 +21,8 @@
 #   make demo-cluster         keyed totals as units over several member processes: kill -9, SIGSTOP,
 #                             a member added and one removed, then verified (docs/cluster.md)
 #   make torture-cluster RUNS=n  n runs of cluster_totals under random kill -9, SIGSTOP, members
-#                             leaving and joining, each verified
+#                             leaving and joining, each verified (TWOPC_LIBRDKAFKA=current and
+#                             TORTURE_CLUSTER_PROTOCOL=consumer: KIP-848's group protocol)
 #   make torture RUNS=n       n runs of random kill -9 and server restarts, each verified
 #                             (TWOPC_LIBRDKAFKA=current: with a current librdkafka)
 #   make model                Spin model of the commit protocol: checks and mutants (model/)
@@ -298,8 +299,8 @@ demo-cluster: deps lib examples
 # Random kill -9, SIGSTOP, members leaving and joining under cluster_totals, each run verified
 # (tests/e2e/torture_cluster.sh).
 torture-cluster: deps lib examples
-	@TWOPC_EXAMPLES_DIR=$(CURDIR)/$(BUILD)/examples tests/services/with-services.sh \
-	    tests/e2e/torture_cluster.sh $(RUNS)
+	@TWOPC_EXAMPLES_DIR=$(CURDIR)/$(BUILD)/examples tests/services/with-rdkafka.sh \
+	    tests/services/with-services.sh tests/e2e/torture_cluster.sh $(RUNS)
 torture: deps lib examples
 	@TWOPC_EXAMPLES_DIR=$(CURDIR)/$(BUILD)/examples tests/services/with-rdkafka.sh \
 	    tests/services/with-services.sh tests/e2e/torture.sh $(RUNS)

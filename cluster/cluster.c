@@ -321,6 +321,8 @@ static void stop_units(tpc_cluster_t *c, const rd_kafka_topic_partition_list_t *
 static void list_units(tpc_cluster_t *c, const char *what,
                        const rd_kafka_topic_partition_list_t *parts)
 {
+    if (parts->cnt == 0) /* a cooperative round that moves nothing here */
+        return;
     char buf[512];
     size_t at = 0;
     buf[0] = '\0';

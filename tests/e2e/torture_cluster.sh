@@ -6,7 +6,9 @@
 # run the members stop and verify_output --totals reads the outputs (read_committed consumer, SQL):
 # every running total once and in order, every final total right.
 #
-#   torture_cluster.sh [RUNS]     default 5; TORTURE_CLUSTER_RECORDS (default 12000) per run
+#   torture_cluster.sh [RUNS]     default 5; TORTURE_CLUSTER_RECORDS (default 12000) per run;
+#                                 TORTURE_CLUSTER_PROTOCOL=consumer: KIP-848's group protocol
+#                                 (librdkafka 2.12 or later: TWOPC_LIBRDKAFKA=current)
 #
 # Servers: with-services.sh's (make torture-cluster), or TWOPC_TEST_PG_CONNINFO and
 # TWOPC_TEST_KAFKA_BOOTSTRAP. Prints one line per run and a summary; exit status 0 when every run
@@ -61,7 +63,8 @@ for run in $(seq 1 "$RUNS"); do
     mkdir -p "$work"
     rate=$((RECORDS / UNITS / 20 > 20 ? RECORDS / UNITS / 20 : 20))
     args=(--name "$name" --units "$UNITS" --users "$USERS" --records "$RECORDS" --rate "$rate"
-        --checkpoint-dir "$work/checkpoints" --session-timeout "$SESSION_MS" --interval 300)
+        --checkpoint-dir "$work/checkpoints" --session-timeout "$SESSION_MS" --interval 300
+        --protocol "${TORTURE_CLUSTER_PROTOCOL:-classic}")
     "$CT" --fill "${args[@]}" >"$work/fill.log" 2>&1 || e2e_die "could not write the input ($work)"
     next_member=0
     member_start
