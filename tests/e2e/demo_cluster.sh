@@ -43,7 +43,9 @@ args=(--name "$name" --units "$UNITS" --users "$USERS" --records "$RECORDS" --ra
 
 declare -A PID=()
 member_start() {
-    "$CT" "${args[@]}" --instance "$1" >"$work/$1.log" 2>&1 &
+    # A session of its own: a member frozen with SIGSTOP in a process group that another exit
+    # leaves orphaned would get SIGHUP from the kernel.
+    setsid "$CT" "${args[@]}" --instance "$1" >"$work/$1.log" 2>&1 &
     PID[$1]=$!
     echo "   $1 started (pid ${PID[$1]})"
 }

@@ -32,7 +32,9 @@ next_member=0
 
 member_start() { # [instance]
     local id=${1:-m$((next_member++))}
-    "$CT" "${args[@]}" --instance "$id" >>"$work/$id.log" 2>&1 &
+    # A session of its own: a member frozen with SIGSTOP in a process group that another exit
+    # leaves orphaned would get SIGHUP from the kernel.
+    setsid "$CT" "${args[@]}" --instance "$id" >>"$work/$id.log" 2>&1 &
     PID[$id]=$!
 }
 some_member() {
@@ -67,6 +69,7 @@ for run in $(seq 1 "$RUNS"); do
         --protocol "${TORTURE_CLUSTER_PROTOCOL:-classic}")
     "$CT" --fill "${args[@]}" >"$work/fill.log" 2>&1 || e2e_die "could not write the input ($work)"
     next_member=0
+    members_bad=0
     member_start
     member_start
     member_start
@@ -94,7 +97,10 @@ for run in $(seq 1 "$RUNS"); do
         2) # leaves, if another stays
             if [ "${#PID[@]}" -gt 1 ]; then
                 kill -TERM "${PID[$victim]}"
-                wait "${PID[$victim]}" || e2e_log "run $run: $victim left with status $?"
+                wait "${PID[$victim]}" || {
+                    e2e_log "run $run: $victim left with status $?"
+                    members_bad=1
+                }
                 unset "PID[$victim]"
                 leaves=$((leaves + 1)) faults+="l"
             fi
@@ -113,7 +119,7 @@ for run in $(seq 1 "$RUNS"); do
         [ "$(e2e_now_ms)" -lt "$deadline" ] || break
         sleep 3
     done
-    stop_all || runs_bad=$((runs_bad + 1))
+    stop_all || members_bad=1
     "$E2E_VERIFY" --totals --name "$name" --records "$RECORDS" --keys "$USERS" >"$work/verify.txt" 2>&1
     rc=$?
     read -r d m w < <(awk '/^duplicates/ { d = $(NF - 1) + $NF } /^missing/ { m = $(NF - 1) + $NF }
@@ -121,7 +127,14 @@ for run in $(seq 1 "$RUNS"); do
     r=$(cat "$work"/*.log | grep -c 'released after savepoint')
     l=$(cat "$work"/*.log | grep -c 'lost: its job was canceled')
     dups=$((dups + d)) missing=$((missing + m)) wrong=$((wrong + w)) releases=$((releases + r)) losts=$((losts + l))
-    if [ "$rc" -eq 0 ]; then
+    # A member that crashed (an assertion, a signal other than ours) fails the run however
+    # exact its outputs are.
+    crashed=$(grep -l 'assert\|Assertion\|double free\|corrupted\|AddressSanitizer' "$work"/*.log 2>/dev/null)
+    if [ -n "$crashed" ] || [ "$members_bad" -ne 0 ]; then
+        runs_bad=$((runs_bad + 1))
+        echo "run $run: a member crashed or did not stop cleanly (kept in $work): $crashed"
+        grep -h 'assert\|Assertion\|double free\|corrupted' "$work"/*.log | head -n 5
+    elif [ "$rc" -eq 0 ]; then
         echo "run $run: exact (faults $faults; $r releases with a savepoint, $l units lost)"
         rm -rf "$work"
     else
