@@ -44,11 +44,14 @@ void tpc__unit_free(tpc__unit_t *u)
 }
 
 /* The job keys the library sets on every unit's job, after the program's build: the unit's own
- * checkpoint folder, restored on every start. */
+ * checkpoint folder, restored on every start, and the claim of its owner epoch, so that a process
+ * that still runs the unit after another took it over fails with TPC_ERR_FENCED at its next
+ * checkpoint, before any sink hears of it (docs/architecture.md, "Owner epoch"). */
 static tpc_error_t *set_unit_keys(const tpc__unit_t *u, tpc_job_t *job)
 {
     const char *const keys[][2] = {
         {"checkpoint.dir", u->checkpoint_dir},
+        {"checkpoint.owner", "claim"},
     };
     tpc_error_t *err = NULL;
     for (size_t i = 0; !err && i < sizeof keys / sizeof *keys; i++)
