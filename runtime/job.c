@@ -240,7 +240,8 @@ static const tpc_prop_t job_props[] = {
      .field = JOB_FIELD(incremental),
      .def = "false",
      .doc = "Incremental checkpoints of keyed state: a checkpoint writes only the keyed entries "
-            "put and deleted since the previous one, and a restore reads the chain back to the "
+            "put and deleted since the last completed one (an aborted one's changes are written "
+            "again), and a restore reads the chain back to the "
             "last full snapshot (docs/keyed-state.md)."},
     {.name = "state.incremental.max-chain",
      .type = TPC_PROP_INT,
