@@ -230,6 +230,21 @@ tpc_error_t *tpc__record_claim_at(tpc_storage_t *st, const char *job, uint64_t e
     }
 }
 
+tpc_error_t *tpc__record_owned_at(tpc_storage_t *st, uint64_t epoch)
+{
+    tpc__record_t rec;
+    bool found;
+    tpc_error_t *err = tpc__record_read_at(st, &rec, &found);
+    if (!err && (!found || rec.owner_epoch != epoch)) {
+        char what[96];
+        snprintf(what, sizeof what, "holds owner epoch %" PRIu64 ", not %" PRIu64,
+                 found ? rec.owner_epoch : 0, epoch);
+        err = fenced(st, what);
+    }
+    tpc__record_free(&rec);
+    return err;
+}
+
 tpc_error_t *tpc__record_claim(const char *dir, const char *job, uint64_t epoch, tpc__record_t *out)
 {
     tpc__store_folder_t f;

@@ -323,6 +323,9 @@ tpc_error_t *tpc__record_swap(const char *dir, const tpc__record_t *rec, const c
  * created for job @job. *out is the record as written, with its new version. */
 tpc_error_t *tpc__record_claim(const char *dir, const char *job, uint64_t epoch,
                                tpc__record_t *out);
+/* NULL when the record in @st still carries owner epoch @epoch; else TPC_ERR_FENCED (fatal), or
+ * the error reading it. */
+tpc_error_t *tpc__record_owned_at(tpc_storage_t *st, uint64_t epoch);
 /* The same in the store @st (the functions above work on the folder @dir). */
 tpc_error_t *tpc__record_read_at(tpc_storage_t *st, tpc__record_t *out, bool *found);
 tpc_error_t *tpc__record_swap_at(tpc_storage_t *st, const tpc__record_t *rec, const char *expected,

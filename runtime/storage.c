@@ -361,27 +361,53 @@ static char *object_path(tpc_storage_t *st, const char *name)
     return p;
 }
 
+/* Checkpoint @c meets checkpoint @id of another writer (@err says how). Without owners that is
+ * another instance of the job. An owner asks the record: when another owner holds it, @err stands
+ * (the coordinator fences this one, tpc__restore_owner_check()); when it is still this owner's,
+ * the file is one that an owner it took the job over from wrote afterwards, before that owner was
+ * fenced: the attempt fails without harm, and the next one takes ids past it. */
+static tpc_error_t *other_writer(tpc_storage_t *st, const tpc__checkpoint_t *c, uint64_t id,
+                                 tpc_error_t *err)
+{
+    if (!c->owner_epoch)
+        return err;
+    tpc_error_t *not_mine = tpc__record_owned_at(st, c->owner_epoch);
+    if (not_mine) {
+        tpc_error_destroy(not_mine);
+        return err;
+    }
+    tpc_error_destroy(err);
+    return tpc_error_new(TPC_ERR_STATE, TPC_ERROR_RETRIABLE,
+                         "\"%s\" holds checkpoint %" PRIu64 " of an owner that this one (owner "
+                         "epoch %" PRIu64 ") took the job's checkpoints over from: the attempt "
+                         "restarts with checkpoint ids past it",
+                         tpc__storage_where(st), id, c->owner_epoch);
+}
+
 /* This instance takes checkpoint ids in increasing order and writes a checkpoint only after those
  * before it: a file with a larger id was written by another instance of the job (or, with owners,
- * by the owner that took the job over). */
-static tpc_error_t *check_newest(tpc_storage_t *st, uint64_t id)
+ * by an owner that took the job over or that this one took it over from). */
+static tpc_error_t *check_newest(tpc_storage_t *st, const tpc__checkpoint_t *c)
 {
     tpc__checkpoint_file_t *files;
     size_t n;
     tpc_error_t *err = tpc__checkpoint_list_at(st, &files, &n);
-    if (!err && n && files[0].id > id)
-        err = tpc_error_prefix(tpc__checkpoint_other_writer(),
-                               "\"%s\" holds checkpoint %" PRIu64 ", newer than checkpoint %" PRIu64
-                               " that this instance is writing",
-                               tpc__storage_where(st), files[0].id, id);
+    if (!err && n && files[0].id > c->id)
+        err = other_writer(st, c, files[0].id,
+                           tpc_error_prefix(tpc__checkpoint_other_writer(),
+                                            "\"%s\" holds checkpoint %" PRIu64
+                                            ", newer than checkpoint %" PRIu64
+                                            " that this instance is writing",
+                                            tpc__storage_where(st), files[0].id, c->id));
     tpc__checkpoint_files_free(files, n);
     return err;
 }
 
-static tpc_error_t *taken(const char *path)
+static tpc_error_t *taken(tpc_storage_t *st, const tpc__checkpoint_t *c, const char *path)
 {
-    return tpc_error_prefix(tpc__checkpoint_other_writer(), "checkpoint \"%s\" exists already",
-                            path);
+    return other_writer(
+        st, c, c->id,
+        tpc_error_prefix(tpc__checkpoint_other_writer(), "checkpoint \"%s\" exists already", path));
 }
 
 tpc_error_t *tpc__checkpoint_write_at(tpc_storage_t *st, const tpc__checkpoint_t *c,
@@ -398,13 +424,13 @@ tpc_error_t *tpc__checkpoint_write_at(tpc_storage_t *st, const tpc__checkpoint_t
     object_name(name, sizeof name, c->savepoint, c->id);
     char *path = object_path(st, name);
     bool exists = false;
-    tpc_error_t *err = check_newest(st, c->id);
+    tpc_error_t *err = check_newest(st, c);
     if (!err && tpc__checkpoint_write_probe)
         tpc__checkpoint_write_probe(c);
     if (!err)
         err = st->ops->put_new(st, name, b.data, b.len, &exists);
     if (!err && exists)
-        err = taken(path);
+        err = taken(st, c, path);
     if (size)
         *size = b.len;
     tpc__buf_free(&b);

@@ -307,6 +307,58 @@ static void case_zombie(void)
     case_teardown();
 }
 
+/* The owner that took over writes the checkpoint id whose file the zombie wrote after the
+ * take-over (B listed the checkpoints before A's file was there): B's checkpoint finds the name
+ * taken, and the record, still B's, says that the file is a fenced owner's. B restarts past it and
+ * goes on completing checkpoints; nothing ends B as if another instance shared its storage. */
+static void case_successor(void)
+{
+    case_setup("successor");
+    owner_t a, b;
+    owner_new(&a, "50");
+    a.watch.pause_from = 4;
+    owner_start(&a);
+    WAIT_FOR(&a.watch, a.watch.paused_id != 0);
+    uint64_t paused = a.watch.paused_id;
+
+    /* B takes over and is held in its first checkpoint, which takes the id of A's. */
+    owner_new(&b, "50");
+    b.watch.pause_from = 1;
+    owner_start(&b);
+    WAIT_FOR(&b.watch, b.watch.paused_id != 0);
+    ck_assert_uint_eq(b.watch.epoch, 2);
+    ck_assert_uint_eq(b.watch.paused_id, paused);
+
+    /* A resumes: its file is written, its completion refused. */
+    pthread_mutex_lock(&a.watch.mu);
+    a.watch.release = true;
+    pthread_cond_broadcast(&a.watch.cv);
+    pthread_mutex_unlock(&a.watch.mu);
+    pthread_join(a.thread, NULL);
+    ck_assert_ptr_nonnull(a.err);
+    ck_assert_int_eq(tpc_error_code(a.err), TPC_ERR_FENCED);
+
+    /* B resumes and completes checkpoints past A's file. */
+    pthread_mutex_lock(&b.watch.mu);
+    b.watch.release = true;
+    pthread_cond_broadcast(&b.watch.cv);
+    pthread_mutex_unlock(&b.watch.mu);
+    WAIT_FOR(&b.watch, b.watch.ended || notified(&b.watch, paused + 1));
+    pthread_mutex_lock(&b.watch.mu);
+    bool ended = b.watch.ended, told = notified(&b.watch, paused + 1);
+    pthread_mutex_unlock(&b.watch.mu);
+    if (ended)
+        pthread_join(b.thread, NULL);
+    ck_assert_msg(!ended && told, "the owner that took over ended at checkpoint %" PRIu64 ": %s",
+                  paused, ended && b.err ? tpc_error_message(b.err) : "(no error)");
+    ck_assert_int_eq(tpc_job_cancel(b.job), TPC_OK);
+    pthread_join(b.thread, NULL);
+    ck_assert_ptr_null(b.err);
+    owner_free(&a);
+    owner_free(&b);
+    case_teardown();
+}
+
 /* Each case on the folder, and on S3 when the local server runs. */
 #define BOTH(c)                                                                                    \
     START_TEST(folder_##c)                                                                         \
@@ -328,6 +380,7 @@ static void case_zombie(void)
     END_TEST
 
 BOTH(zombie)
+BOTH(successor)
 
 /* The settings refuse what cannot work, with a message that says what to do. */
 START_TEST(test_settings)
@@ -447,10 +500,12 @@ int main(void)
     tcase_add_test(tc, test_settings);
     tcase_add_test(tc, test_format);
     tcase_add_test(tc, folder_zombie);
+    tcase_add_test(tc, folder_successor);
     suite_add_tcase(s, tc);
     TCase *t3 = tcase_create("s3");
     tcase_set_timeout(t3, 300);
     tcase_add_test(t3, s3_zombie);
+    tcase_add_test(t3, s3_successor);
     suite_add_tcase(s, t3);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);
