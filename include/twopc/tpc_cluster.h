@@ -56,9 +56,9 @@ typedef struct {
 /**
  * Build the job of @p unit into @p job: its vertices, edges, sinks and job keys (each unit
  * reads only its share of the input, e.g. partition @p unit of a repartition topic, and its
- * sinks take the unit's prefixes). The library then sets checkpoint.dir itself. Called on the
- * unit's thread, each time the unit's job starts, for several units at once: @p opaque must be
- * safe to share.
+ * sinks take the unit's prefixes). The library then sets checkpoint.dir and
+ * checkpoint.owner=claim itself. Called on the unit's thread, each time the unit's job starts, for
+ * several units at once: @p opaque must be safe to share.
  * @param[out] resources what the job borrows (sinks, sources), given back to the release
  * callback after the job is destroyed.
  * @returns NULL, or an error: a fatal one ends tpc_cluster_run(), any other is retried after

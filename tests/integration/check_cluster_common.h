@@ -234,7 +234,7 @@ typedef struct {
     tpc_cluster_t *c;
     pthread_t thread;
     tpc_error_t *err;
-    atomic_int assigned, released, finished, lost, failed;
+    atomic_int assigned, released, finished, lost, failed, fenced;
     atomic_int released_without_savepoint;
     atomic_int running; /* units assigned and not released */
     int event_fd;       /* > 0: each event also written there as "<kind> <unit>\n" */
@@ -272,7 +272,7 @@ static inline void ct_on_event(void *opaque, const tpc_cluster_event_t *ev)
     case TPC_CLUSTER_UNIT_FAILED:
         fprintf(stderr, "member %s unit %d: %s\n", m->name, ev->unit,
                 ev->error ? tpc_error_message(ev->error) : "?");
-        atomic_fetch_add(&m->failed, 1);
+        atomic_fetch_add(ev->kind == TPC_CLUSTER_UNIT_FENCED ? &m->fenced : &m->failed, 1);
         break;
     }
 }

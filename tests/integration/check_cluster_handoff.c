@@ -72,6 +72,8 @@ static void handoff(bool consumer_protocol)
     ck_assert_int_eq(atomic_load(&a->lost) + atomic_load(&b->lost) + atomic_load(&c->lost), 0);
     ck_assert_int_eq(atomic_load(&a->failed) + atomic_load(&b->failed) + atomic_load(&c->failed),
                      0);
+    ck_assert_int_eq(atomic_load(&a->fenced) + atomic_load(&b->fenced) + atomic_load(&c->fenced),
+                     0);
     /* Every hand-off resumed from the savepoint its releaser took. */
     ck_assert_int_eq(atomic_load(&w->savepoint_misses), 0);
     ck_assert_int_ge(atomic_load(&w->savepoint_restores), UNITS);

@@ -145,7 +145,7 @@ static void takeover(bool consumer_protocol)
     atomic_store(&w->finish, true);
     CT_WAIT_FOR(atomic_load(&p->finished) >= UNITS);
     ct_member_end(p);
-    ck_assert_int_eq(atomic_load(&p->failed), 0);
+    ck_assert_int_eq(atomic_load(&p->failed) + atomic_load(&p->fenced), 0);
     for (int u = 0; u < UNITS; u++)
         ct_verify_unit(w, app, u);
     fprintf(
@@ -181,12 +181,84 @@ START_TEST(test_takeover_consumer_protocol)
 }
 END_TEST
 
+/* A zombie: member A runs the unit, and another owner takes the unit's checkpoints over while A
+ * still runs it (as a process that A's frozen member lost the unit to would). That owner's job
+ * restores the unit, commits what A's checkpoints promised and ends its input. A's job must be
+ * fenced at its next completion: released without a restart, committing nothing more, so that
+ * the unit's files hold every number below where the new owner ended exactly once. */
+static void zombie(void)
+{
+    ct_world_t *w = calloc(1, sizeof *w), *w2 = calloc(1, sizeof *w2);
+    w->per_poll = 10;
+    w->sleep_us = 10000;
+    char *dir = tpc_test_tmpdir("cluster");
+    char app[128];
+    tpc_test_unique_name(app, sizeof app, "zombie", '-');
+    snprintf(w->out_dir, sizeof w->out_dir, "%s/out", dir);
+    ck_assert_int_eq(mkdir(w->out_dir, 0755), 0);
+    memcpy(w2->out_dir, w->out_dir, sizeof w->out_dir);
+    atomic_store(&w2->finish, true);
+    char chk[512];
+    snprintf(chk, sizeof chk, "%s/chk", dir);
+
+    ct_member_t *a = calloc(1, sizeof *a);
+    ct_member_start(a, w, "a", app, chk, 1, false);
+    CT_WAIT_FOR(atomic_load(&a->running) == 1 && atomic_load(&w->opens[0]) == 1);
+    usleep(1500 * 1000); /* checkpoints on A */
+
+    /* The new owner: the unit's job as the runner builds it, on the unit's folder. */
+    char job_name[256], unit_dir[640], prefix[256];
+    snprintf(job_name, sizeof job_name, "%s-unit-0", app);
+    snprintf(unit_dir, sizeof unit_dir, "%s/unit-0", chk);
+    snprintf(prefix, sizeof prefix, "%s-u0", app);
+    tpc_cluster_unit_t info = {.app = app,
+                               .unit = 0,
+                               .units = 1,
+                               .job_name = job_name,
+                               .checkpoint_dir = unit_dir,
+                               .transactional_id_prefix = prefix,
+                               .gid_prefix = prefix};
+    tpc_job_t *job = tpc_job_new(job_name);
+    void *resources = NULL;
+    TPC_TEST_OK(ct_build(w2, &info, job, &resources));
+    TPC_TEST_OK(tpc_job_set(job, "checkpoint.dir", unit_dir));
+    TPC_TEST_OK(tpc_job_set(job, "checkpoint.owner", "claim"));
+    tpc_job_result_t result;
+    TPC_TEST_OK(tpc_job_run(job, &result));
+    ck_assert_int_eq(result, TPC_JOB_FINISHED);
+    tpc_job_destroy(job);
+    ct_release(w2, &info, resources);
+    ck_assert_msg(atomic_load(&w2->restored[0]) > 0, "the new owner restored no checkpoint of A");
+
+    /* A's next completion is refused: its unit is released, and not run again. */
+    CT_WAIT_FOR(atomic_load(&a->fenced) == 1);
+    int opens = atomic_load(&w->opens[0]);
+    usleep(1500 * 1000);
+    ck_assert_int_eq(atomic_load(&w->opens[0]), opens);
+    ck_assert_int_eq(atomic_load(&w->live[0]), 0);
+    ct_member_end(a);
+    ck_assert_int_eq(atomic_load(&a->failed), 0);
+    ct_verify_unit(w2, app, 0);
+    free(a);
+    tpc_test_rmdir(dir);
+    free(dir);
+    free(w2);
+    free(w);
+}
+
+START_TEST(test_zombie_fenced)
+{
+    zombie();
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("cluster_takeover");
     TCase *tc = tcase_create("takeover");
     tcase_set_timeout(tc, 400);
     tcase_add_test(tc, test_takeover_classic);
+    tcase_add_test(tc, test_zombie_fenced);
     /* KIP-848's consumer needs librdkafka 2.12 (check_cluster_handoff checks the refusal). */
     if (rd_kafka_version() >= 0x020c0000)
         tcase_add_test(tc, test_takeover_consumer_protocol);
