@@ -773,7 +773,9 @@ tpc_error_t *tpc_job_run(tpc_job_t *job, tpc_job_result_t *result)
         err = tpc_checkpoint_dir_lease(job->conf.dir, false, &lease);
     if (!err)
         err = tpc__metrics_listen(job);
-    if (!err && job->conf.owner == TPC__OWNER_CLAIM)
+    /* A run canceled before it starts takes nothing over (the attempt loop ends it at once): its
+     * claim would fence the owner that holds the checkpoints. */
+    if (!err && job->conf.owner == TPC__OWNER_CLAIM && !atomic_load(&job->cancel_requested))
         err = claim(job);
     if (err) {
         tpc_checkpoint_dir_release(lease);

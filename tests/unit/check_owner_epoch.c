@@ -431,6 +431,42 @@ START_TEST(test_settings)
 END_TEST
 
 /* Format 4 carries the owner epoch; without one a checkpoint is written in format 2 as before. */
+/* A run canceled before it starts (a unit lost while its job was about to run) takes nothing
+ * over: the record keeps the epoch of the owner that holds it, which goes on unfenced. */
+START_TEST(test_cancel_first)
+{
+    use_s3 = false;
+    case_setup("cancel-first");
+    owner_t a, b;
+    owner_new(&a, "50");
+    owner_start(&a);
+    WAIT_FOR(&a.watch, a.watch.nnotified > 0);
+    owner_new(&b, "50");
+    ck_assert_int_eq(tpc_job_cancel(b.job), TPC_OK);
+    tpc_job_result_t result;
+    TPC_TEST_OK(tpc_job_run(b.job, &result));
+    ck_assert_int_eq(result, TPC_JOB_CANCELED);
+    tpc__record_t rec;
+    bool found;
+    TPC_TEST_OK(tpc__record_read(where, &rec, &found));
+    ck_assert(found);
+    ck_assert_uint_eq(rec.owner_epoch, 1);
+    tpc__record_free(&rec);
+    pthread_mutex_lock(&a.watch.mu);
+    int before = a.watch.nnotified;
+    pthread_mutex_unlock(&a.watch.mu);
+    WAIT_FOR(&a.watch, a.watch.ended || a.watch.nnotified > before + 2);
+    ck_assert_msg(!a.watch.ended, "the owner ended: %s",
+                  a.err ? tpc_error_message(a.err) : "(no error)");
+    ck_assert_int_eq(tpc_job_cancel(a.job), TPC_OK);
+    pthread_join(a.thread, NULL);
+    ck_assert_ptr_null(a.err);
+    owner_free(&a);
+    owner_free(&b);
+    case_teardown();
+}
+END_TEST
+
 START_TEST(test_format)
 {
     char *dir = tpc_test_tmpdir("format");
@@ -499,6 +535,7 @@ int main(void)
     tcase_set_timeout(tc, 180);
     tcase_add_test(tc, test_settings);
     tcase_add_test(tc, test_format);
+    tcase_add_test(tc, test_cancel_first);
     tcase_add_test(tc, folder_zombie);
     tcase_add_test(tc, folder_successor);
     suite_add_tcase(s, tc);
