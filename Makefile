@@ -219,8 +219,8 @@ test-integration: deps lib tools $(INTEG_BINS) examples
 # current release loaded in its place (tests/services/rdkafka-current.sh), so that the sinks' and
 # the source's protocol stays right for users of newer systems. TWOPC_RDKAFKA_CURRENT=off skips the
 # second run; when the library cannot be had, make test says so and runs the rest.
-KAFKA_INTEG_BINS := $(filter $(BUILD)/tests/check_kafka_% $(BUILD)/tests/check_conformance_kafka, \
-                      $(INTEG_BINS))
+KAFKA_INTEG_BINS := $(filter $(BUILD)/tests/check_kafka_% $(BUILD)/tests/check_conformance_kafka \
+                      $(BUILD)/tests/check_owner_kafka, $(INTEG_BINS))
 # The cluster tests (membership in a consumer group) run with both librdkafka releases too, but not
 # again in test-kafka: they write no Kafka transaction, so the broker's transaction protocol does
 # not matter to them.

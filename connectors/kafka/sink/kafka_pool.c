@@ -1,9 +1,10 @@
 /*
  * The pool of transactional ids of one subtask, `<prefix>-<subtask>-<n>` for n below
- * transactional.id.pool-size, each with its own producer. A transaction takes a free id at its
- * first record. After its commit the id is held: the checkpoints taken so far may list the
- * transaction, and if one of them were restored, its recovery would send EndTxn(commit) for it
- * again, which is only exact (success for an already committed transaction) while no newer
+ * transactional.id.pool-size (`<prefix>-e<epoch>-<subtask>-<n>` under an owner epoch above 0, so
+ * that two owners of the job never share an id), each with its own producer. A transaction takes a
+ * free id at its first record. After its commit the id is held: the checkpoints taken so far may
+ * list the transaction, and if one of them were restored, its recovery would send EndTxn(commit)
+ * for it again, which is only exact (success for an already committed transaction) while no newer
  * transaction or producer epoch exists on the id. The id is free again once a checkpoint taken
  * after the commit is known to be complete; from then on no restorable checkpoint lists the old
  * transaction. A checkpoint is known complete here when a transaction pre-committed for it (or a
@@ -12,12 +13,47 @@
  */
 #include "kafka_sink_internal.h"
 
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+
+void tpc__kafka_id_of(const tpc__kafka_sub_t *c, uint64_t owner_epoch, int subtask, int n,
+                      char *buf, size_t cap)
+{
+    if (owner_epoch)
+        snprintf(buf, cap, "%s-e%" PRIu64 "-%d-%d", c->conf->id_prefix, owner_epoch, subtask, n);
+    else
+        snprintf(buf, cap, "%s-%d-%d", c->conf->id_prefix, subtask, n);
+}
+
+bool tpc__kafka_id_epoch(const tpc__kafka_sub_t *c, const char *id, uint64_t *owner_epoch)
+{
+    size_t plen = strlen(c->conf->id_prefix);
+    if (strncmp(id, c->conf->id_prefix, plen) != 0 || id[plen] != '-')
+        return false;
+    const char *p = id + plen + 1;
+    *owner_epoch = 0;
+    if (*p != 'e')
+        return *p >= '0' && *p <= '9';
+    p++;
+    if (*p < '0' || *p > '9')
+        return false;
+    uint64_t e = 0;
+    for (; *p >= '0' && *p <= '9'; p++) {
+        if (e > (UINT64_MAX - 9) / 10)
+            return false;
+        e = e * 10 + (uint64_t)(*p - '0');
+    }
+    if (*p != '-')
+        return false;
+    *owner_epoch = e;
+    return true;
+}
 
 void tpc__kafka_slot_id(const tpc__kafka_sub_t *c, int n, char *buf, size_t cap)
 {
-    snprintf(buf, cap, "%s-%d-%d", c->conf->id_prefix, c->st->subtask, n);
+    tpc__kafka_id_of(c, c->st->owner_epoch, c->st->subtask, n, buf, cap);
 }
 
 tpc_error_t *tpc__kafka_pool_start(tpc__kafka_sub_t *c, int slot)
@@ -145,14 +181,56 @@ void tpc__kafka_pool_complete(tpc__kafka_sub_t *c, uint64_t ckpt)
     }
 }
 
+/* One id fenced on a thread of its own by tpc__kafka_fence_all(). */
+typedef struct {
+    tpc__kafka_sub_t *c;
+    const char *id;
+    pthread_t thread;
+    bool running;
+    tpc_error_t *err;
+} fencer_t;
+
+static void *fence_one(void *arg)
+{
+    fencer_t *f = arg;
+    f->err = tpc__kafka_fence(f->c, f->id);
+    return NULL;
+}
+
+tpc_error_t *tpc__kafka_fence_all(tpc__kafka_sub_t *c, const char (*ids)[TPC__KAFKA_ID_MAX], int n)
+{
+    if (n <= 0)
+        return NULL;
+    fencer_t *f = calloc((size_t)n, sizeof *f);
+    if (!f)
+        return tpc_error_nomem();
+    for (int i = 0; i < n; i++) {
+        f[i] = (fencer_t){.c = c, .id = ids[i]};
+        f[i].running = pthread_create(&f[i].thread, NULL, fence_one, &f[i]) == 0;
+    }
+    tpc_error_t *err = NULL;
+    for (int i = 0; i < n; i++) {
+        if (f[i].running)
+            pthread_join(f[i].thread, NULL);
+        else /* no thread to be had: fence it here */
+            fence_one(&f[i]);
+        if (!err)
+            err = f[i].err;
+        else
+            tpc_error_destroy(f[i].err);
+    }
+    free(f);
+    return err;
+}
+
 tpc_error_t *tpc__kafka_fence(tpc__kafka_sub_t *c, const char *id)
 {
     tpc__kafka_producer_t p;
     tpc_error_t *err = tpc__kafka_producer_start(&p, c->conf, c->st, id, true);
     if (err)
         return tpc_error_prefix(err,
-                                "could not initialise transactional id \"%s\" of a subtask "
-                                "that no longer runs",
+                                "could not initialise (fence) transactional id \"%s\", which "
+                                "an earlier run or another owner of the job may still use",
                                 id);
     tpc__kafka_producer_stop(&p, false);
     return NULL;

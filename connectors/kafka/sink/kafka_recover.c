@@ -11,7 +11,9 @@
  * it owns (tpc_txn_owns()): old subtask k's ids `<prefix>-k-n` are recovered, held and
  * initialised by one subtask only, k itself while it exists, so no subtask ever initialises an id
  * whose transaction another one restored. Ids of subtasks that no longer run are initialised by
- * their owner at start (or, when it restored their transaction, once it is safe).
+ * their owner at start (or, when it restored their transaction, once it is safe). Under an owner
+ * epoch the ids carry it, and the ids of earlier owners are initialised the same way
+ * (fence_others()).
  * Also the public tpc_kafka_end_transaction() and tpc_kafka_commit_transaction().
  */
 #include "kafka_sink_internal.h"
@@ -202,41 +204,128 @@ static bool restored_on(const tpc_txn_lingering_t *l, const char *id)
     return false;
 }
 
-/* The ids of subtasks beyond the current parallelism that this subtask owns: a run at a higher
- * parallelism may have left transactions open on them, which would hold back read_committed
- * readers until their timeout. Those whose restored transaction this subtask just ended are
- * held like its own; the others are initialised now, which aborts what they carry. */
-static tpc_error_t *orphans(tpc__kafka_sub_t *c, const tpc_txn_lingering_t *l)
+/* Fence @id once a checkpoint >= @release_after is complete (tpc__kafka_pool_complete()). */
+static tpc_error_t *fence_later(tpc__kafka_sub_t *c, const char *id, uint64_t release_after)
+{
+    for (int i = 0; i < c->norphans; i++)
+        if (strcmp(c->orphans[i].id, id) == 0)
+            return NULL;
+    struct tpc__kafka_orphan *o = realloc(c->orphans, (size_t)(c->norphans + 1) * sizeof *o);
+    if (!o)
+        return tpc_error_nomem();
+    c->orphans = o;
+    snprintf(c->orphans[c->norphans].id, sizeof c->orphans[0].id, "%s", id);
+    c->orphans[c->norphans++].release_after = release_after;
+    return NULL;
+}
+
+static bool own_slot(const tpc__kafka_sub_t *c, const char *id)
+{
+    for (int n = 0; n < c->conf->pool_size; n++) {
+        char mine[TPC__KAFKA_ID_MAX];
+        tpc__kafka_slot_id(c, n, mine, sizeof mine);
+        if (strcmp(mine, id) == 0)
+            return true;
+    }
+    return false;
+}
+
+/* The ids to fence now, without repeats. */
+typedef struct {
+    char (*ids)[TPC__KAFKA_ID_MAX];
+    size_t n, cap;
+} idset_t;
+
+static tpc_error_t *idset_add(idset_t *set, const char *id)
+{
+    for (size_t i = 0; i < set->n; i++)
+        if (strcmp(set->ids[i], id) == 0)
+            return NULL;
+    if (!tpc_array_grow(&set->ids, &set->cap, set->n + 1, sizeof *set->ids))
+        return tpc_error_nomem();
+    snprintf(set->ids[set->n++], TPC__KAFKA_ID_MAX, "%s", id);
+    return NULL;
+}
+
+/*
+ * The ids that another run may still write with, other than this subtask's own pool:
+ *   - ids of subtasks beyond the current parallelism that this subtask owns: a run at a higher
+ *     parallelism may have left transactions open on them, which would hold back read_committed
+ *     readers until their timeout;
+ *   - under owner epoch E > 0, the ids of the owners before it: those of epoch E - 1, whose
+ *     record this run took over, and of every older epoch that a restored transaction's id names
+ *     (epoch 0 is the job's ids before it had owners), of every subtask this one owns. An earlier
+ *     owner may still run, frozen while its work moved here (a zombie), and write with them.
+ * Each is initialised (InitProducerId), which aborts its open transaction and fences the producer
+ * that held it, before this subtask writes anything. An id whose restored transaction was
+ * committed here is fenced only once a checkpoint after the restored one is complete: a recovery
+ * from that checkpoint again (after a crash) commits it again under its stored producer epoch,
+ * which is proven only while no newer epoch exists on the id. Its transaction is committed and its
+ * owner's next checkpoint cannot complete, so no later transaction of it can commit on that id.
+ */
+static tpc_error_t *fence_others(tpc__kafka_sub_t *c, const tpc_txn_lingering_t *l)
 {
     const tpc_txn_subtask_t *st = c->st;
-    int fenced = 0;
-    for (int s = st->parallelism; s < st->highest_parallelism; s++) {
-        if (!tpc_txn_owns(st, s))
+    uint64_t mine = st->owner_epoch;
+    uint64_t *epochs = calloc(l->known_count + 2, sizeof *epochs);
+    if (!epochs)
+        return tpc_error_nomem();
+    size_t ne = 0;
+    epochs[ne++] = mine;
+    if (mine)
+        epochs[ne++] = mine - 1;
+    idset_t now = {0};
+    tpc_error_t *err = NULL;
+    int later = 0;
+    for (size_t i = 0; i < l->known_count && !err; i++) {
+        const tpc__kafka_txn_t *t = l->known[i];
+        if (!t->id[0] || own_slot(c, t->id))
             continue;
-        for (int n = 0; n < c->conf->pool_size; n++) {
-            char id[TPC__KAFKA_ID_MAX];
-            snprintf(id, sizeof id, "%s-%d-%d", c->conf->id_prefix, s, n);
-            if (restored_on(l, id)) {
-                struct tpc__kafka_orphan *o =
-                    realloc(c->orphans, (size_t)(c->norphans + 1) * sizeof *o);
-                if (!o)
-                    return tpc_error_nomem();
-                c->orphans = o;
-                snprintf(c->orphans[c->norphans].id, sizeof c->orphans[0].id, "%s", id);
-                c->orphans[c->norphans++].release_after = l->restored_checkpoint + 1;
-                continue;
-            }
-            tpc_error_t *err = tpc__kafka_fence(c, id);
-            if (err)
-                return err;
-            fenced++;
+        uint64_t e;
+        if (!tpc__kafka_id_epoch(c, t->id, &e))
+            continue; /* not an id of this sink's prefix */
+        if (e < mine) {
+            bool seen = false;
+            for (size_t k = 0; k < ne; k++)
+                seen = seen || epochs[k] == e;
+            if (!seen)
+                epochs[ne++] = e;
+        }
+        /* A transaction that was open (not pre-committed) under another epoch was aborted here;
+         * its owner may be writing on into it: fence it now. */
+        if (e != mine && !t->ckpt)
+            err = idset_add(&now, t->id);
+        else {
+            err = fence_later(c, t->id, l->restored_checkpoint + 1);
+            later++;
         }
     }
-    if (fenced)
+    int upto =
+        st->highest_parallelism > st->parallelism ? st->highest_parallelism : st->parallelism;
+    for (size_t k = 0; k < ne && !err; k++)
+        for (int s = 0; s < upto && !err; s++) {
+            if (!tpc_txn_owns(st, s) || (epochs[k] == mine && s < st->parallelism))
+                continue; /* another subtask's, or this one's own pool */
+            for (int n = 0; n < c->conf->pool_size && !err; n++) {
+                char id[TPC__KAFKA_ID_MAX];
+                tpc__kafka_id_of(c, epochs[k], s, n, id, sizeof id);
+                if (!restored_on(l, id))
+                    err = idset_add(&now, id);
+            }
+        }
+    if (!err)
+        err = tpc__kafka_fence_all(c, (const char(*)[TPC__KAFKA_ID_MAX])now.ids, (int)now.n);
+    if (!err && now.n)
         tpc_txn_log(st, TPC_LOG_INFO,
-                    "initialised %d transactional ids of subtasks %d to %d, which no longer run",
-                    fenced, st->parallelism, st->highest_parallelism - 1);
-    return NULL;
+                    "initialised (fenced) %zu transactional ids of earlier owners or of subtasks "
+                    "that no longer run (owner epoch %" PRIu64 ", %zu epochs looked at)%s",
+                    now.n, mine, ne,
+                    later ? "; those of restored transactions follow the next "
+                            "completed checkpoint"
+                          : "");
+    free(now.ids);
+    free(epochs);
+    return err;
 }
 
 static tpc_error_t *abort_lingering(tpc__kafka_sub_t *c, const tpc_txn_lingering_t *lingering)
@@ -250,8 +339,8 @@ static tpc_error_t *abort_lingering(tpc__kafka_sub_t *c, const tpc_txn_lingering
                 tpc__kafka_pool_hold(c, n, lingering->restored_checkpoint + 1);
         }
     }
-    tpc_error_t *err = tpc__kafka_pool_start_unused(c);
-    return err ? err : orphans(c, lingering);
+    tpc_error_t *err = fence_others(c, lingering);
+    return err ? err : tpc__kafka_pool_start_unused(c);
 }
 
 tpc_error_t *tpc__kafka_abort_lingering(void *conn, const tpc_txn_lingering_t *lingering)

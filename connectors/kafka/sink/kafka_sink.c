@@ -99,7 +99,8 @@ static const tpc_prop_t kafka_sink_props[] = {
      .set = check_id_prefix,
      .accepts = "1 to 150 letters, digits, '_', '-' or '.'",
      .doc = "Required for exactly-once: the sink's transactional ids are "
-            "<prefix>-<subtask>-<n>, 0 <= n < pool size. Unique per sink among all programs "
+            "<prefix>-<subtask>-<n>, 0 <= n < pool size (<prefix>-e<epoch>-<subtask>-<n> under "
+            "an owner epoch, checkpoint.owner=claim). Unique per sink among all programs "
             "using the cluster, and stable across restarts."},
     {.name = "transactional.id.pool-size",
      .type = TPC_PROP_INT,

@@ -167,6 +167,13 @@ tpc_error_t *tpc__kafka_check_cluster(const tpc__kafka_conf_t *conf, const tpc_t
                                       bool transactional, int64_t *retention_ms);
 
 /* kafka_pool.c */
+/* Transactional id @n of @subtask under @owner_epoch: `<prefix>-<subtask>-<n>` for epoch 0 (a job
+ * without owners), `<prefix>-e<epoch>-<subtask>-<n>` otherwise. */
+void tpc__kafka_id_of(const tpc__kafka_sub_t *c, uint64_t owner_epoch, int subtask, int n,
+                      char *buf, size_t cap);
+/* The owner epoch of @id if it is one of this sink's ids (of either form); false if not. */
+bool tpc__kafka_id_epoch(const tpc__kafka_sub_t *c, const char *id, uint64_t *owner_epoch);
+/* This subtask's id @n under its owner epoch. */
 void tpc__kafka_slot_id(const tpc__kafka_sub_t *c, int n, char *buf, size_t cap);
 /* Initialise the slot's producer (fencing older ones with its id); the slot is then free. */
 tpc_error_t *tpc__kafka_pool_start(tpc__kafka_sub_t *c, int slot);
@@ -180,6 +187,8 @@ void tpc__kafka_pool_complete(tpc__kafka_sub_t *c, uint64_t ckpt);
 /* Initialise a producer with transactional id @id and close it: fences whoever held it and aborts
  * its open transaction. */
 tpc_error_t *tpc__kafka_fence(tpc__kafka_sub_t *c, const char *id);
+/* tpc__kafka_fence() on each of @n ids, in parallel; @returns the first error. */
+tpc_error_t *tpc__kafka_fence_all(tpc__kafka_sub_t *c, const char (*ids)[TPC__KAFKA_ID_MAX], int n);
 void tpc__kafka_pool_hold(tpc__kafka_sub_t *c, int slot, uint64_t release_after);
 
 /* kafka_serve.c */
