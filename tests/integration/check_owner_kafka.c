@@ -116,7 +116,7 @@ static void owner_new(owner_t *o, const char *interval_ms, uint32_t sleep_us)
     set_ok(tpc_kafka_sink_new(bootstrap, topic, &o->sink));
     set_ok(tpc_txn_sink_set(o->sink, "transactional.id.prefix", prefix));
     set_ok(tpc_txn_sink_set(o->sink, "kafka.linger.ms", "5"));
-    /* Far above the reader's wait: a transaction the take-over leaves open stays visible as such. */
+    /* Far above the reader's wait: a transaction left open stays open while the test reads. */
     set_ok(tpc_txn_sink_set(o->sink, "kafka.transaction.timeout.ms", "300000"));
     int src, hold, sink;
     set_ok(tpc_job_add_vertex(o->job, "source", 1, &tpc_test_seq_source_ops, &o->seq, &src));
@@ -229,8 +229,9 @@ START_TEST(test_zombie_producer)
     ck_assert_uint_ge(completed(&b), 1);
     /* Owner 2 fenced the ids of epoch 1 before it wrote: none carries an open transaction. */
     size_t left = open_transactions(e1);
-    fprintf(stderr, "check_owner_kafka: ids of epoch 1 with an open transaction after the "
-                    "take-over: %zu\n",
+    fprintf(stderr,
+            "check_owner_kafka: ids of epoch 1 with an open transaction after the "
+            "take-over: %zu\n",
             left);
     ck_assert_uint_eq(left, 0);
     pthread_mutex_lock(&b.hold.mu);

@@ -5,7 +5,9 @@
  * transactional id holds a NUL byte (found by fuzz_txn_handle) is refused as corrupt, since the id
  * would be read cut short: a recovery would end the transaction of another id, or of none when the
  * id starts with NUL (it would look like an empty transaction). A start time below -1, an unknown
- * version or a wrong length is refused too.
+ * version or a wrong length is refused too. The transactional ids: `<prefix>-<subtask>-<n>` without
+ * owners, `<prefix>-e<epoch>-<subtask>-<n>` under an owner epoch, and the epoch read back from
+ * both.
  */
 #include "kafka_sink_internal.h"
 #include "tpc_test_check.h"
@@ -117,6 +119,32 @@ START_TEST(test_id_with_nul_refused)
 }
 END_TEST
 
+/* A job without owners keeps its ids; an owner's carry its epoch, and each form reads back. */
+START_TEST(test_ids_of_owner_epochs)
+{
+    tpc__kafka_conf_t conf = {.id_prefix = "app-x.1"};
+    tpc_txn_subtask_t st = {.subtask = 2, .owner_epoch = 0};
+    tpc__kafka_sub_t c = {.conf = &conf, .st = &st};
+    char id[TPC__KAFKA_ID_MAX];
+    uint64_t e = 99;
+    tpc__kafka_slot_id(&c, 5, id, sizeof id);
+    ck_assert_str_eq(id, "app-x.1-2-5");
+    ck_assert(tpc__kafka_id_epoch(&c, id, &e));
+    ck_assert_uint_eq(e, 0);
+    st.owner_epoch = 17;
+    tpc__kafka_slot_id(&c, 5, id, sizeof id);
+    ck_assert_str_eq(id, "app-x.1-e17-2-5");
+    ck_assert(tpc__kafka_id_epoch(&c, id, &e));
+    ck_assert_uint_eq(e, 17);
+    tpc__kafka_id_of(&c, 16, 0, 1, id, sizeof id);
+    ck_assert_str_eq(id, "app-x.1-e16-0-1");
+    ck_assert(!tpc__kafka_id_epoch(&c, "other-e1-0-0", &e));
+    ck_assert(!tpc__kafka_id_epoch(&c, "app-x.1-ex-0-0", &e));
+    ck_assert(!tpc__kafka_id_epoch(&c, "app-x.1-e99999999999999999999999-0-0", &e));
+    ck_assert(!tpc__kafka_id_epoch(&c, "app-x.10-0-0", &e));
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("kafka_handle");
@@ -125,6 +153,7 @@ int main(void)
     tcase_add_test(tc, test_version_1_read_as_unnamed);
     tcase_add_test(tc, test_bad_version_start_or_length_refused);
     tcase_add_test(tc, test_id_with_nul_refused);
+    tcase_add_test(tc, test_ids_of_owner_epochs);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);
