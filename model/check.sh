@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Check the Promela models of twopc's commit protocol with Spin: the job (model/twopc.pml), one
 # Kafka transactional id against the transaction coordinator of protocol v1 and v2
-# (model/kafka_txn.pml), and the owners of a unit, a zombie beside the owner that took it over
-# (model/owner.pml).
+# (model/kafka_txn.pml), the owners of a unit, a zombie beside the owner that took it over
+# (model/owner.pml), and incremental checkpoints of keyed state, their chains and retention
+# (model/chain.pml).
 #
 #   model/check.sh [BUILD_DIR]
 #   MODEL_LARGE=1 model/check.sh     also rescale 2 -> 3 (PMAX 3): a bitstate (supertrace) search of
@@ -39,17 +40,22 @@ CONF[kafka-v2]="-DTV2 -DNT=3 -DMAXFAULT=3"
 CONF[owner]="-DNOWN=2 -DNSEG=3 -DPERIODIC=2"
 CONF[owner3]="-DNOWN=3 -DNSEG=1 -DPERIODIC=0"
 for c in owner owner3; do CONF[$c-pg]="-DSINK_PG ${CONF[$c]}"; done
+# incremental keyed checkpoints: 2 keys, 2 changes, 5 checkpoints, 2 in flight, chains of 3 (or 2)
+CONF[chain]="-DK=2 -DNV=1 -DMAXUPD=2 -DMAXCK=5 -DCONC=2 -DMAXCHAIN=3 -DRETAIN=1"
+CONF[chain2]="-DK=2 -DNV=1 -DMAXUPD=2 -DMAXCK=5 -DCONC=2 -DMAXCHAIN=2 -DRETAIN=1"
 declare -A MODEL=([kafka-v1]=kafka_txn [kafka-v2]=kafka_txn
-    [owner]=owner [owner-pg]=owner [owner3]=owner [owner3-pg]=owner) # the others: twopc
+    [owner]=owner [owner-pg]=owner [owner3]=owner [owner3-pg]=owner
+    [chain]=chain [chain2]=chain) # the others: twopc
 MAIN=(crash rescale reuse twocrash pg-crash pg-rescale pg-twocrash kafka-v1 kafka-v2
-    owner owner-pg owner3 owner3-pg)
+    owner owner-pg owner3 owner3-pg chain chain2)
 LIVE=(crash pg-crash)
 # mutant:configuration; a mutant's search stops at its first counterexample.
 MUTANTS=(INIT_EARLY:rescale OLDER:crash SNAPSHOT_COMMIT:crash BEGIN_AFTER_FINISH:crash
     NO_RECORD_ON_RESTORE:twocrash OLDER:pg-crash PG_CLEAN_ALL:pg-rescale STRICT_NEWER:crash
     INFER_COMMITTED:kafka-v1 EPOCH_BEFORE_BUMP:kafka-v2 TRUST_SUCCESS:kafka-v1
     NO_CAS:owner NO_CAS:owner-pg NEWER_ANY:owner3 NEWER_ANY:owner3-pg SHARED_IDS:owner
-    PG_ROLLBACK_ANY:owner-pg OVERWRITE_FILE:owner3 OVERWRITE_FILE:owner3-pg)
+    PG_ROLLBACK_ANY:owner-pg OVERWRITE_FILE:owner3 OVERWRITE_FILE:owner3-pg
+    NO_REF_CHECK:chain RETAIN_NEWEST:chain FORGET_AT_BARRIER:chain)
 
 MEMLIM=${MODEL_MEMLIM:-4000} # MB
 fail=0
