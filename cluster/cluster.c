@@ -20,6 +20,8 @@
 #define APP_MAX   100
 /* librdkafka 2.12 is the first release whose KIP-848 consumer is not a preview. */
 #define RDKAFKA_KIP848 0x020c0000
+/* Kafka's UNRELEASED_INSTANCE_ID (KIP-848), which librdkafka 2.0.2's header does not name. */
+#define KAFKA_UNRELEASED_INSTANCE_ID ((rd_kafka_resp_err_t)111)
 
 /* Properties the member sets itself: the group and its protocol are the application's, and the
  * consumer commits nothing. */
@@ -456,6 +458,14 @@ static tpc_error_t *serve(tpc_cluster_t *c, rd_kafka_t *rk)
         }
         char why[512];
         rd_kafka_resp_err_t fatal = rd_kafka_fatal_error(rk, why, sizeof why);
+        if (fatal == RD_KAFKA_RESP_ERR_FENCED_INSTANCE_ID || fatal == KAFKA_UNRELEASED_INSTANCE_ID)
+            return tpc_error_hint(
+                tpc_error_new(TPC_ERR_EXTERNAL, TPC_ERROR_FATAL,
+                              "the membership consumer of \"%s\" failed: %s", c->app, why),
+                "another member has this process's group.instance.id: give each process its own; "
+                "under group.protocol=consumer a member started again with the identity of one "
+                "that died can join only once the broker ended the dead one's session "
+                "(group.consumer.session.timeout.ms): start it again after that");
         if (fatal)
             return tpc_error_new(TPC_ERR_EXTERNAL, TPC_ERROR_FATAL,
                                  "the membership consumer of \"%s\" failed: %s", c->app, why);
