@@ -29,11 +29,20 @@ start)
         echo "s3.sh: no moto server to run (tests/services/deps.sh s3 could not install it)" >&2
         exit 1
     fi
+    # moto's own server answers each request on a thread of its own, and its conditional PUT
+    # checks the ETag and then writes without a lock: two PUTs with the same If-Match can both
+    # succeed when a thread switch falls between the two (seen once under load in the
+    # compare-and-set race). S3 applies a conditional write atomically, so the server runs one
+    # request at a time, which makes each condition and its write one step as they are on S3.
+    serial_moto='import sys, moto.server as m
+run = m.run_simple
+m.run_simple = lambda *a, **k: run(*a, **dict(k, threaded=False))
+m.main(["-H", "127.0.0.1", "-p", sys.argv[1]])'
     mkdir -p "$dir"
     start=$(tpc_now_ms)
     for attempt in 1 2 3; do
         port=$(tpc_pick_port)
-        "$py" -m moto.server -H 127.0.0.1 -p "$port" >>"$dir/moto.log" 2>&1 &
+        "$py" -c "$serial_moto" "$port" >>"$dir/moto.log" 2>&1 &
         echo $! >"$dir/pid"
         for ((i = 0; i < 300; i++)); do
             tpc_pidfile_alive "$dir/pid" || break
