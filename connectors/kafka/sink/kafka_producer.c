@@ -5,7 +5,7 @@
  * delivery report, and stopping it. A transactional producer also publishes statistics, whose
  * "eos" object gives the producer id and epoch the coordinator knows: they are stored with each
  * pre-committed transaction so that a later process can commit it (kafka_recover.c). A fenced
- * producer's error ends the job without restarts (see fenced_error()).
+ * producer's error ends the job without restarts (see tpc__kafka_fenced_error()).
  * librdkafka serves the callbacks inside poll and flush, on the subtask's own thread or on the
  * thread that serves its producers while it leaves them alone (kafka_serve.c), under its lock.
  */
@@ -123,7 +123,7 @@ static bool is_fenced(rd_kafka_resp_err_t code)
  * That is another running copy of the job (or a program with the same prefix), or the broker
  * after it aborted a transaction that outlived its timeout. Restarting would fence the newer
  * producer in turn, so the error is one that ends the job without restarts. */
-static tpc_error_t *fenced_error(const char *what, const char *id, const char *reason)
+tpc_error_t *tpc__kafka_fenced_error(const char *what, const char *id, const char *reason)
 {
     tpc_error_t *err = tpc_error_new(
         TPC_ERR_FENCED, TPC_ERROR_FATAL,
@@ -138,7 +138,7 @@ tpc_error_t *tpc__kafka_txn_error(rd_kafka_error_t *error, const char *what, con
                                   bool pre_committed)
 {
     if (is_fenced(rd_kafka_error_code(error))) {
-        tpc_error_t *err = fenced_error(what, id, rd_kafka_error_string(error));
+        tpc_error_t *err = tpc__kafka_fenced_error(what, id, rd_kafka_error_string(error));
         rd_kafka_error_destroy(error);
         return err;
     }
@@ -292,7 +292,7 @@ tpc_error_t *tpc__kafka_producer_fatal(tpc__kafka_producer_t *p, const char *wha
     char fatal[256];
     rd_kafka_resp_err_t fe = rd_kafka_fatal_error(p->rk, fatal, sizeof fatal);
     if (is_fenced(fe))
-        return fenced_error(what, p->id, fatal);
+        return tpc__kafka_fenced_error(what, p->id, fatal);
     if (fe) /* this producer is done; a new one, after a restart, is not */
         return tpc_error_new(TPC_ERR_EXTERNAL, 0, "%s of producer \"%s\" failed: %s", what, p->id,
                              fatal);

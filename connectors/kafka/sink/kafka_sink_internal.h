@@ -152,6 +152,9 @@ void tpc__kafka_producer_stop(tpc__kafka_producer_t *p, bool abort_open);
 tpc_error_t *tpc__kafka_producer_fatal(tpc__kafka_producer_t *p, const char *what);
 /* Flush and check that every delivery succeeded; a cancel of the subtask cuts the wait short. */
 tpc_error_t *tpc__kafka_producer_flush(tpc__kafka_producer_t *p, int timeout_ms);
+/* The error of a producer that a newer producer of its transactional id fenced: TPC_ERR_FENCED,
+ * ending the job without restarts (a restart would fence the newer one in turn). */
+tpc_error_t *tpc__kafka_fenced_error(const char *what, const char *id, const char *reason);
 /* Turn a librdkafka transaction error into a twopc error; takes @error. An error that requires
  * aborting the transaction is data loss once it was pre-committed (@pre_committed). */
 tpc_error_t *tpc__kafka_txn_error(rd_kafka_error_t *error, const char *what, const char *id,

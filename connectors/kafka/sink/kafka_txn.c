@@ -316,6 +316,39 @@ tpc_error_t *tpc__kafka_pre_commit(void *conn, void *txn, uint64_t checkpoint_id
     return err;
 }
 
+/* This producer's transaction could not be shown committed, and the coordinator now holds a
+ * later transaction or epoch of the same producer id: since this producer began nothing after it,
+ * another producer initialised the id in between, which is another running copy of the job that
+ * restored the checkpoint holding this transaction (and proves its commit itself), or a program
+ * with the same prefix. This copy was fenced, and that is what it reports (ending the job without
+ * a restart, which would fence the other copy in turn); its own evidence is gone with the
+ * coordinator's state, so it can say nothing of the commit, and says so. Any other answer keeps
+ * @lost, the data loss. */
+static tpc_error_t *taken_over(tpc__kafka_sub_t *c, const tpc__kafka_txn_t *t,
+                               const tpc__kafka_wire_conf_t *wire, tpc_error_t *lost)
+{
+    tpc__kafka_txn_info_t now;
+    tpc_error_t *err =
+        tpc__kafka_describe_transaction(wire, t->id, c->conf->recovery_timeout_ms, &now);
+    if (err) {
+        tpc_error_destroy(err);
+        return lost;
+    }
+    if (now.error || now.producer_id != t->pid || now.producer_epoch <= t->epoch ||
+        now.start_ms == t->start_ms)
+        return lost;
+    char name[300], reason[600];
+    tpc__kafka_txn_name(name, sizeof name, t->id, t->pid, t->epoch, t->start_ms);
+    snprintf(reason, sizeof reason,
+             "transaction %s of checkpoint %" PRIu64 " cannot be shown committed here: the "
+             "coordinator holds epoch %d of its producer id since, which another producer "
+             "initialised; the copy of the job that took the id over restored the checkpoint "
+             "and proves that commit",
+             name, t->ckpt, now.producer_epoch);
+    tpc_error_destroy(lost);
+    return tpc__kafka_fenced_error("commit_transaction", t->id, reason);
+}
+
 /* librdkafka's success is not the evidence: it also reports one when it sent no EndTxn (no
  * partitions registered, or a resume after COMMIT_NOT_ACKED). The coordinator's description of
  * this very transaction is (kafka_proof.c), before the id is held and later reused. */
@@ -327,6 +360,8 @@ static tpc_error_t *prove(tpc__kafka_sub_t *c, tpc__kafka_txn_t *t)
     bool ended_here = false;
     tpc_error_t *err = tpc__kafka_prove_commit(&wire, t->id, t->pid, t->epoch, &t->start_ms,
                                                c->conf->recovery_timeout_ms, what, &ended_here);
+    if (err && tpc_error_code(err) == TPC_ERR_DATA_LOSS)
+        err = taken_over(c, t, &wire, err);
     if (!err && ended_here)
         tpc_txn_log(c->st, TPC_LOG_WARN,
                     "librdkafka reported the commit of transaction \"%s\" of checkpoint %" PRIu64
