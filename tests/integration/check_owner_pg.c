@@ -26,60 +26,11 @@
 static char table[96], prefix[96], marker[96], dir[512];
 static PGconn *pg;
 
-/* Passes records on; a snapshot of checkpoint pause_from or later waits until released. */
-typedef struct {
-    pthread_mutex_t mu;
-    pthread_cond_t cv;
-    uint64_t pause_from, paused_id;
-    bool release;
-} hold_t;
-
-static tpc_error_t *hold_open(tpc_ctx_t *ctx, void *arg, void **self)
-{
-    (void)ctx;
-    *self = arg;
-    return NULL;
-}
-
-static tpc_error_t *hold_process(void *self, tpc_ctx_t *ctx, const tpc_batch_t *b)
-{
-    (void)self;
-    for (size_t i = 0; i < tpc_batch_count(b); i++) {
-        tpc_record_t r;
-        tpc_batch_get(b, i, &r);
-        if (tpc_emit(ctx, &r) != TPC_OK)
-            return NULL; /* canceled */
-    }
-    return NULL;
-}
-
-static tpc_error_t *hold_snapshot(void *self, tpc_ctx_t *ctx, uint64_t id, tpc_state_writer_t *w)
-{
-    (void)ctx, (void)w;
-    hold_t *h = self;
-    pthread_mutex_lock(&h->mu);
-    if (h->pause_from && id >= h->pause_from && !h->release) {
-        h->paused_id = id;
-        pthread_cond_broadcast(&h->cv);
-        while (!h->release)
-            pthread_cond_wait(&h->cv, &h->mu);
-    }
-    pthread_mutex_unlock(&h->mu);
-    return NULL;
-}
-
-static const tpc_operator_ops_t hold_ops = {
-    .version = TPC_OPERATOR_OPS_VERSION,
-    .open = hold_open,
-    .process = hold_process,
-    .snapshot_state = hold_snapshot,
-};
-
 typedef struct {
     tpc_job_t *job;
     tpc_txn_sink_t *sink;
     tpc_test_seq_conf_t seq;
-    hold_t hold;
+    tpc_test_hold_t hold;
     pthread_t thread;
     tpc_error_t *err;
     tpc_job_result_t result;
@@ -89,8 +40,7 @@ typedef struct {
 static void owner_new(owner_t *o, const char *interval_ms, uint32_t sleep_us)
 {
     memset(o, 0, sizeof *o);
-    pthread_mutex_init(&o->hold.mu, NULL);
-    pthread_cond_init(&o->hold.cv, NULL);
+    tpc_test_hold_init(&o->hold, true);
     o->seq.count_default = RECORDS;
     o->seq.per_poll = 8;
     o->seq.sleep_us = sleep_us;
@@ -107,7 +57,7 @@ static void owner_new(owner_t *o, const char *interval_ms, uint32_t sleep_us)
     TPC_TEST_OK(tpc_txn_sink_set(o->sink, "pg.marker-table", marker));
     int src, hold, sink;
     TPC_TEST_OK(tpc_job_add_vertex(o->job, "source", 1, &tpc_test_seq_source_ops, &o->seq, &src));
-    TPC_TEST_OK(tpc_job_add_vertex(o->job, "hold", 1, &hold_ops, &o->hold, &hold));
+    TPC_TEST_OK(tpc_job_add_vertex(o->job, "hold", 1, &tpc_test_hold_ops, &o->hold, &hold));
     TPC_TEST_OK(tpc_txn_sink_add_to_job(o->sink, o->job, "pg", 1, &sink));
     TPC_TEST_OK(tpc_job_connect(o->job, src, hold, TPC_EDGE_FORWARD));
     TPC_TEST_OK(tpc_job_connect(o->job, hold, sink, TPC_EDGE_FORWARD));
@@ -130,8 +80,7 @@ static void owner_free(owner_t *o)
     tpc_error_destroy(o->err);
     tpc_job_destroy(o->job);
     tpc_txn_sink_destroy(o->sink);
-    pthread_mutex_destroy(&o->hold.mu);
-    pthread_cond_destroy(&o->hold.cv);
+    tpc_test_hold_destroy(&o->hold);
 }
 
 static bool wait_until(owner_t *o, bool (*cond)(owner_t *), int seconds)

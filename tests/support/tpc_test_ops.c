@@ -185,3 +185,58 @@ void tpc_test_rmdir(const char *path)
     if (path)
         nftw(path, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
 }
+
+static tpc_error_t *hold_open(tpc_ctx_t *ctx, void *arg, void **self)
+{
+    (void)ctx;
+    *self = arg;
+    return NULL;
+}
+
+static tpc_error_t *hold_process(void *self, tpc_ctx_t *ctx, const tpc_batch_t *b)
+{
+    const tpc_test_hold_t *h = self;
+    for (size_t i = 0; h->forward && i < tpc_batch_count(b); i++) {
+        tpc_record_t r;
+        tpc_batch_get(b, i, &r);
+        if (tpc_emit(ctx, &r) != TPC_OK)
+            return NULL; /* canceled */
+    }
+    return NULL;
+}
+
+static tpc_error_t *hold_snapshot(void *self, tpc_ctx_t *ctx, uint64_t id, tpc_state_writer_t *w)
+{
+    (void)ctx, (void)w;
+    tpc_test_hold_t *h = self;
+    pthread_mutex_lock(&h->mu);
+    if (h->pause_from && id >= h->pause_from && !h->release) {
+        h->paused_id = id;
+        pthread_cond_broadcast(&h->cv);
+        while (!h->release)
+            pthread_cond_wait(&h->cv, &h->mu);
+    }
+    pthread_mutex_unlock(&h->mu);
+    return NULL;
+}
+
+const tpc_operator_ops_t tpc_test_hold_ops = {
+    .version = TPC_OPERATOR_OPS_VERSION,
+    .open = hold_open,
+    .process = hold_process,
+    .snapshot_state = hold_snapshot,
+};
+
+void tpc_test_hold_init(tpc_test_hold_t *h, bool forward)
+{
+    memset(h, 0, sizeof *h);
+    pthread_mutex_init(&h->mu, NULL);
+    pthread_cond_init(&h->cv, NULL);
+    h->forward = forward;
+}
+
+void tpc_test_hold_destroy(tpc_test_hold_t *h)
+{
+    pthread_mutex_destroy(&h->mu);
+    pthread_cond_destroy(&h->cv);
+}

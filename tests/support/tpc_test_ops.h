@@ -10,6 +10,7 @@
 
 #include "tpc_runtime.h"
 
+#include <pthread.h>
 #include <stdatomic.h>
 
 /** Configuration of the sequence source; must outlive the job. */
@@ -35,6 +36,20 @@ bool tpc_test_seq_decode(const void *key, size_t key_len, int *subtask, uint64_t
 extern const tpc_operator_ops_t tpc_test_identity_ops;
 /** A sink that drops everything. No state. */
 extern const tpc_operator_ops_t tpc_test_discard_ops;
+
+/** An operator that holds a snapshot: a snapshot of checkpoint pause_from or later (0: never) sets
+ * paused_id, broadcasts cv and waits under mu until release is set. Its records pass through
+ * (forward) or are dropped. The argument of tpc_job_add_vertex() is the tpc_test_hold_t, shared by
+ * every subtask; tpc_test_hold_init() / tpc_test_hold_destroy() set up and free mu and cv. */
+typedef struct {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    uint64_t pause_from, paused_id;
+    bool release, forward;
+} tpc_test_hold_t;
+extern const tpc_operator_ops_t tpc_test_hold_ops;
+void tpc_test_hold_init(tpc_test_hold_t *h, bool forward);
+void tpc_test_hold_destroy(tpc_test_hold_t *h);
 
 /** A new empty directory under $TMPDIR (malloc'd path); tpc_test_rmdir() removes it again. */
 char *tpc_test_tmpdir(const char *tag);
