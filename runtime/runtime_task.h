@@ -224,6 +224,8 @@ tpc_error_t *tpc__restore_record_store(tpc_job_t *job);
 /* With owners: when @err (a failed checkpoint write) came because another owner took the job
  * over (the record holds a newer epoch), that TPC_ERR_FENCED (fatal) in its place; else @err. */
 tpc_error_t *tpc__restore_owner_check(tpc_job_t *job, tpc_error_t *err);
+/* job_config.c: the names of checkpoint.storage's values, by tpc__conf_t.storage. */
+extern const char *const tpc__job_storages[];
 /* The job takes checkpoints that survive the process (checkpoint.dir, or another storage). */
 bool tpc__job_durable(const tpc_job_t *job);
 /* The keys of the job's storage backend (tpc_job_use_storage()), NULL without one. */
