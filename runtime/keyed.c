@@ -14,14 +14,6 @@
  * at any parallelism up to max-parallelism hands each subtask the entries of its groups
  * (restore.c). Processing-time timers (timers.c) travel in the same entries.
  *
- * Snapshots are copy-on-write: at the barrier the subtask only lists the entries
- * (tpc__keyed_freeze, a walk over pointers), and another thread writes them out
- * (tpc__keyed_write_frozen) while records go on. Until that thread is done, an entry it may still
- * read is never changed in place: a put gives the key a new entry and a delete unlinks the old one,
- * and both keep it, retired, until tpc__keyed_thaw frees it. The writer reads only an entry's key,
- * value, group and state name, which the subtask never changes while the entry is frozen; the
- * subtask still relinks frozen entries' `next` in a map's chains (docs/keyed-state.md).
- *
  * The subtask's table is the kit's open-addressing table (tpc_slots_t): a slot holds the key's hash
  * (the one routing uses) and its entry, so the states of one key sit side by side and a probe reads
  * an entry only when the hashes agree; growth moves slots, never entries. A map's own table is the
@@ -31,14 +23,10 @@
  * keys once for every keyed call on them and, in a large table, prefetches their slots and then
  * their entries, so that the cache misses of a batch overlap instead of following each other.
  *
- * Incremental snapshots (state.incremental): the subtask lists each entry changed since the last
- * completed snapshot of its chain (entry->dirty is its place in that list) and logs deletes as
- * entries; the barrier hands that list to the writer instead of walking the whole table, with the
- * chain's checkpoint ids as the snapshot's links (restore.c reads the chain back). Every
- * max_chain-th snapshot is full again.
+ * Snapshots (keyed_snapshot.c) are copy-on-write: until the snapshot writer is done, an entry it
+ * may still read is never changed in place (update() and release() here keep that rule).
  */
-#include "runtime_task.h"
-#include "tpc_kit.h"
+#include "keyed_internal.h"
 
 #include <stddef.h>
 #include <stdlib.h>
@@ -71,109 +59,6 @@ int tpc_key_group_subtask(int group, int max_parallelism, int parallelism)
 }
 
 /* ---- a table of byte keys and values -------------------------------------------------------- */
-
-typedef struct {
-    tpc_hash_node_t node; /* first: a map's links; the key's hash (the map key's in a map) */
-    int name;             /* index in names; 0 in a map's own table */
-    int group;
-    uint32_t key_len, value_len, value_cap;
-    uint32_t epoch; /* the table's epoch when written: older ones may be frozen */
-    uint32_t dirty; /* 1 + its index in the table's dirty list; 0: not listed */
-    uint8_t key[];  /* then the value: one allocation per entry */
-} entry_t;
-
-#define VALUE(e) ((e)->key + (e)->key_len)
-
-static entry_t *entry_of(tpc_hash_node_t *n)
-{
-    return (entry_t *)n;
-}
-
-/* The entry a link from map_find() points to, or NULL. */
-static entry_t *at(tpc_hash_node_t **link)
-{
-    return link && *link ? entry_of(*link) : NULL;
-}
-
-enum { KIND_VALUE = 0, KIND_MAP = 1 };
-
-typedef struct {
-    char *name;
-    int kind;
-} name_t;
-
-/* One frozen value, or one frozen map entry with its map's entry. */
-typedef struct {
-    const entry_t *e, *item;
-} frozen_ref_t;
-
-struct tpc__frozen {
-    frozen_ref_t *refs;
-    size_t n;
-    char **names; /* copies: the subtask may add names meanwhile */
-    int nnames;
-    /* An incremental snapshot: the deletes (entries, framed) and the chain it builds on. */
-    tpc__buf_t deletes;
-    uint32_t ndeletes;
-    uint64_t *links;
-    uint32_t nlinks;
-};
-
-/* A snapshot taken while incremental snapshots are on, until it completes or aborts. */
-typedef struct {
-    uint64_t id;
-    uint32_t epoch;     /* the epoch after it: entries changed since have this one or later */
-    size_t deletes_len; /* bytes of the delete log it covered */
-    uint32_t ndeletes;  /* and entries */
-    uint64_t *links;    /* the chain that ends with it: the next snapshot builds on this */
-    uint32_t nlinks;
-} taken_t;
-
-/* Entries of up to POOL_MAX bytes, in classes of POOL_STEP bytes: slabs and a free list each. */
-#define POOL_STEP  16u
-#define POOL_MAX   256u
-#define SLAB_BYTES (256u * 1024u)
-
-typedef struct slab {
-    struct slab *next;
-    max_align_t align[]; /* then the entries */
-} slab_t;
-
-typedef struct {
-    slab_t *slabs;
-    uint8_t *cur, *end; /* the unused part of the newest slab */
-    void *free[POOL_MAX / POOL_STEP];
-    size_t nbig; /* entries of more than POOL_MAX bytes: malloc()'s, freed one by one */
-} pool_t;
-
-struct tpc__keyed {
-    name_t *names;
-    int nnames;
-    tpc_slots_t t; /* of the keys' hashes; value state: the value; map state: a tpc_hash_t * in
-                    * the value bytes */
-    pool_t pool;
-    /* Copy-on-write while a snapshot is written: entries of an older epoch are frozen. */
-    uint32_t epoch;
-    bool frozen;
-    entry_t **retired;
-    size_t nretired, retired_cap;
-    /* Incremental snapshots (state.incremental): a snapshot writes what changed since the last
-     * link of the chain of completed snapshots it builds on; after max_chain links a full one. */
-    int max_chain; /* 0: every snapshot is full */
-    uint64_t *links;
-    uint32_t nlinks;
-    frozen_ref_t *dirty; /* entries changed since the chain's last link; {NULL, NULL}: gone */
-    size_t ndirty, dirty_cap;
-    tpc__buf_t deletes; /* deletes since then, as framed checkpoint entries */
-    uint32_t ndeletes;
-    taken_t *taken;
-    size_t ntaken, taken_cap;
-    /* The batch process() has, with its keys' hashes and, once checked, groups (-1 before). */
-    const tpc_batch_t *batch;
-    uint64_t *batch_hash;
-    int *batch_group;
-    size_t batch_cap, batch_at; /* the record the operator is at, as far as keyed calls tell */
-};
 
 /* Whether changes are tracked: a snapshot may build on the present state. */
 static bool tracking(const tpc__keyed_t *k)
@@ -232,7 +117,7 @@ static entry_t *entry_alloc(pool_t *p, size_t size)
 }
 
 /* Free @p e, which has its key and value capacity still. */
-static void entry_free(pool_t *p, entry_t *e)
+void tpc__keyed_entry_free(pool_t *p, entry_t *e)
 {
     size_t size = entry_size(e->key_len, e->value_cap);
     if (size > POOL_MAX) {
@@ -256,14 +141,14 @@ static void pool_free(pool_t *p)
 }
 
 /* Free @p e, or keep it for the snapshot writer until tpc__keyed_thaw. */
-static void release(tpc__keyed_t *k, entry_t *e)
+void tpc__keyed_release(tpc__keyed_t *k, entry_t *e)
 {
     if (e->dirty) {
         k->dirty[e->dirty - 1] = (frozen_ref_t){NULL, NULL};
         e->dirty = 0;
     }
     if (!is_frozen(k, e)) {
-        entry_free(&k->pool, e);
+        tpc__keyed_entry_free(&k->pool, e);
         return;
     }
     if (k->nretired == k->retired_cap)
@@ -291,7 +176,7 @@ static bool same_key(const tpc_hash_node_t *n, const void *arg)
 
 /* The link to @p key in map table @p t, or the empty link where it would go; NULL while @p t is
  * empty and has never been written. */
-static tpc_hash_node_t **map_find(tpc_hash_t *t, uint64_t h, const void *key, size_t len)
+tpc_hash_node_t **tpc__keyed_map_find(tpc_hash_t *t, uint64_t h, const void *key, size_t len)
 {
     probe_t p = {0, key, len};
     return tpc_hash_find(t, h, same_key, &p);
@@ -305,7 +190,7 @@ static bool same_entry(const void *item, const void *arg)
 
 /* The slot of (name, key) in @p t, or the empty slot where it would go; NULL while @p t has no
  * slots. */
-static tpc_slot_t *find(const tpc_slots_t *t, int name, uint64_t h, const void *key, size_t len)
+tpc_slot_t *tpc__keyed_find(const tpc_slots_t *t, int name, uint64_t h, const void *key, size_t len)
 {
     probe_t p = {name, key, len};
     return tpc_slots_find(t, h, same_entry, &p);
@@ -353,15 +238,13 @@ static void replaced(tpc__keyed_t *k, entry_t *e, entry_t *n)
             r->e = n;
         e->dirty = 0;
     }
-    release(k, e);
+    tpc__keyed_release(k, e);
 }
 
 /* Tables of fewer slots stay in the cache: no prefetching. */
 #define PREFETCH_MIN_SLOTS (1u << 15)
 /* Keys hashed and prefetched at a time. */
 #define PREFETCH_RUN 64
-
-static tpc__keyed_t *keyed_of(tpc__task_t *t);
 
 /* Hash the keys of @p b, and for a large table prefetch the slots, then the entries, of those
  * keys: the misses of each step overlap each other. */
@@ -393,7 +276,7 @@ void tpc__keyed_batch_begin(tpc__task_t *t, const tpc_batch_t *b)
 {
     if (!t->keyed_allowed || !b->count)
         return;
-    tpc__keyed_t *k = keyed_of(t);
+    tpc__keyed_t *k = tpc__keyed_of(t);
     if (b->count > k->batch_cap) {
         k->batch_cap = b->count;
         k->batch_hash = tpc__xrealloc(k->batch_hash, b->count * sizeof *k->batch_hash);
@@ -429,12 +312,12 @@ static ptrdiff_t batch_record(tpc__keyed_t *k, const void *key, size_t len)
 }
 
 /* Set (name, key) to @p value in the subtask's table; returns the entry. */
-static entry_t *put(tpc__keyed_t *k, int name, int group, uint64_t h, const void *key, size_t klen,
-                    const void *value, size_t vlen)
+entry_t *tpc__keyed_set(tpc__keyed_t *k, int name, int group, uint64_t h, const void *key,
+                        size_t klen, const void *value, size_t vlen)
 {
     if (!tpc_slots_reserve(&k->t, 1))
         tpc__out_of_memory(2 * k->t.nslots * sizeof *k->t.slots);
-    tpc_slot_t *s = find(&k->t, name, h, key, klen);
+    tpc_slot_t *s = tpc__keyed_find(&k->t, name, h, key, klen);
     entry_t *e = s->item;
     entry_t *n = update(k, e, name, group, h, key, klen, value, vlen);
     if (!e) {
@@ -452,7 +335,7 @@ static entry_t *map_item_put(tpc__keyed_t *k, tpc_hash_t *t, int group, uint64_t
 {
     if (!tpc_hash_reserve(t, 1))
         tpc__out_of_memory(2 * t->nbuckets * sizeof *t->buckets);
-    tpc_hash_node_t **link = map_find(t, h, key, klen);
+    tpc_hash_node_t **link = tpc__keyed_map_find(t, h, key, klen);
     entry_t *e = at(link);
     entry_t *n = update(k, e, 0, group, h, key, klen, value, vlen);
     if (!e) {
@@ -464,34 +347,27 @@ static entry_t *map_item_put(tpc__keyed_t *k, tpc_hash_t *t, int group, uint64_t
     return n;
 }
 
-static tpc_hash_t *map_of(const entry_t *e)
-{
-    tpc_hash_t *m;
-    memcpy(&m, VALUE(e), sizeof m);
-    return m;
-}
-
 /* Empty map table @p m and free it, keeping frozen entries. */
 static void map_clear(tpc__keyed_t *k, tpc_hash_t *m)
 {
     tpc_hash_iter_t it;
     for (tpc_hash_node_t *n = tpc_hash_first(m, &it); n; n = tpc_hash_next(&it))
-        release(k, entry_of(n));
+        tpc__keyed_release(k, entry_of(n));
     tpc_hash_free(m);
     free(m);
 }
 
 /* Remove the entry at @p s (with its map, for a map state). */
-static void remove_at(tpc__keyed_t *k, tpc_slot_t *s)
+void tpc__keyed_remove(tpc__keyed_t *k, tpc_slot_t *s)
 {
     entry_t *e = s->item;
     if (k->names[e->name].kind == KIND_MAP)
         map_clear(k, map_of(e));
     tpc_slots_remove(&k->t, s);
-    release(k, e);
+    tpc__keyed_release(k, e);
 }
 
-static int name_index(tpc__keyed_t *k, const char *name, int kind, bool add)
+int tpc__keyed_name(tpc__keyed_t *k, const char *name, int kind, bool add)
 {
     for (int i = 0; i < k->nnames; i++)
         if (strcmp(k->names[i].name, name) == 0)
@@ -518,11 +394,11 @@ void tpc__keyed_free(tpc__keyed_t *k)
             continue;
         if (k->names[e->name].kind == KIND_MAP)
             map_clear(k, map_of(e));
-        release(k, e);
+        tpc__keyed_release(k, e);
     }
     tpc_slots_free(&k->t);
     for (size_t i = 0; i < k->nretired; i++)
-        entry_free(&k->pool, k->retired[i]);
+        tpc__keyed_entry_free(&k->pool, k->retired[i]);
     free(k->retired);
     pool_free(&k->pool);
     free(k->batch_hash);
@@ -606,7 +482,7 @@ tpc_error_t *tpc__keyed_check(tpc_ctx_t *ctx, const char *what, const char *stat
     return NULL;
 }
 
-static tpc__keyed_t *keyed_of(tpc__task_t *t)
+tpc__keyed_t *tpc__keyed_of(tpc__task_t *t)
 {
     if (!t->keyed) {
         t->keyed = tpc__xcalloc(1, sizeof *t->keyed);
@@ -620,8 +496,8 @@ static tpc__keyed_t *keyed_of(tpc__task_t *t)
  * @p add is false). */
 static tpc_error_t *state_index(tpc__task_t *t, const char *state, int kind, bool add, int *index)
 {
-    tpc__keyed_t *k = add ? keyed_of(t) : t->keyed;
-    *index = k ? name_index(k, state, kind, add) : -1;
+    tpc__keyed_t *k = add ? tpc__keyed_of(t) : t->keyed;
+    *index = k ? tpc__keyed_name(k, state, kind, add) : -1;
     if (*index >= 0 && k->names[*index].kind != kind)
         return tpc_error_new(TPC_ERR_INVALID_ARG, TPC_ERROR_FATAL,
                              "keyed state \"%s\" is a %s state, not a %s state", state,
@@ -642,15 +518,11 @@ static tpc_error_t *lookup(tpc_ctx_t *ctx, const char *state, int kind, const vo
     if (!err)
         err = state_index(ctx->task, state, kind, false, &name);
     if (!err && name >= 0) {
-        tpc_slot_t *s = find(&ctx->task->keyed->t, name, kh, key, key_len);
+        tpc_slot_t *s = tpc__keyed_find(&ctx->task->keyed->t, name, kh, key, key_len);
         *entry = s ? s->item : NULL;
     }
     return err;
 }
-
-static void entry_encode(tpc__buf_t *one, int group, int kind, const char *name, const void *key,
-                         size_t key_len, const void *map_key, size_t map_key_len, const void *value,
-                         size_t value_len);
 
 /* Log the delete of (@p name, @p key) or of its map entry @p map_key, for the next incremental
  * snapshot. */
@@ -658,8 +530,8 @@ static void log_delete(tpc__keyed_t *k, int group, int kind, int name, const voi
                        size_t key_len, const void *map_key, size_t map_key_len)
 {
     tpc__buf_t one = {0};
-    entry_encode(&one, group, kind, k->names[name].name, key, key_len, map_key, map_key_len, NULL,
-                 0);
+    tpc__keyed_entry_encode(&one, group, kind, k->names[name].name, key, key_len, map_key,
+                            map_key_len, NULL, 0);
     tpc__buf_put_bytes(&k->deletes, one.data, one.len);
     k->ndeletes++;
     tpc__buf_free(&one);
@@ -705,7 +577,7 @@ tpc_error_t *tpc_keyed_put(tpc_ctx_t *ctx, const char *state, const void *key, s
     if (err)
         return err;
     tpc__keyed_t *k = ctx->task->keyed;
-    mark(k, put(k, name, group, kh, key, key_len, value, value_len), NULL);
+    mark(k, tpc__keyed_set(k, name, group, kh, key, key_len, value, value_len), NULL);
     return NULL;
 }
 
@@ -715,14 +587,14 @@ tpc_error_t *tpc_keyed_delete(tpc_ctx_t *ctx, const char *state, const void *key
     uint64_t kh;
     tpc_error_t *err = tpc__keyed_check(ctx, "keyed state", state, key, key_len, &group, &kh);
     tpc__keyed_t *k = ctx ? ctx->task->keyed : NULL;
-    if (err || !k || (name = name_index(k, state, 0, false)) < 0)
+    if (err || !k || (name = tpc__keyed_name(k, state, 0, false)) < 0)
         return err;
-    tpc_slot_t *s = find(&k->t, name, kh, key, key_len);
+    tpc_slot_t *s = tpc__keyed_find(&k->t, name, kh, key, key_len);
     if (!s || !s->item)
         return NULL;
     if (tracking(k))
         log_delete(k, group, TPC__KEYED_DELETE, name, key, key_len, NULL, 0);
-    remove_at(k, s);
+    tpc__keyed_remove(k, s);
     return NULL;
 }
 
@@ -733,7 +605,7 @@ tpc_error_t *tpc_keyed_foreach(tpc_ctx_t *ctx, const char *state, tpc_keyed_visi
         return tpc_error_new(TPC_ERR_INVALID_ARG, TPC_ERROR_FATAL,
                              "keyed iteration needs a context, a state name and a function");
     tpc__keyed_t *k = ctx->task->keyed;
-    int name = k ? name_index(k, state, 0, false) : -1;
+    int name = k ? tpc__keyed_name(k, state, 0, false) : -1;
     if (name < 0)
         return NULL;
     bool map = k->names[name].kind == KIND_MAP;
@@ -763,7 +635,8 @@ static tpc_error_t *map_lookup(tpc_ctx_t *ctx, const char *state, const void *ke
     tpc_error_t *err = lookup(ctx, state, KIND_MAP, key, key_len, &e);
     if (!err && e) {
         *map = map_of(e);
-        *item = map_find(*map, tpc__key_hash(map_key, map_key_len), map_key, map_key_len);
+        *item =
+            tpc__keyed_map_find(*map, tpc__key_hash(map_key, map_key_len), map_key, map_key_len);
     }
     return err;
 }
@@ -789,16 +662,16 @@ tpc_error_t *tpc_keyed_map_get(tpc_ctx_t *ctx, const char *state, const void *ke
 static entry_t *map_for(tpc__keyed_t *k, int name, int group, uint64_t kh, const void *key,
                         size_t key_len)
 {
-    tpc_slot_t *s = find(&k->t, name, kh, key, key_len);
+    tpc_slot_t *s = tpc__keyed_find(&k->t, name, kh, key, key_len);
     if (s && s->item)
         return s->item;
     tpc_hash_t *m = tpc__xcalloc(1, sizeof *m);
-    return put(k, name, group, kh, key, key_len, &m, sizeof m);
+    return tpc__keyed_set(k, name, group, kh, key, key_len, &m, sizeof m);
 }
 
-static void map_put(tpc__keyed_t *k, int name, int group, uint64_t kh, const void *key,
-                    size_t key_len, const void *map_key, size_t map_key_len, const void *value,
-                    size_t value_len)
+void tpc__keyed_map_set(tpc__keyed_t *k, int name, int group, uint64_t kh, const void *key,
+                        size_t key_len, const void *map_key, size_t map_key_len, const void *value,
+                        size_t value_len)
 {
     entry_t *e = map_for(k, name, group, kh, key, key_len);
     mark(k, e,
@@ -821,8 +694,8 @@ tpc_error_t *tpc_keyed_map_put(tpc_ctx_t *ctx, const char *state, const void *ke
         err = state_index(ctx->task, state, KIND_MAP, true, &name);
     if (err)
         return err;
-    map_put(ctx->task->keyed, name, group, kh, key, key_len, map_key, map_key_len, value,
-            value_len);
+    tpc__keyed_map_set(ctx->task->keyed, name, group, kh, key, key_len, map_key, map_key_len, value,
+                       value_len);
     return NULL;
 }
 
@@ -836,9 +709,9 @@ tpc_error_t *tpc_keyed_map_delete(tpc_ctx_t *ctx, const char *state, const void 
         return err;
     tpc__keyed_t *k = ctx->task->keyed;
     if (tracking(k))
-        log_delete(k, at(it)->group, TPC__KEYED_MAP_DELETE, name_index(k, state, 0, false), key,
-                   key_len, map_key, map_key_len);
-    release(k, entry_of(tpc_hash_remove(m, it)));
+        log_delete(k, at(it)->group, TPC__KEYED_MAP_DELETE, tpc__keyed_name(k, state, 0, false),
+                   key, key_len, map_key, map_key_len);
+    tpc__keyed_release(k, entry_of(tpc_hash_remove(m, it)));
     if (m->count == 0) /* an empty map is no state: the key reads as it did before its first put */
         return tpc_keyed_delete(ctx, state, key, key_len);
     return NULL;
@@ -859,308 +732,6 @@ tpc_error_t *tpc_keyed_map_foreach(tpc_ctx_t *ctx, const char *state, const void
         const entry_t *it = entry_of(n);
         if ((err = visit(opaque, it->key, it->key_len, VALUE(it), it->value_len)))
             return err;
-    }
-    return NULL;
-}
-
-/* ---- checkpoints ---------------------------------------------------------------------------- */
-
-/* One keyed entry in a checkpoint: u32 key group | kind << 24, then as `bytes` the state's name,
- * the key, for a map entry its map key, and the value (a timer: its time, u64). */
-static void entry_encode(tpc__buf_t *one, int group, int kind, const char *name, const void *key,
-                         size_t key_len, const void *map_key, size_t map_key_len, const void *value,
-                         size_t value_len)
-{
-    one->len = 0;
-    tpc__buf_put_u32(one, (uint32_t)group | (uint32_t)kind << 24);
-    tpc__buf_put_bytes(one, name, strlen(name));
-    tpc__buf_put_bytes(one, key, key_len);
-    if (kind == TPC__KEYED_MAP || kind == TPC__KEYED_MAP_DELETE)
-        tpc__buf_put_bytes(one, map_key, map_key_len);
-    tpc__buf_put_bytes(one, value, value_len);
-}
-
-void tpc__keyed_entry_write(tpc_state_writer_t *w, tpc__buf_t *one, int group, int kind,
-                            const char *name, const void *key, size_t key_len, const void *map_key,
-                            size_t map_key_len, const void *value, size_t value_len)
-{
-    entry_encode(one, group, kind, name, key, key_len, map_key, map_key_len, value, value_len);
-    tpc__buf_put_bytes(&w->keyed, one->data, one->len);
-    w->nkeyed++;
-}
-
-static void add_ref(tpc__frozen_t *f, size_t *cap, const entry_t *e, const entry_t *item)
-{
-    if (f->n == *cap)
-        tpc__xgrow(&f->refs, cap, f->n + 1, sizeof *f->refs);
-    f->refs[f->n++] = (frozen_ref_t){e, item};
-}
-
-/* A u64 array of @p n with @p add appended when not 0 (free it). */
-static uint64_t *links_copy(const uint64_t *links, uint32_t n, uint64_t add)
-{
-    uint64_t *c = tpc__xmalloc((n + 1) * sizeof *c);
-    if (n)
-        memcpy(c, links, n * sizeof *c);
-    if (add)
-        c[n] = add;
-    return c;
-}
-
-tpc__frozen_t *tpc__keyed_freeze(tpc__keyed_t *k, uint64_t id)
-{
-    /* Incremental when a chain of completed snapshots is there to build on and not yet at its
-     * longest; a full snapshot (which starts a new chain) otherwise. */
-    bool incremental = k && k->max_chain && k->nlinks && k->nlinks < (uint32_t)k->max_chain;
-    if (!k || (!incremental && !k->t.count))
-        return NULL;
-    tpc__frozen_t *f = tpc__xcalloc(1, sizeof *f);
-    size_t cap = 0;
-    if (incremental) {
-        tpc__xgrow(&f->refs, &cap, k->ndirty ? k->ndirty : 1, sizeof *f->refs);
-        for (size_t i = 0; i < k->ndirty; i++)
-            if (k->dirty[i].e)
-                f->refs[f->n++] = k->dirty[i];
-        tpc__buf_put(&f->deletes, k->deletes.data, k->deletes.len);
-        f->ndeletes = k->ndeletes;
-        f->links = links_copy(k->links, k->nlinks, 0);
-        f->nlinks = k->nlinks;
-    } else {
-        tpc__xgrow(&f->refs, &cap, k->t.count, sizeof *f->refs);
-        tpc_hash_iter_t inner;
-        for (size_t i = 0; i < k->t.nslots; i++) {
-            const entry_t *e = k->t.slots[i].item;
-            if (!e)
-                continue;
-            if (k->names[e->name].kind == KIND_VALUE) {
-                add_ref(f, &cap, e, NULL);
-                continue;
-            }
-            for (tpc_hash_node_t *m = tpc_hash_first(map_of(e), &inner); m;
-                 m = tpc_hash_next(&inner))
-                add_ref(f, &cap, e, entry_of(m));
-        }
-    }
-    f->nnames = k->nnames;
-    f->names = tpc__xmalloc((size_t)k->nnames * sizeof *f->names + 1);
-    for (int i = 0; i < k->nnames; i++)
-        f->names[i] = tpc__xstrdup(k->names[i].name);
-    /* From here on every entry written has the new epoch: all older ones are frozen. */
-    k->epoch++;
-    k->frozen = true;
-    if (k->max_chain) { /* what the chain is once this one completes */
-        if (k->ntaken == k->taken_cap)
-            tpc__xgrow(&k->taken, &k->taken_cap, k->ntaken + 1, sizeof *k->taken);
-        k->taken[k->ntaken++] = (taken_t){
-            .id = id,
-            .epoch = k->epoch,
-            .deletes_len = k->deletes.len,
-            .ndeletes = k->ndeletes,
-            .links = incremental ? links_copy(k->links, k->nlinks, id) : links_copy(NULL, 0, id),
-            .nlinks = incremental ? k->nlinks + 1 : 1,
-        };
-    }
-    return f;
-}
-
-void tpc__keyed_write_frozen(const tpc__frozen_t *f, tpc_state_writer_t *w)
-{
-    /* Deletes first: a key deleted and written again since the last link is written after. */
-    tpc__buf_put(&w->keyed, f->deletes.data, f->deletes.len);
-    w->nkeyed += f->ndeletes;
-    tpc__buf_t one = {0};
-    for (size_t i = 0; i < f->n; i++) {
-        const entry_t *e = f->refs[i].e, *it = f->refs[i].item;
-        const char *name = f->names[e->name];
-        if (!it)
-            tpc__keyed_entry_write(w, &one, e->group, TPC__KEYED_VALUE, name, e->key, e->key_len,
-                                   NULL, 0, VALUE(e), e->value_len);
-        else
-            tpc__keyed_entry_write(w, &one, e->group, TPC__KEYED_MAP, name, e->key, e->key_len,
-                                   it->key, it->key_len, VALUE(it), it->value_len);
-    }
-    tpc__buf_free(&one);
-    if (f->nlinks) {
-        w->links = links_copy(f->links, f->nlinks, 0);
-        w->nlinks = f->nlinks;
-    }
-}
-
-void tpc__keyed_thaw(tpc__keyed_t *k, tpc__frozen_t *f)
-{
-    if (!f)
-        return;
-    k->frozen = false;
-    for (size_t i = 0; i < k->nretired; i++)
-        entry_free(&k->pool, k->retired[i]);
-    k->nretired = 0;
-    for (int i = 0; i < f->nnames; i++)
-        free(f->names[i]);
-    free(f->names);
-    free(f->refs);
-    tpc__buf_free(&f->deletes);
-    free(f->links);
-    free(f);
-}
-
-/* Older than @p epoch (wrapping): not changed since the snapshot that ended it. */
-static bool before(uint32_t epoch, uint32_t than)
-{
-    return (int32_t)(epoch - than) < 0;
-}
-
-/* Drop the snapshots taken up to @p id (@p done: and keep the chain that @p id ends). */
-static void settle(tpc__keyed_t *k, uint64_t id, bool done)
-{
-    size_t j = 0;
-    for (size_t i = 0; i < k->ntaken; i++) {
-        taken_t *tk = &k->taken[i];
-        if (done && tk->id == id) {
-            free(k->links);
-            k->links = tk->links;
-            k->nlinks = tk->nlinks;
-            tk->links = NULL;
-            /* What it covered is in the chain now: forget the deletes and changes before it. */
-            size_t cut = tk->deletes_len;
-            memmove(k->deletes.data, k->deletes.data + cut, k->deletes.len - cut);
-            k->deletes.len -= cut;
-            k->ndeletes -= tk->ndeletes;
-            for (size_t m = 0; m < k->ntaken; m++)
-                if (k->taken[m].id > id) {
-                    k->taken[m].deletes_len -= cut;
-                    k->taken[m].ndeletes -= tk->ndeletes;
-                }
-            size_t d = 0;
-            for (size_t m = 0; m < k->ndirty; m++) {
-                frozen_ref_t r = k->dirty[m];
-                entry_t *target = (entry_t *)(r.item ? r.item : r.e);
-                if (!target)
-                    continue;
-                if (before(target->epoch, tk->epoch)) {
-                    target->dirty = 0;
-                    continue;
-                }
-                k->dirty[d++] = r;
-                target->dirty = (uint32_t)d;
-            }
-            k->ndirty = d;
-        }
-        if (tk->id == id || (done && tk->id < id)) {
-            free(tk->links);
-            continue;
-        }
-        k->taken[j++] = *tk;
-    }
-    k->ntaken = j;
-}
-
-void tpc__keyed_completed(tpc__keyed_t *k, uint64_t id)
-{
-    if (k && k->max_chain)
-        settle(k, id, true);
-}
-
-void tpc__keyed_aborted(tpc__keyed_t *k, uint64_t id)
-{
-    if (k && k->max_chain)
-        settle(k, id, false);
-}
-
-bool tpc__keyed_parse(const uint8_t *p, size_t len, tpc__keyed_entry_t *e)
-{
-    tpc__rd_t r = {p, len, 0, false};
-    uint32_t word = tpc__rd_u32(&r);
-    *e = (tpc__keyed_entry_t){.group = (int)(word & 0xffffff), .kind = (int)(word >> 24)};
-    e->name = tpc__rd_bytes(&r, &e->name_len);
-    e->key = tpc__rd_bytes(&r, &e->key_len);
-    if (e->kind == TPC__KEYED_MAP || e->kind == TPC__KEYED_MAP_DELETE)
-        e->map_key = tpc__rd_bytes(&r, &e->map_key_len);
-    e->value = tpc__rd_bytes(&r, &e->value_len);
-    if (r.bad || r.off != r.len || e->kind > TPC__KEYED_MAP_DELETE)
-        return false;
-    if (e->kind >= TPC__KEYED_DELETE && e->value_len)
-        return false;
-    if (e->kind == TPC__KEYED_TIMER) { /* a timer has no name; its value is its time */
-        tpc__rd_t v = {e->value, e->value_len, 0, false};
-        e->at_ms = (int64_t)tpc__rd_u64(&v);
-        return e->name_len == 0 && e->value_len == 8;
-    }
-    return e->name_len > 0 && !memchr(e->name, 0, e->name_len);
-}
-
-/* Apply a delete entry @p e of state @p name to @p k. */
-static void load_delete(tpc__keyed_t *k, const tpc__keyed_entry_t *e, int name, uint64_t kh)
-{
-    tpc_slot_t *s = find(&k->t, name, kh, e->key, e->key_len);
-    if (!s || !s->item)
-        return;
-    bool map = k->names[name].kind == KIND_MAP;
-    if (map && e->kind == TPC__KEYED_MAP_DELETE) {
-        tpc_hash_t *m = map_of(s->item);
-        tpc_hash_node_t **it =
-            map_find(m, tpc__key_hash(e->map_key, e->map_key_len), e->map_key, e->map_key_len);
-        if (at(it))
-            release(k, entry_of(tpc_hash_remove(m, it)));
-        if (m->count)
-            return;
-    } else if (e->kind == TPC__KEYED_MAP_DELETE) {
-        return;
-    }
-    remove_at(k, s);
-}
-
-tpc_error_t *tpc__keyed_load(tpc__task_t *t, const tpc__slice_t *entries, size_t n)
-{
-    for (size_t i = 0; i < n; i++) {
-        tpc__keyed_entry_t e;
-        if (!tpc__keyed_parse(entries[i].p, entries[i].len, &e))
-            return tpc_error_new(TPC_ERR_CORRUPT, TPC_ERROR_FATAL,
-                                 "malformed keyed state entry %zu of %zu bytes", i, entries[i].len);
-        uint64_t kh = tpc__key_hash(e.key, e.key_len);
-        /* The group travels with the entry (restore hands entries out by it): it must be its
-         * key's, or the entry would sit where no lookup of that key ever goes. */
-        int maxp = t->attempt->job->conf.max_parallelism;
-        if (e.group != tpc__key_group_of(kh, maxp))
-            return tpc_error_new(TPC_ERR_CORRUPT, TPC_ERROR_FATAL,
-                                 "keyed state entry %zu says key group %d, but its key belongs to "
-                                 "group %d of %d",
-                                 i, (int)e.group, tpc__key_group_of(kh, maxp), maxp);
-        if (e.kind == TPC__KEYED_TIMER) {
-            /* It would fire into an operator that cannot take it. */
-            if (t->ops->version < 2 || !t->ops->on_timer)
-                return tpc_error_hint(
-                    tpc_error_new(TPC_ERR_CONFIG, TPC_ERROR_FATAL,
-                                  "the restored checkpoint holds timers of vertex \"%s\", whose "
-                                  "operator has no on_timer callback",
-                                  t->attempt->job->vertices[t->vertex].name),
-                    "fill on_timer in the ops table (TPC_OPERATOR_OPS_VERSION 2 or later), or "
-                    "start the job over without state (restore.mode=fresh)");
-            tpc__timers_add(t, e.group, kh, e.key, e.key_len, e.at_ms);
-            continue;
-        }
-        tpc__keyed_t *k = keyed_of(t);
-        char *s = tpc__xmalloc(e.name_len + 1);
-        memcpy(s, e.name, e.name_len);
-        s[e.name_len] = 0;
-        if (e.kind >= TPC__KEYED_DELETE) { /* from an incremental snapshot */
-            int idx = name_index(k, s, 0, false);
-            free(s);
-            if (idx >= 0)
-                load_delete(k, &e, idx, kh);
-            continue;
-        }
-        int kind = e.kind == TPC__KEYED_MAP ? KIND_MAP : KIND_VALUE;
-        int idx = name_index(k, s, kind, true);
-        free(s);
-        if (k->names[idx].kind != kind)
-            return tpc_error_new(TPC_ERR_CORRUPT, TPC_ERROR_FATAL,
-                                 "keyed state \"%s\" holds both value and map entries",
-                                 k->names[idx].name);
-        if (kind == KIND_VALUE)
-            put(k, idx, e.group, kh, e.key, e.key_len, e.value, e.value_len);
-        else
-            map_put(k, idx, e.group, kh, e.key, e.key_len, e.map_key, e.map_key_len, e.value,
-                    e.value_len);
     }
     return NULL;
 }

@@ -138,7 +138,7 @@ struct tpc_state_writer_s {
     tpc__buf_t list;  /* u32 len + bytes, repeated */
     tpc__buf_t uni;   /* same for union entries */
     tpc__buf_t owned; /* owned state entries, same framing */
-    tpc__buf_t keyed; /* keyed state entries (keyed.c), same framing */
+    tpc__buf_t keyed; /* keyed state entries (keyed_snapshot.c), same framing */
     uint32_t nlist, nunion, nowned, nkeyed;
     /* An incremental snapshot of keyed state: the checkpoints whose keyed entries come before
      * these ones, oldest first (the first holds a full snapshot); none: the entries are the whole
@@ -267,7 +267,7 @@ char *tpc__rd_string(tpc__rd_t *r);
  * *errnum then holds the errno (ENOENT: no such file). */
 tpc_error_t *tpc__file_read(const char *path, uint8_t **data, size_t *len, int *errnum);
 
-/* ---- keyed state entries in a checkpoint (keyed.c) ----------------------------------------- */
+/* ---- keyed state entries in a checkpoint (keyed_snapshot.c) -------------------------------- */
 
 /* DELETE: the key's value, or its whole map, is gone; MAP_DELETE: one map entry is (both only in
  * incremental snapshots, with an empty value). */

@@ -302,6 +302,7 @@ static inline int tpc__group_owner(int group, int max_parallelism, int paralleli
     return (int)((int64_t)group * parallelism / max_parallelism);
 }
 void tpc__keyed_free(tpc__keyed_t *k);
+/* keyed_snapshot.c */
 /* A copy-on-write snapshot of keyed state: tpc__keyed_freeze lists the entries (NULL when there
  * are none) on the subtask's thread; tpc__keyed_write_frozen writes them on any one thread while
  * the subtask goes on; tpc__keyed_thaw, on the subtask's thread after the writer is done, frees
@@ -314,21 +315,22 @@ void tpc__keyed_thaw(tpc__keyed_t *k, tpc__frozen_t *f);
  * snapshot builds on what the last one did). */
 void tpc__keyed_completed(tpc__keyed_t *k, uint64_t id);
 void tpc__keyed_aborted(tpc__keyed_t *k, uint64_t id);
+/* Keyed entries (state and timers) of a restore into the subtask's tables. */
+tpc_error_t *tpc__keyed_load(tpc__task_t *t, const tpc__slice_t *entries, size_t n);
+/* Append one keyed entry to @w (@one is scratch space). */
+void tpc__keyed_entry_write(tpc_state_writer_t *w, tpc__buf_t *one, int group, int kind,
+                            const char *name, const void *key, size_t key_len, const void *map_key,
+                            size_t map_key_len, const void *value, size_t value_len);
+/* keyed.c */
 /* Around process() of batch @p b for a subtask that uses keyed state: hash the records' keys once
  * for every keyed call on them, and prefetch their slots and entries in a large table (which
  * misses the cache on nearly every key). */
 void tpc__keyed_batch_begin(tpc__task_t *t, const tpc_batch_t *b);
 void tpc__keyed_batch_end(tpc__task_t *t);
-/* Keyed entries (state and timers) of a restore into the subtask's tables. */
-tpc_error_t *tpc__keyed_load(tpc__task_t *t, const tpc__slice_t *entries, size_t n);
 /* The rule for keyed state and timers (every input a hash edge, a key of the subtask's groups);
  * gives the key's group and hash. @what names the caller in errors. */
 tpc_error_t *tpc__keyed_check(tpc_ctx_t *ctx, const char *what, const char *state, const void *key,
                               size_t key_len, int *group, uint64_t *key_hash);
-/* Append one keyed entry to @w (@one is scratch space). */
-void tpc__keyed_entry_write(tpc_state_writer_t *w, tpc__buf_t *one, int group, int kind,
-                            const char *name, const void *key, size_t key_len, const void *map_key,
-                            size_t map_key_len, const void *value, size_t value_len);
 
 /* timers.c */
 void tpc__timers_add(tpc__task_t *t, int group, uint64_t key_hash, const void *key, size_t key_len,

@@ -83,8 +83,8 @@ static void post_event(tpc__task_t *t, tpc__event_t ev)
     tpc__attempt_post(t->attempt, e);
 }
 
-/* A snapshot whose keyed state another thread is writing (keyed.c: copy-on-write); its ack goes
- * out once that is done, and before anything else the subtask posts, so the coordinator sees
+/* A snapshot whose keyed state another thread is writing (keyed_snapshot.c: copy-on-write); its ack
+ * goes out once that is done, and before anything else the subtask posts, so the coordinator sees
  * acks and states in the order the subtask passed them. */
 struct tpc__keyed_writer {
     tpc__task_t *task;

@@ -1,10 +1,10 @@
 /*
  * libFuzzer harness: keyed state entries and timers restored into a running job (runtime/restore.c
- * hands the entries out by key group, keyed.c loads them into the tables of a subtask, timers.c
- * arms the timers and fires those that are due, and the final checkpoint writes everything back).
- * The entries are fuzzed; around them the harness builds a checkpoint that restores: a completion
- * record naming checkpoint 1, and checkpoint 1 of the job below with a valid digest, the job's
- * vertices and max-parallelism, and the fuzzed entries as the keyed state of vertex "keyed".
+ * hands the entries out by key group, keyed_snapshot.c loads them into the tables of a subtask,
+ * timers.c arms the timers and fires those that are due, and the final checkpoint writes everything
+ * back). The entries are fuzzed; around them the harness builds a checkpoint that restores: a
+ * completion record naming checkpoint 1, and checkpoint 1 of the job below with a valid digest, the
+ * job's vertices and max-parallelism, and the fuzzed entries as the keyed state of vertex "keyed".
  *
  * Input: byte 0 chooses the parallelism of "keyed" in the checkpoint (bits 0-1: 1 to 4) and in
  * the job (bits 2-3: 1 to 4, a rescale when they differ), bit 4 writes each entry's key group from
