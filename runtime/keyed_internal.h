@@ -129,17 +129,18 @@ tpc__keyed_t *tpc__keyed_of(tpc__task_t *t);
 int tpc__keyed_name(tpc__keyed_t *k, const char *name, int kind, bool add);
 /* The slot of (name, key) in @p t, or the empty slot where it would go; NULL while @p t has no
  * slots. */
-tpc_slot_t *tpc__keyed_find(const tpc_slots_t *t, int name, uint64_t h, const void *key, size_t len);
+tpc_slot_t *tpc__keyed_find(const tpc_slots_t *t, int name, uint64_t h, const void *key,
+                            size_t len);
 /* The link to @p key in map table @p t, or the empty link where it would go; NULL while @p t is
  * empty and has never been written. */
 tpc_hash_node_t **tpc__keyed_map_find(tpc_hash_t *t, uint64_t h, const void *key, size_t len);
 /* Set (name, key) to @p value in the subtask's table; returns the entry. */
-entry_t *tpc__keyed_set(tpc__keyed_t *k, int name, int group, uint64_t h, const void *key, size_t klen,
-                    const void *value, size_t vlen);
+entry_t *tpc__keyed_set(tpc__keyed_t *k, int name, int group, uint64_t h, const void *key,
+                        size_t klen, const void *value, size_t vlen);
 /* Set map key @p map_key of map state (name, key) to @p value, creating the map when absent. */
 void tpc__keyed_map_set(tpc__keyed_t *k, int name, int group, uint64_t kh, const void *key,
-                    size_t key_len, const void *map_key, size_t map_key_len, const void *value,
-                    size_t value_len);
+                        size_t key_len, const void *map_key, size_t map_key_len, const void *value,
+                        size_t value_len);
 /* Free @p e, or keep it for the snapshot writer until tpc__keyed_thaw. */
 void tpc__keyed_release(tpc__keyed_t *k, entry_t *e);
 /* Remove the entry at @p s (with its map, for a map state). */
@@ -149,8 +150,8 @@ void tpc__keyed_entry_free(pool_t *p, entry_t *e);
 
 /* keyed_snapshot.c */
 /* One keyed entry in a checkpoint into @p one (emptied first). */
-void tpc__keyed_entry_encode(tpc__buf_t *one, int group, int kind, const char *name, const void *key,
-                         size_t key_len, const void *map_key, size_t map_key_len, const void *value,
-                         size_t value_len);
+void tpc__keyed_entry_encode(tpc__buf_t *one, int group, int kind, const char *name,
+                             const void *key, size_t key_len, const void *map_key,
+                             size_t map_key_len, const void *value, size_t value_len);
 
 #endif

@@ -23,9 +23,9 @@
 
 /* One keyed entry in a checkpoint: u32 key group | kind << 24, then as `bytes` the state's name,
  * the key, for a map entry its map key, and the value (a timer: its time, u64). */
-void tpc__keyed_entry_encode(tpc__buf_t *one, int group, int kind, const char *name, const void *key,
-                         size_t key_len, const void *map_key, size_t map_key_len, const void *value,
-                         size_t value_len)
+void tpc__keyed_entry_encode(tpc__buf_t *one, int group, int kind, const char *name,
+                             const void *key, size_t key_len, const void *map_key,
+                             size_t map_key_len, const void *value, size_t value_len)
 {
     one->len = 0;
     tpc__buf_put_u32(one, (uint32_t)group | (uint32_t)kind << 24);
@@ -40,7 +40,8 @@ void tpc__keyed_entry_write(tpc_state_writer_t *w, tpc__buf_t *one, int group, i
                             const char *name, const void *key, size_t key_len, const void *map_key,
                             size_t map_key_len, const void *value, size_t value_len)
 {
-    tpc__keyed_entry_encode(one, group, kind, name, key, key_len, map_key, map_key_len, value, value_len);
+    tpc__keyed_entry_encode(one, group, kind, name, key, key_len, map_key, map_key_len, value,
+                            value_len);
     tpc__buf_put_bytes(&w->keyed, one->data, one->len);
     w->nkeyed++;
 }
@@ -253,8 +254,8 @@ static void load_delete(tpc__keyed_t *k, const tpc__keyed_entry_t *e, int name, 
     bool map = k->names[name].kind == KIND_MAP;
     if (map && e->kind == TPC__KEYED_MAP_DELETE) {
         tpc_hash_t *m = map_of(s->item);
-        tpc_hash_node_t **it =
-            tpc__keyed_map_find(m, tpc__key_hash(e->map_key, e->map_key_len), e->map_key, e->map_key_len);
+        tpc_hash_node_t **it = tpc__keyed_map_find(m, tpc__key_hash(e->map_key, e->map_key_len),
+                                                   e->map_key, e->map_key_len);
         if (at(it))
             tpc__keyed_release(k, entry_of(tpc_hash_remove(m, it)));
         if (m->count)
@@ -315,8 +316,8 @@ tpc_error_t *tpc__keyed_load(tpc__task_t *t, const tpc__slice_t *entries, size_t
         if (kind == KIND_VALUE)
             tpc__keyed_set(k, idx, e.group, kh, e.key, e.key_len, e.value, e.value_len);
         else
-            tpc__keyed_map_set(k, idx, e.group, kh, e.key, e.key_len, e.map_key, e.map_key_len, e.value,
-                    e.value_len);
+            tpc__keyed_map_set(k, idx, e.group, kh, e.key, e.key_len, e.map_key, e.map_key_len,
+                               e.value, e.value_len);
     }
     return NULL;
 }
