@@ -8,6 +8,7 @@
  */
 #include "cluster_internal.h"
 #include "kafka_wire.h"
+#include "tpc_s3.h"
 
 #include <stdarg.h>
 #include <stdio.h>
@@ -46,9 +47,44 @@ static tpc_error_t *set_kafka_prop(void *arg, const tpc_prop_t *p, const char *k
     return err ? err : tpc__kafka_props_add(&c->props, &c->nprops, name, value);
 }
 
+static const tpc_props_t cluster_table;
+
+/* A key of the S3 checkpoint storage, for every unit's job: checked at once against the
+ * backend's own table, kept as text for the jobs. The prefix is the application's, and each unit
+ * gets its own under it. */
+static tpc_error_t *set_s3_prop(void *arg, const tpc_prop_t *p, const char *key, const char *value)
+{
+    (void)p;
+    tpc_cluster_t *c = arg;
+    const tpc_storage_backend_t *b = tpc_s3_storage_backend();
+    if (!c->s3_conf) {
+        c->s3_conf = calloc(1, b->conf_size);
+        tpc_error_t *err = c->s3_conf ? tpc_props_init(b->props, c->s3_conf) : tpc_error_nomem();
+        if (err)
+            return err;
+    }
+    tpc_error_t *err = tpc_props_set(b->props, c->s3_conf, key, value);
+    if (err && tpc_error_code(err) == TPC_ERR_NOT_FOUND) {
+        tpc_error_destroy(err);
+        const tpc_props_t *tables[] = {&cluster_table, b->props};
+        return tpc_props_unknown(tables, 2, key);
+    }
+    if (err)
+        return err;
+    if (strcmp(key, "checkpoint.s3.prefix") != 0)
+        return tpc__kafka_props_add(&c->s3_props, &c->ns3_props, key, value);
+    char *prefix = strdup(value);
+    if (!prefix)
+        return tpc_error_nomem();
+    free(c->s3_prefix);
+    c->s3_prefix = prefix;
+    return NULL;
+}
+
 #define CL_FIELD(member) TPC_PROP_FIELD(tpc_cluster_t, member)
 
 static const char *const protocols[] = {"classic", "consumer", NULL};
+static const char *const storages[] = {"folder", "s3", NULL};
 
 static const tpc_prop_t cluster_props[] = {
     {.name = "kafka.*",
@@ -64,8 +100,26 @@ static const tpc_prop_t cluster_props[] = {
      .type = TPC_PROP_STRING,
      .field = CL_FIELD(checkpoint_dir),
      .accepts = "a folder every process of the application reaches",
-     .doc = "Required: unit u keeps its checkpoints in <checkpoint.dir>/unit-<u>, which every "
-            "process that may run it must reach (docs/cluster.md, \"Storage\")."},
+     .doc = "Required with checkpoint.storage=folder: unit u keeps its checkpoints in "
+            "<checkpoint.dir>/unit-<u>, which every process that may run it must reach "
+            "(docs/cluster.md, \"Storage\")."},
+    {.name = "checkpoint.storage",
+     .type = TPC_PROP_ENUM,
+     .field = CL_FIELD(storage),
+     .choices = storages,
+     .def = "folder",
+     .doc = "Where the units keep their checkpoints. folder: <checkpoint.dir>/unit-<u>; s3: "
+            "S3-compatible object storage (tpc_s3.h) with the checkpoint.s3.* keys, unit u "
+            "under the key prefix <checkpoint.s3.prefix>/unit-<u>/. The library gives each "
+            "unit's job the storage and its keys; the build callback sets none of them."},
+    {.name = "checkpoint.s3.*",
+     .type = TPC_PROP_CUSTOM,
+     .set = set_s3_prop,
+     .accepts = "a key of the S3 checkpoint storage and its value",
+     .doc = "With checkpoint.storage=s3: the keys of the S3 checkpoint storage (bucket, "
+            "endpoint, region, timeout.ms, attempts), set on every unit's job. "
+            "checkpoint.s3.prefix is the application's: unit u keeps its checkpoints under "
+            "<checkpoint.s3.prefix>/unit-<u>/ (unset: <app>/unit-<u>/)."},
     {.name = "group.protocol",
      .type = TPC_PROP_ENUM,
      .field = CL_FIELD(protocol),
@@ -483,14 +537,21 @@ tpc_error_t *tpc_cluster_run(tpc_cluster_t *c)
 {
     if (!c)
         return tpc_error_new(TPC_ERR_INVALID_ARG, TPC_ERROR_FATAL, "no cluster member given");
-    if (!c->checkpoint_dir || !c->build)
-        return tpc_error_hint(tpc_error_new(TPC_ERR_CONFIG, TPC_ERROR_FATAL,
-                                            "cluster member of \"%s\" has no %s", c->app,
-                                            !c->build ? "builder" : "\"checkpoint.dir\""),
-                              "%s",
-                              !c->build ? "call tpc_cluster_set_builder()"
-                                        : "set \"checkpoint.dir\" to a folder every "
-                                          "process of the application reaches");
+    bool s3 = c->storage == 1;
+    bool no_bucket = s3 && !tpc__kafka_props_get((const char *const *)c->s3_props, c->ns3_props,
+                                                 "checkpoint.s3.bucket");
+    if (!c->build || (!s3 && !c->checkpoint_dir) || no_bucket)
+        return tpc_error_hint(
+            tpc_error_new(TPC_ERR_CONFIG, TPC_ERROR_FATAL, "cluster member of \"%s\" has no %s",
+                          c->app,
+                          !c->build   ? "builder"
+                          : no_bucket ? "\"checkpoint.s3.bucket\""
+                                      : "\"checkpoint.dir\""),
+            "%s",
+            !c->build   ? "call tpc_cluster_set_builder()"
+            : no_bucket ? "name the bucket that holds the units' checkpoints"
+                        : "set \"checkpoint.dir\" to a folder every process of the application "
+                          "reaches, or \"checkpoint.storage\" to \"s3\" and its keys");
     tpc_error_t *err = NULL;
     for (int u = 0; !err && u < c->units; u++)
         if (!c->unit[u].c)
@@ -540,6 +601,11 @@ void tpc_cluster_destroy(tpc_cluster_t *c)
     free(c->unit);
     tpc_props_free(&cluster_table, c);
     tpc__kafka_props_free(c->props, c->nprops);
+    tpc__kafka_props_free(c->s3_props, c->ns3_props);
+    if (c->s3_conf)
+        tpc_props_free(tpc_s3_properties(), c->s3_conf);
+    free(c->s3_conf);
+    free(c->s3_prefix);
     tpc_error_destroy(c->fatal);
     free(c->bootstrap);
     free(c->app);

@@ -21,6 +21,7 @@ typedef struct {
     struct tpc_cluster_s *c;
     tpc_cluster_unit_t info; /* its strings are the unit's own, below */
     char *job_name, *checkpoint_dir, *prefix;
+    char *s3_prefix; /* checkpoint.storage=s3: "<checkpoint.s3.prefix>/unit-<u>/"; else NULL */
     pthread_t thread;
     bool thread_live;   /* started and not yet joined (the membership thread's) */
     bool stopping;      /* no new attempt: revoked, lost or the run ends */
@@ -38,6 +39,11 @@ struct tpc_cluster_s {
     char **props; /* librdkafka consumer name, value, ...: nprops pairs */
     size_t nprops;
     char *checkpoint_dir;
+    int storage;     /* 0 folder, 1 s3 */
+    char **s3_props; /* checkpoint.s3.* keys but the prefix, for every unit's job: name, value */
+    size_t ns3_props;
+    char *s3_prefix;   /* checkpoint.s3.prefix: the application's (NULL: "<app>") */
+    void *s3_conf;     /* the checkpoint.s3.* keys parsed, so that a bad value is refused at once */
     char *lease_topic; /* NULL: "<app>-units" */
     int protocol;      /* 0 classic, 1 consumer */
     int replication_factor;
@@ -69,9 +75,13 @@ void tpc__cluster_event(tpc_cluster_t *c, tpc_cluster_event_kind_t kind, int uni
                         const char *savepoint, const tpc_error_t *error);
 
 /* cluster_unit.c */
-/* The unit's names, from the member's application and folder. */
+/* The unit's names, from the member's application and its checkpoint folder or S3 prefix. */
 tpc_error_t *tpc__unit_init(tpc_cluster_t *c, int index, tpc__unit_t *u);
 void tpc__unit_free(tpc__unit_t *u);
+/* Make the unit's job as tpc_job_run() will run it: the program's build, then the keys the library
+ * sets (the unit's checkpoint folder or S3 prefix, checkpoint.owner=claim). *@job is NULL unless
+ * it was made; *@resources is for the release callback either way. */
+tpc_error_t *tpc__unit_build(tpc__unit_t *u, tpc_job_t **job, void **resources);
 /* Assigned: start its thread, which builds and runs its job until it is stopped. */
 tpc_error_t *tpc__unit_start(tpc__unit_t *u);
 /* Revoked (savepoint) or lost (cancel): stop its job, join its thread. Membership thread. */

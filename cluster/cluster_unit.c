@@ -1,27 +1,45 @@
 /*
  * One unit on this process: a thread that builds the unit's job through the program's callback,
- * gives it the unit's own checkpoint folder and runs it, and runs it again after a failure, until
- * the membership thread stops it. A revoked unit stops with a savepoint without drain, so that
- * its next owner resumes where it stopped; a lost one is canceled at once and commits nothing
- * more. A job that ends fenced is left alone: another process holds the unit.
+ * gives it the unit's own checkpoint folder or S3 prefix and runs it, and runs it again after a
+ * failure, until the membership thread stops it. A revoked unit stops with a savepoint without
+ * drain, so that its next owner resumes where it stopped; a lost one is canceled at once and
+ * commits nothing more. A job that ends fenced is left alone: another process holds the unit.
  */
 #include "cluster_internal.h"
+#include "tpc_s3.h"
 
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+/* "<base>/unit-<u>/" for the application's key prefix @base ("unit-<u>/" when it is empty), the
+ * same shape as the folder's "<checkpoint.dir>/unit-<u>". */
+static char *s3_unit_prefix(const char *base, int index)
+{
+    size_t len = strlen(base);
+    while (len > 0 && base[len - 1] == '/')
+        len--;
+    char *p = NULL;
+    if (asprintf(&p, "%.*s%sunit-%d/", (int)len, base, len ? "/" : "", index) < 0)
+        return NULL;
+    return p;
+}
+
 tpc_error_t *tpc__unit_init(tpc_cluster_t *c, int index, tpc__unit_t *u)
 {
     *u = (tpc__unit_t){.c = c};
+    bool s3 = c->storage == 1;
     if (asprintf(&u->job_name, "%s-unit-%d", c->app, index) < 0)
         u->job_name = NULL;
-    if (asprintf(&u->checkpoint_dir, "%s/unit-%d", c->checkpoint_dir, index) < 0)
+    if (c->checkpoint_dir && !s3 &&
+        asprintf(&u->checkpoint_dir, "%s/unit-%d", c->checkpoint_dir, index) < 0)
         u->checkpoint_dir = NULL;
     if (asprintf(&u->prefix, "%s-u%d", c->app, index) < 0)
         u->prefix = NULL;
-    if (!u->job_name || !u->checkpoint_dir || !u->prefix) {
+    if (s3)
+        u->s3_prefix = s3_unit_prefix(c->s3_prefix ? c->s3_prefix : c->app, index);
+    if (!u->job_name || (!s3 && !u->checkpoint_dir) || !u->prefix || (s3 && !u->s3_prefix)) {
         tpc__unit_free(u);
         return tpc_error_nomem();
     }
@@ -31,7 +49,8 @@ tpc_error_t *tpc__unit_init(tpc_cluster_t *c, int index, tpc__unit_t *u)
                                    .job_name = u->job_name,
                                    .checkpoint_dir = u->checkpoint_dir,
                                    .transactional_id_prefix = u->prefix,
-                                   .gid_prefix = u->prefix};
+                                   .gid_prefix = u->prefix,
+                                   .checkpoint_s3_prefix = u->s3_prefix};
     return NULL;
 }
 
@@ -40,23 +59,48 @@ void tpc__unit_free(tpc__unit_t *u)
     free(u->job_name);
     free(u->checkpoint_dir);
     free(u->prefix);
+    free(u->s3_prefix);
     *u = (tpc__unit_t){0};
 }
 
 /* The job keys the library sets on every unit's job, after the program's build: the unit's own
- * checkpoint folder, restored on every start, and the claim of its owner epoch, so that a process
- * that still runs the unit after another took it over fails with TPC_ERR_FENCED at its next
- * checkpoint, before any sink hears of it (docs/architecture.md, "Owner epoch"). */
+ * checkpoint folder or S3 prefix, restored on every start, and the claim of its owner epoch, so
+ * that a process that still runs the unit after another took it over fails with TPC_ERR_FENCED at
+ * its next checkpoint, before any sink hears of it (docs/architecture.md, "Owner epoch"). */
 static tpc_error_t *set_unit_keys(const tpc__unit_t *u, tpc_job_t *job)
 {
-    const char *const keys[][2] = {
-        {"checkpoint.dir", u->checkpoint_dir},
-        {"checkpoint.owner", "claim"},
-    };
+    const tpc_cluster_t *c = u->c;
     tpc_error_t *err = NULL;
-    for (size_t i = 0; !err && i < sizeof keys / sizeof *keys; i++)
-        err = tpc_job_set(job, keys[i][0], keys[i][1]);
+    if (c->storage == 1) {
+        err = tpc_job_set(job, "checkpoint.storage", "s3");
+        for (size_t i = 0; !err && i < c->ns3_props; i++) /* pairs; the last one set wins */
+            err = tpc_job_set(job, c->s3_props[2 * i], c->s3_props[2 * i + 1]);
+        if (!err)
+            err = tpc_job_set(job, "checkpoint.s3.prefix", u->s3_prefix);
+    } else {
+        err = tpc_job_set(job, "checkpoint.dir", u->checkpoint_dir);
+    }
+    if (!err)
+        err = tpc_job_set(job, "checkpoint.owner", "claim");
     return err ? tpc_error_prefix(err, "unit %d: ", u->info.unit) : NULL;
+}
+
+tpc_error_t *tpc__unit_build(tpc__unit_t *u, tpc_job_t **out, void **resources)
+{
+    tpc_cluster_t *c = u->c;
+    *out = NULL;
+    *resources = NULL;
+    tpc_job_t *job = tpc_job_new(u->job_name);
+    if (!job)
+        return tpc_error_nomem();
+    /* The backend before the build, so that the program may set other keys of it too. */
+    tpc_error_t *err = c->storage == 1 ? tpc_job_use_storage(job, tpc_s3_storage_backend()) : NULL;
+    if (!err)
+        err = c->build(c->build_opaque, &u->info, job, resources);
+    if (!err)
+        err = set_unit_keys(u, job);
+    *out = job;
+    return err;
 }
 
 /* One attempt of the unit's job: build, run, free. @returns its error; *@result how it ended. */
@@ -64,11 +108,8 @@ static tpc_error_t *run_once(tpc__unit_t *u, tpc_job_result_t *result)
 {
     tpc_cluster_t *c = u->c;
     void *resources = NULL;
-    tpc_job_t *job = tpc_job_new(u->job_name);
-    tpc_error_t *err =
-        job ? c->build(c->build_opaque, &u->info, job, &resources) : tpc_error_nomem();
-    if (!err)
-        err = set_unit_keys(u, job);
+    tpc_job_t *job = NULL;
+    tpc_error_t *err = tpc__unit_build(u, &job, &resources);
     *result = TPC_JOB_CANCELED;
     if (!err) {
         pthread_mutex_lock(&c->mu);

@@ -3,10 +3,10 @@
  * @brief twopc beyond one machine: a job run as U units that the processes of an application
  * share, assigned by Kafka's group coordinator.
  *
- * A unit is a complete twopc job over its share of the work, with its own checkpoint folder,
- * transactional-id prefix and gid prefix, which this library derives. Every process of the
- * application makes a tpc_cluster_t with the same application name and unit count, and runs it:
- * it joins the consumer group named after the application, subscribed to the lease topic (one
+ * A unit is a complete twopc job over its share of the work, with its own checkpoint folder (or
+ * S3 key prefix), transactional-id prefix and gid prefix, which this library derives. Every process
+ * of the application makes a tpc_cluster_t with the same application name and unit count, and runs
+ * it: it joins the consumer group named after the application, subscribed to the lease topic (one
  * partition per unit, made when missing). The partitions the group coordinator assigns to a
  * process are the units it runs:
  * - assigned: the program's build callback makes the unit's job, which runs on a thread of its
@@ -45,20 +45,25 @@ typedef struct {
     const char *app; /**< the application's name, the consumer group's */
     int unit;        /**< 0 .. units - 1 */
     int units;
-    const char *job_name;                /**< "<app>-unit-<unit>", the unit's job's name */
-    const char *checkpoint_dir;          /**< "<checkpoint.dir>/unit-<unit>", the job's folder */
+    const char *job_name;       /**< "<app>-unit-<unit>", the unit's job's name */
+    const char *checkpoint_dir; /**< "<checkpoint.dir>/unit-<unit>", the job's folder; NULL with
+                                     checkpoint.storage=s3 */
     const char *transactional_id_prefix; /**< "<app>-u<unit>": a Kafka sink's
                                               transactional.id.prefix (with a suffix per sink) */
     const char *gid_prefix; /**< "<app>-u<unit>": a PostgreSQL sink's pg.gid-prefix or a file
                                  sink's file.prefix (with a suffix per sink) */
+    const char *checkpoint_s3_prefix; /**< checkpoint.storage=s3: "<checkpoint.s3.prefix>/unit-
+                                           <unit>/", the job's key prefix; NULL with a folder */
 } tpc_cluster_unit_t;
 
 /**
  * Build the job of @p unit into @p job: its vertices, edges, sinks and job keys (each unit
  * reads only its share of the input, e.g. partition @p unit of a repartition topic, and its
- * sinks take the unit's prefixes). The library then sets checkpoint.dir and
- * checkpoint.owner=claim itself. Called on the unit's thread, each time the unit's job starts, for
- * several units at once: @p opaque must be safe to share.
+ * sinks take the unit's prefixes). The library then sets the unit's checkpoint storage itself
+ * (checkpoint.dir; or, with checkpoint.storage=s3, the S3 backend, given to @p job before this
+ * call, its checkpoint.s3.* keys and the unit's prefix) and checkpoint.owner=claim. Called on the
+ * unit's thread, each time the unit's job starts, for several units at once: @p opaque must be safe
+ * to share.
  * @param[out] resources what the job borrows (sinks, sources), given back to the release
  * callback after the job is destroyed.
  * @returns NULL, or an error: a fatal one ends tpc_cluster_run(), any other is retried after
@@ -109,7 +114,8 @@ TPC_API tpc_error_t *tpc_cluster_new(const char *bootstrap, const char *app, int
                                      tpc_cluster_t **out);
 
 /**
- * @brief Set a key (before tpc_cluster_run()): checkpoint.dir (required), group.protocol,
+ * @brief Set a key (before tpc_cluster_run()): checkpoint.dir (required with the default
+ * checkpoint.storage=folder), checkpoint.storage, checkpoint.s3.* (with s3), group.protocol,
  * lease.topic, lease.replication.factor, unit.restart.delay.ms, open.timeout.ms and
  * kafka.<property> for the membership consumer (group.instance.id for static membership,
  * session.timeout.ms, security). docs/configuration.md, generated from
@@ -142,7 +148,8 @@ TPC_API tpc_err_t tpc_cluster_set_logger(tpc_cluster_t *c, tpc_log_cb cb, void *
  * @brief Join the group and run the units assigned to this process until tpc_cluster_stop().
  * Makes the lease topic with one partition per unit when it is missing.
  * @returns NULL after a stop (every unit stopped with a savepoint, the group left); or the error
- * that ended the run: TPC_ERR_CONFIG (no checkpoint.dir or builder, a lease topic with another
+ * that ended the run: TPC_ERR_CONFIG (no builder, no checkpoint.dir with a folder or no
+ * checkpoint.s3.bucket with s3, a lease topic with another
  * partition count, a consumer property librdkafka refuses), TPC_ERR_UNSUPPORTED
  * (group.protocol=consumer with a librdkafka before 2.12), TPC_ERR_CONNECT / TPC_ERR_EXTERNAL
  * (the cluster could not be reached, a fatal consumer error), or a unit's fatal error, prefixed
