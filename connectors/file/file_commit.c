@@ -17,6 +17,18 @@
  * (tpc_txn_owns()), so no two subtasks race over a file and files of subtasks that no longer exist
  * are cleaned too. A start without state refuses when its names could collide with files an
  * earlier run committed (check_fresh_start()).
+ *
+ * Under owners (checkpoint.owner=claim) in-progress names carry the owner epoch, and the epoch
+ * decides first. A file of a newer epoch is never touched: its owner took the job over from this
+ * one. A file of an older epoch is dead once this owner's restore has committed the pending
+ * transactions of the checkpoint it took over (which the framework does before any cleanup): no
+ * checkpoint of this owner or a later one lists a transaction of an older epoch, and no later
+ * restore takes a checkpoint file of one. So the cleanup at start deletes every file of an older
+ * epoch, whatever checkpoint it names, and so does each pre-commit after it
+ * (tpc__file_sweep_older()): a zombie, an older owner still running after the take-over until its
+ * next completion is refused, may go on creating in-progress files, and pre-commit them, after that
+ * cleanup. Names without an epoch (written without owners, or before names carried it) read as
+ * epoch 0, the oldest.
  */
 #include "file_internal.h"
 
@@ -125,8 +137,8 @@ static tpc_error_t *open_folder(const tpc__file_conn_t *c, DIR **out)
     return tpc__file_errno(e, "list folder", c->conf->dir);
 }
 
-typedef bool (*dead_fn)(const tpc__file_conn_t *c, const void *arg, int subtask, uint64_t begin,
-                        uint64_t token);
+typedef bool (*dead_fn)(const tpc__file_conn_t *c, const void *arg,
+                        const tpc__file_inprogress_t *f);
 
 /* Delete every in-progress file of this sink for which @dead says so. */
 static tpc_error_t *sweep(tpc__file_conn_t *c, dead_fn dead, const void *arg, size_t *deleted)
@@ -139,12 +151,8 @@ static tpc_error_t *sweep(tpc__file_conn_t *c, dead_fn dead, const void *arg, si
     struct dirent *de;
     *deleted = 0;
     while (!err && (errno = 0, de = readdir(d)) != NULL) {
-        int sub;
-        uint64_t begin, token;
-        uint32_t part;
-        if (!tpc__file_parse_inprogress(de->d_name, c->conf->prefix, &sub, &begin, &token, &part))
-            continue;
-        if (!dead(c, arg, sub, begin, token))
+        tpc__file_inprogress_t f;
+        if (!tpc__file_parse_inprogress(de->d_name, c->conf->prefix, &f) || !dead(c, arg, &f))
             continue;
         if (unlinkat(c->dirfd, de->d_name, 0) == 0)
             (*deleted)++;
@@ -157,12 +165,12 @@ static tpc_error_t *sweep(tpc__file_conn_t *c, dead_fn dead, const void *arg, si
     return err;
 }
 
-static bool same_txn(const tpc__file_conn_t *c, const void *arg, int subtask, uint64_t begin,
-                     uint64_t token)
+static bool same_txn(const tpc__file_conn_t *c, const void *arg, const tpc__file_inprogress_t *f)
 {
     (void)c;
     const tpc__file_txn_t *t = arg;
-    return subtask == t->subtask && begin == t->begin_ckpt && token == t->token;
+    return f->subtask == t->subtask && f->begin_ckpt == t->begin_ckpt && f->token == t->token &&
+           f->epoch == t->epoch;
 }
 
 tpc_error_t *tpc__file_recover_and_abort(void *conn, void *txn)
@@ -172,12 +180,32 @@ tpc_error_t *tpc__file_recover_and_abort(void *conn, void *txn)
     return sweep(conn, same_txn, txn, &deleted);
 }
 
-static bool lingering(const tpc__file_conn_t *c, const void *arg, int subtask, uint64_t begin,
-                      uint64_t token)
+static bool lingering(const tpc__file_conn_t *c, const void *arg, const tpc__file_inprogress_t *f)
 {
-    (void)token;
     const tpc_txn_lingering_t *l = arg;
-    return tpc_txn_owns(c->st, subtask) && begin > l->restored_checkpoint;
+    uint64_t mine = c->st->owner_epoch;
+    return tpc_txn_owns(c->st, f->subtask) && f->epoch <= mine &&
+           (f->epoch < mine || f->begin_ckpt > l->restored_checkpoint);
+}
+
+static bool older_epoch(const tpc__file_conn_t *c, const void *arg, const tpc__file_inprogress_t *f)
+{
+    (void)arg;
+    return tpc_txn_owns(c->st, f->subtask) && f->epoch < c->st->owner_epoch;
+}
+
+tpc_error_t *tpc__file_sweep_older(tpc__file_conn_t *c)
+{
+    if (!c->st->owner_epoch)
+        return NULL;
+    size_t deleted;
+    tpc_error_t *err = sweep(c, older_epoch, NULL, &deleted);
+    if (deleted)
+        tpc_txn_log(c->st, TPC_LOG_WARN,
+                    "deleted %zu in-progress files of prefix \"%s\" in \"%s\" that an older owner "
+                    "epoch than %" PRIu64 " wrote after this owner took over",
+                    deleted, c->conf->prefix, c->conf->dir, c->st->owner_epoch);
+    return err;
 }
 
 /* A start without state (a run started over, or the first one) whose checkpoint ids do not go

@@ -38,6 +38,7 @@ typedef struct {
     int subtask;         /* of the subtask that began it: names are derived from it */
     uint64_t begin_ckpt; /* lowest checkpoint it could be pre-committed in */
     uint64_t token;      /* random: tells apart transactions of different runs */
+    uint64_t epoch;      /* owner epoch of the run that began it; 0 without owners */
     uint64_t ckpt;       /* checkpoint it was pre-committed in; 0 before */
     /* The final names carry the token too: without exactly-once, files are committed before
      * their checkpoint completes, and a new process may use that checkpoint id again. */
@@ -55,12 +56,21 @@ bool tpc__file_inprogress_name(char *buf, const char *prefix, const tpc__file_tx
                                uint32_t part);
 bool tpc__file_final_name(char *buf, const tpc__file_conf_t *conf, const tpc__file_txn_t *t,
                           uint32_t part);
-/* Parse an in-progress name of sink @prefix; false if it is not one. */
 /* Parse a final name of an exactly-once transaction, "<prefix>-<subtask>-<ckpt>-<part><suffix>". */
 bool tpc__file_parse_final(const char *name, const tpc__file_conf_t *conf, int *subtask,
                            uint64_t *ckpt);
-bool tpc__file_parse_inprogress(const char *name, const char *prefix, int *subtask,
-                                uint64_t *begin_ckpt, uint64_t *token, uint32_t *part);
+
+/* What an in-progress name says. */
+typedef struct {
+    int subtask;
+    uint64_t begin_ckpt;
+    uint64_t epoch; /* 0 in names without one: written without owners, or before names had it */
+    uint64_t token;
+    uint32_t part;
+} tpc__file_inprogress_t;
+
+/* Parse an in-progress name of sink @prefix; false if it is not one. */
+bool tpc__file_parse_inprogress(const char *name, const char *prefix, tpc__file_inprogress_t *out);
 uint64_t tpc__file_token(void);
 
 tpc_error_t *tpc__file_errno(int errnum, const char *what, const char *name);
@@ -85,5 +95,8 @@ tpc_error_t *tpc__file_commit(void *conn, void *txn);
 tpc_error_t *tpc__file_recover_and_abort(void *conn, void *txn);
 tpc_error_t *tpc__file_abort_lingering(void *conn, const tpc_txn_lingering_t *lingering);
 tpc_error_t *tpc__file_fsync_dir(tpc__file_conn_t *c);
+/* Under owners, at each pre-commit (after the cleanup at start): delete the in-progress files of
+ * older owner epochs of the subtasks this one owns (file_commit.c). */
+tpc_error_t *tpc__file_sweep_older(tpc__file_conn_t *c);
 
 #endif /* TPC_FILE_INTERNAL_H */

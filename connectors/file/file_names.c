@@ -2,9 +2,12 @@
  * File names of the file sink. A name is all that survives of a transaction that crashed before
  * its handle reached a checkpoint, so in-progress names carry everything cleanup needs to decide
  * whether a file is this sink's and whether any checkpoint can still commit it: prefix, subtask,
- * the lowest checkpoint the transaction could be pre-committed in, and a random token that tells
- * transactions of different runs apart. Names are parsed from the right, so a prefix may itself
- * contain dashes and digits without one sink mistaking another's files for its own.
+ * the lowest checkpoint the transaction could be pre-committed in, the owner epoch of the run that
+ * wrote it (only under owners, as "e<epoch>"), and a random token that tells transactions of
+ * different runs apart. Names are parsed from the right, so a prefix may itself contain dashes and
+ * digits without one sink mistaking another's files for its own: the epoch field is told from a
+ * checkpoint field by its letter, and names without it (no owners, or written before names had
+ * it) read as epoch 0.
  */
 #include "file_internal.h"
 
@@ -21,9 +24,12 @@ static const char inprogress_ext[] = ".inprogress";
 bool tpc__file_inprogress_name(char *buf, const char *prefix, const tpc__file_txn_t *t,
                                uint32_t part)
 {
+    char epoch[24] = "";
+    if (t->epoch)
+        snprintf(epoch, sizeof epoch, "-e%" PRIu64, t->epoch);
     int n =
-        snprintf(buf, TPC__FILE_NAME_MAX, ".%s-%d-%010" PRIu64 "-%016" PRIx64 "-%04" PRIu32 "%s",
-                 prefix, t->subtask, t->begin_ckpt, t->token, part, inprogress_ext);
+        snprintf(buf, TPC__FILE_NAME_MAX, ".%s-%d-%010" PRIu64 "%s-%016" PRIx64 "-%04" PRIu32 "%s",
+                 prefix, t->subtask, t->begin_ckpt, epoch, t->token, part, inprogress_ext);
     return n > 0 && n < TPC__FILE_NAME_MAX;
 }
 
@@ -40,13 +46,10 @@ bool tpc__file_final_name(char *buf, const tpc__file_conf_t *conf, const tpc__fi
     return n > 0 && n < TPC__FILE_NAME_MAX;
 }
 
-/* Split off the last "-<field>" of name[0, *end): digits (or hex digits), at least one. */
-static bool last_field(const char *name, size_t *end, bool hex, uint64_t *value)
+/* The number in name[b, e): digits (or hex digits), at least one. */
+static bool number(const char *name, size_t b, size_t e, bool hex, uint64_t *value)
 {
-    size_t e = *end, b = e;
-    while (b > 0 && name[b - 1] != '-')
-        b--;
-    if (b == 0 || b == e || e - b > 20)
+    if (b == e || e - b > 20)
         return false;
     uint64_t v = 0;
     for (size_t i = b; i < e; i++) {
@@ -64,20 +67,53 @@ static bool last_field(const char *name, size_t *end, bool hex, uint64_t *value)
         v = next;
     }
     *value = v;
+    return true;
+}
+
+/* Where the last "-<field>" of name[0, end) starts (after its dash); 0 if there is no dash. */
+static size_t field_start(const char *name, size_t end)
+{
+    size_t b = end;
+    while (b > 0 && name[b - 1] != '-')
+        b--;
+    return b;
+}
+
+/* Split off the last "-<field>" of name[0, *end): digits (or hex digits), at least one. */
+static bool last_field(const char *name, size_t *end, bool hex, uint64_t *value)
+{
+    size_t b = field_start(name, *end);
+    if (b == 0 || !number(name, b, *end, hex, value))
+        return false;
     *end = b - 1; /* before the dash */
     return true;
 }
 
-bool tpc__file_parse_inprogress(const char *name, const char *prefix, int *subtask,
-                                uint64_t *begin_ckpt, uint64_t *token, uint32_t *part)
+/* Split off an owner epoch field "-e<digits>" at the end of name[0, *end) if there is one (@epoch
+ * is then set; 0 otherwise). A checkpoint field, the only other that can stand there, never
+ * starts with a letter. @returns false for an "e" field that is not an epoch. */
+static bool epoch_field(const char *name, size_t *end, uint64_t *epoch)
+{
+    size_t b = field_start(name, *end);
+    *epoch = 0;
+    if (b == 0 || name[b] != 'e')
+        return true;
+    if (!number(name, b + 1, *end, false, epoch) || *epoch == 0)
+        return false;
+    *end = b - 1;
+    return true;
+}
+
+bool tpc__file_parse_inprogress(const char *name, const char *prefix, tpc__file_inprogress_t *out)
 {
     size_t len = strlen(name), ext = sizeof inprogress_ext - 1;
     if (len < ext + 2 || name[0] != '.' || strcmp(name + len - ext, inprogress_ext) != 0)
         return false;
     size_t end = len - ext;
-    uint64_t p, tok, ckpt, sub;
+    uint64_t p, tok, ckpt, sub, epoch;
     if (!last_field(name, &end, false, &p) || !last_field(name, &end, true, &tok) ||
-        !last_field(name, &end, false, &ckpt) || !last_field(name, &end, false, &sub))
+        !epoch_field(name, &end, &epoch) || !last_field(name, &end, false, &ckpt) ||
+        !last_field(name, &end, false, &sub))
         return false;
     /* What is left, between the dot and the dash before the subtask, must be the prefix. */
     size_t plen = strlen(prefix);
@@ -85,10 +121,8 @@ bool tpc__file_parse_inprogress(const char *name, const char *prefix, int *subta
         return false;
     if (sub > INT32_MAX || p > UINT32_MAX)
         return false;
-    *subtask = (int)sub;
-    *begin_ckpt = ckpt;
-    *token = tok;
-    *part = (uint32_t)p;
+    *out = (tpc__file_inprogress_t){
+        .subtask = (int)sub, .begin_ckpt = ckpt, .epoch = epoch, .token = tok, .part = (uint32_t)p};
     return true;
 }
 

@@ -55,6 +55,7 @@ tpc_error_t *tpc__file_begin(void *conn, uint64_t checkpoint_id, void **txn)
     t->subtask = c->st->subtask;
     t->begin_ckpt = checkpoint_id;
     t->token = tpc__file_token();
+    t->epoch = c->st->owner_epoch;
     t->fd = -1;
     c->len = 0;
     *txn = t;
@@ -241,6 +242,8 @@ tpc_error_t *tpc__file_pre_commit(void *conn, void *txn, uint64_t checkpoint_id)
     tpc_error_t *err = close_part(c, t, 0, true);
     if (!err && c->durable && rolled)
         err = sync_rolled_parts(c, t, rolled);
+    if (!err)
+        err = tpc__file_sweep_older(c);
     if (err)
         return err;
     t->ckpt = checkpoint_id;
@@ -304,25 +307,28 @@ void tpc__file_describe(void *conn, const void *txn, char *buf, size_t cap)
         snprintf(buf, cap, "%s", name);
 }
 
-/* Handle bytes, version 1, big-endian: version u8, flags u8 (1 = token in final names), subtask
- * u32, begin checkpoint u64, token u64, pre-commit checkpoint u64, part count u32, then each part's
- * size u64. */
-#define HANDLE_VERSION 1
-#define HANDLE_FIXED   34
+/* Handle bytes, big-endian: version u8, flags u8 (1 = token in final names), subtask u32, begin
+ * checkpoint u64, token u64, pre-commit checkpoint u64, part count u32, then each part's size u64.
+ * Version 2, written for transactions of an owner (epoch > 0), adds the owner epoch u64 after the
+ * part count; version 1 reads as epoch 0, whose names carry no epoch. */
+#define HANDLE_FIXED_V1 34
+#define HANDLE_FIXED_V2 42
 
 tpc_error_t *tpc__file_serialize(void *conn, const void *txn, tpc_txn_buf_t *out)
 {
     (void)conn;
     const tpc__file_txn_t *t = txn;
-    unsigned char fixed[HANDLE_FIXED], *p = fixed;
-    tpc_txn_put_be(&p, HANDLE_VERSION, 1);
+    unsigned char fixed[HANDLE_FIXED_V2], *p = fixed;
+    tpc_txn_put_be(&p, t->epoch ? 2 : 1, 1);
     tpc_txn_put_be(&p, t->token_in_name ? 1 : 0, 1);
     tpc_txn_put_be(&p, (uint64_t)t->subtask, 4);
     tpc_txn_put_be(&p, t->begin_ckpt, 8);
     tpc_txn_put_be(&p, t->token, 8);
     tpc_txn_put_be(&p, t->ckpt, 8);
     tpc_txn_put_be(&p, t->nparts, 4);
-    tpc_error_t *err = tpc_txn_buf_append(out, fixed, sizeof fixed);
+    if (t->epoch)
+        tpc_txn_put_be(&p, t->epoch, 8);
+    tpc_error_t *err = tpc_txn_buf_append(out, fixed, (size_t)(p - fixed));
     for (uint32_t i = 0; i < t->nparts && !err; i++) {
         unsigned char s[8], *q = s;
         tpc_txn_put_be(&q, t->sizes[i], 8);
@@ -335,12 +341,16 @@ tpc_error_t *tpc__file_deserialize(void *conn, const void *bytes, size_t len, vo
 {
     (void)conn;
     const unsigned char *p = bytes;
-    if (len < HANDLE_FIXED)
+    if (len < 1 || (p[0] != 1 && p[0] != 2))
+        return tpc_error_new(TPC_ERR_CORRUPT, TPC_ERROR_FATAL,
+                             len ? "file transaction handle has unknown version %u"
+                                 : "file transaction handle is empty",
+                             len ? (unsigned)p[0] : 0u);
+    size_t fixed = p[0] == 1 ? HANDLE_FIXED_V1 : HANDLE_FIXED_V2;
+    if (len < fixed)
         return tpc_error_new(TPC_ERR_CORRUPT, TPC_ERROR_FATAL,
                              "file transaction handle of %zu bytes is too short", len);
-    if (p[0] != HANDLE_VERSION)
-        return tpc_error_new(TPC_ERR_CORRUPT, TPC_ERROR_FATAL,
-                             "file transaction handle has unknown version %u", (unsigned)p[0]);
+    bool has_epoch = p[0] == 2;
     bool token_in_name = p[1] & 1;
     p += 2;
     tpc__file_txn_t *t = calloc(1, sizeof *t);
@@ -353,7 +363,9 @@ tpc_error_t *tpc__file_deserialize(void *conn, const void *bytes, size_t len, vo
     t->token = tpc_txn_get_be(&p, 8);
     t->ckpt = tpc_txn_get_be(&p, 8);
     uint64_t nparts = tpc_txn_get_be(&p, 4);
-    if (t->subtask < 0 || nparts != (len - HANDLE_FIXED) / 8 || (len - HANDLE_FIXED) % 8) {
+    t->epoch = has_epoch ? tpc_txn_get_be(&p, 8) : 0;
+    if (t->subtask < 0 || (has_epoch && !t->epoch) || nparts != (len - fixed) / 8 ||
+        (len - fixed) % 8) {
         free(t);
         return tpc_error_new(TPC_ERR_CORRUPT, TPC_ERROR_FATAL,
                              "file transaction handle of %zu bytes does not hold %llu parts", len,
@@ -381,8 +393,11 @@ tpc_error_t *tpc__file_describe_handle(const void *bytes, size_t len, tpc_txn_ha
     if (err)
         return err;
     const tpc__file_txn_t *t = txn;
-    snprintf(out->line, sizeof out->line, "subtask %d, %u part files, token %llu", t->subtask,
-             (unsigned)t->nparts, (unsigned long long)t->token);
+    char epoch[48] = "";
+    if (t->epoch)
+        snprintf(epoch, sizeof epoch, ", owner epoch %llu", (unsigned long long)t->epoch);
+    snprintf(out->line, sizeof out->line, "subtask %d, %u part files, token %llu%s", t->subtask,
+             (unsigned)t->nparts, (unsigned long long)t->token, epoch);
     tpc__file_free_txn(NULL, txn);
     return NULL;
 }

@@ -23,7 +23,7 @@ static void keep_log(void *opaque, tpc_log_level_t level, const char *message)
 tpc_error_t *tpc_test_txn_sub_open_from(tpc_test_txn_sub_t *s, tpc_txn_sink_t *sink, int subtask,
                                         int parallelism, const tpc_test_txn_origin_t *from)
 {
-    static const tpc_test_txn_origin_t first = {0, 0, 0, 0};
+    static const tpc_test_txn_origin_t first = {0, 0, 0, 0, 0};
     if (!from)
         from = &first;
     memset(s, 0, sizeof *s);
@@ -36,6 +36,7 @@ tpc_error_t *tpc_test_txn_sub_open_from(tpc_test_txn_sub_t *s, tpc_txn_sink_t *s
         .restored_parallelism = from->restored_parallelism,
         .highest_parallelism = from->highest_parallelism,
         .first_checkpoint = from->first_checkpoint,
+        .owner_epoch = from->owner_epoch,
         .log = keep_log,
         .opaque = s,
     };

@@ -31,13 +31,15 @@ tpc_error_t *tpc_test_txn_sub_open(tpc_test_txn_sub_t *s, tpc_txn_sink_t *sink, 
                                    int parallelism, uint64_t restored);
 
 /* Where a subtask starts from, as the runtime tells it: the restored checkpoint (0 = fresh), the
- * sink's parallelism in it, the highest parallelism the sink has run with, and the lowest id a
- * checkpoint of this attempt can have. Zeroes are what a first start sees. */
+ * sink's parallelism in it, the highest parallelism the sink has run with, the lowest id a
+ * checkpoint of this attempt can have, and the owner epoch of the run (0: no owners). Zeroes are
+ * what a first start sees. */
 typedef struct {
     uint64_t restored;
     int restored_parallelism;
     int highest_parallelism;
     uint64_t first_checkpoint;
+    uint64_t owner_epoch;
 } tpc_test_txn_origin_t;
 
 /* tpc_test_txn_sub_open() starting from @from (NULL: a first start). */

@@ -253,6 +253,105 @@ START_TEST(test_lingering_cleanup_rules)
 }
 END_TEST
 
+/* The name of the one in-progress file of the prefix "part" that contains @part, or "". */
+static void find_inprogress(const char *part, char *name, size_t cap)
+{
+    name[0] = '\0';
+    DIR *d = opendir(dir);
+    struct dirent *de;
+    while ((de = readdir(d)) != NULL)
+        if (strncmp(de->d_name, ".part-", 6) == 0 && strstr(de->d_name, part) &&
+            strstr(de->d_name, ".inprogress"))
+            snprintf(name, cap, "%s", de->d_name);
+    closedir(d);
+}
+
+/* Under owners the owner epoch decides first. A job without owners (epoch 0, names and handles
+ * as before owners existed) left checkpoint 1 pending; owner epoch 2 takes the job over at
+ * parallelism 2: it commits that checkpoint, then deletes its subtasks' in-progress files of older
+ * epochs whatever checkpoint they name, and those of its own epoch above the restored one; a
+ * newer epoch's file is never touched. A zombie's file (epoch 1) that appears later goes at the
+ * owner's next checkpoint, and a zombie restarting from the old checkpoint leaves the owner's
+ * files alone. */
+START_TEST(test_owner_epoch_cleanup_rules)
+{
+    tpc_test_txn_origin_t old_run = {.first_checkpoint = 1};
+    TPC_TEST_OK(tpc_test_txn_sub_open_from(&sub, sink, 0, 2, &old_run));
+    TPC_TEST_OK(tpc__txn_task_initialize(sub.task, NULL, 0));
+    tpc_test_txn_state_t state = {.count = 0};
+    write_range(0, 20);
+    TPC_TEST_OK(tpc_test_txn_sub_snapshot(&sub, 1, &state));
+    tpc_test_txn_sub_close(&sub); /* the crash, before the notification */
+    char pending[256];
+    find_inprogress("-0000000001-", pending, sizeof pending);
+    /* ".part-0-0000000001-<token>-0000.inprogress": no epoch field */
+    ck_assert_msg(strlen(pending) == 51, "%s", pending);
+
+    static const struct {
+        const char *name;
+        bool deleted;
+    } files[] = {
+        {".part-0-0000000001-00000000000000ab-0000.inprogress", true},     /* no epoch: 0 */
+        {".part-2-0000000001-e1-00000000000000cd-0000.inprogress", true},  /* older epoch */
+        {".part-0-0000000003-e2-00000000000000ab-0001.inprogress", true},  /* above 1 */
+        {".part-0-0000000001-e2-00000000000000ef-0000.inprogress", false}, /* may be pending */
+        {".part-0-0000000009-e3-0000000000000012-0000.inprogress", false}, /* newer owner's */
+        {".part-1-0000000001-e1-00000000000000ab-0000.inprogress", false}, /* subtask 1's */
+        {".part-e1-0-0000000009-00000000000000ab-0000.inprogress", false}, /* prefix part-e1 */
+        {".part-0-0000000009-e-00000000000000ab-0000.inprogress", false},  /* not a name */
+        {".part-0-0000000009-e0-00000000000000ab-0000.inprogress", false}, /* not a name */
+    };
+    size_t n = sizeof files / sizeof files[0];
+    for (size_t i = 0; i < n; i++)
+        touch(files[i].name);
+    tpc_test_txn_origin_t owner = {
+        .restored = 1, .restored_parallelism = 2, .first_checkpoint = 2, .owner_epoch = 2};
+    TPC_TEST_OK(tpc_test_txn_sub_open_from(&sub, sink, 0, 2, &owner));
+    TPC_TEST_OK(tpc__txn_task_initialize(sub.task, state.entries, state.count));
+    ck_assert(!exists(pending));
+    ck_assert(exists("part-0-0000000001-0000"));
+    for (size_t i = 0; i < n; i++)
+        ck_assert_msg(exists(files[i].name) != files[i].deleted, "%s was %s", files[i].name,
+                      files[i].deleted ? "kept" : "deleted");
+
+    /* A zombie of epoch 1 creates a file after that; the owner's next checkpoint deletes it. */
+    const char *zombie = ".part-0-0000000002-e1-0000000000000077-0000.inprogress";
+    touch(zombie);
+    write_range(20, 20);
+    char mine[256];
+    find_inprogress("-0000000002-e2-", mine, sizeof mine);
+    ck_assert_msg(strncmp(mine, ".part-0-0000000002-e2-", 22) == 0, "%s", mine);
+    TPC_TEST_OK(tpc_test_txn_sub_snapshot(&sub, 2, NULL));
+    ck_assert(!exists(zombie));
+    ck_assert(exists(files[4].name) && exists(mine));
+    ck_assert_ptr_nonnull(strstr(sub.log, "older owner epoch than 2"));
+    TPC_TEST_OK(tpc__txn_task_complete(sub.task, 2));
+    write_range(40, 10);
+    find_inprogress("-0000000003-e2-", mine, sizeof mine);
+    ck_assert(mine[0]);
+
+    /* The zombie restarts from checkpoint 1 (it read the record before the take-over): it finds
+     * that checkpoint committed and deletes none of the owner's files. */
+    tpc_test_txn_sub_t zombie_sub;
+    tpc_test_txn_origin_t old_owner = {
+        .restored = 1, .restored_parallelism = 2, .first_checkpoint = 2, .owner_epoch = 1};
+    TPC_TEST_OK(tpc_test_txn_sub_open_from(&zombie_sub, sink, 0, 2, &old_owner));
+    TPC_TEST_OK(tpc__txn_task_initialize(zombie_sub.task, state.entries, state.count));
+    tpc_test_txn_sub_close(&zombie_sub);
+    ck_assert(exists(mine) && exists(files[3].name) && exists(files[4].name));
+
+    TPC_TEST_OK(tpc_test_txn_sub_snapshot(&sub, 3, NULL));
+    TPC_TEST_OK(tpc__txn_task_complete(sub.task, 3));
+    tpc_test_txn_sub_close(&sub);
+    tpc_test_file_out_t out = read_out();
+    char why[256];
+    uint64_t count = 50;
+    ck_assert_msg(tpc_test_file_check(&out, 0, 1, &count, true, why, sizeof why), "%s", why);
+    tpc_test_file_out_free(&out);
+    tpc_test_txn_state_free(&state);
+}
+END_TEST
+
 /* The restored current transaction is dropped with everything it wrote after its handle was
  * stored, and the restored pending one is committed. */
 START_TEST(test_restore_commits_pending_and_drops_current)
@@ -397,6 +496,7 @@ int main(void)
     tcase_add_test(tc, test_missing_file_is_data_loss);
     tcase_add_test(tc, test_foreign_final_file_is_not_replaced);
     tcase_add_test(tc, test_lingering_cleanup_rules);
+    tcase_add_test(tc, test_owner_epoch_cleanup_rules);
     tcase_add_test(tc, test_restore_commits_pending_and_drops_current);
     tcase_add_test(tc, test_at_least_once_visible_at_checkpoint);
     tcase_add_test(tc, test_encoder);
