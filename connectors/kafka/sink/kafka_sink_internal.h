@@ -123,6 +123,10 @@ typedef struct {
      * soon after its commit, which the sink says once (warned_old, kafka_txn.c). */
     int64_t retention_ms;
     bool warned_old;
+    /* Connections to the transaction coordinators, kept for the descriptions of pre-commit and of
+     * the commit's proof (NULL when memory ran out: each opens its own); the subtask's thread
+     * alone uses them, under the lock. */
+    tpc__kafka_coords_t *coords;
 } tpc__kafka_sub_t;
 
 typedef struct {

@@ -42,6 +42,7 @@ tpc_error_t *tpc__kafka_open(void *arg, const tpc_txn_subtask_t *st, void **out)
     c->transactional = transactional;
     c->wire.bootstrap = tpc__kafka_prop(conf, "bootstrap.servers");
     c->wire.security_protocol = tpc__kafka_prop(conf, "security.protocol");
+    c->coords = transactional ? tpc__kafka_coords_new() : NULL;
     if (!transactional)
         err = tpc__kafka_producer_start(&c->plain, conf, st, NULL,
                                         st->guarantee == TPC_TXN_AT_LEAST_ONCE);
@@ -49,6 +50,7 @@ tpc_error_t *tpc__kafka_open(void *arg, const tpc_txn_subtask_t *st, void **out)
         err = tpc__kafka_serve_start(c);
     if (err) {
         tpc__kafka_producer_stop(&c->plain, false);
+        tpc__kafka_coords_free(c->coords);
         free(c);
         return err;
     }
@@ -64,6 +66,7 @@ void tpc__kafka_close(void *conn)
     for (int n = 0; n < c->conf->pool_size; n++)
         tpc__kafka_producer_stop(&c->slots[n].prod, false);
     tpc__kafka_producer_stop(&c->plain, false);
+    tpc__kafka_coords_free(c->coords);
     free(c->orphans);
     free(c);
 }
@@ -257,6 +260,7 @@ static tpc_error_t *abort_txn(tpc__kafka_sub_t *c, tpc__kafka_txn_t *t)
 static tpc_error_t *name_txn(tpc__kafka_sub_t *c, tpc__kafka_txn_t *t, tpc__kafka_producer_t *p)
 {
     tpc__kafka_wire_conf_t wire = tpc__kafka_sink_wire(c);
+    wire.coords = c->coords;
     tpc__kafka_txn_info_t now;
     tpc_error_t *err =
         tpc__kafka_describe_transaction(&wire, t->id, (int)c->conf->open_timeout_ms, &now);
@@ -357,6 +361,7 @@ static tpc_error_t *prove(tpc__kafka_sub_t *c, tpc__kafka_txn_t *t)
     char what[48];
     snprintf(what, sizeof what, "checkpoint %" PRIu64, t->ckpt);
     tpc__kafka_wire_conf_t wire = tpc__kafka_sink_wire(c);
+    wire.coords = c->coords;
     bool ended_here = false;
     tpc_error_t *err = tpc__kafka_prove_commit(&wire, t->id, t->pid, t->epoch, &t->start_ms,
                                                c->conf->recovery_timeout_ms, what, &ended_here);

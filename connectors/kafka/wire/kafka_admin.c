@@ -312,12 +312,44 @@ tpc_error_t *tpc__kafka_list_transactions(const tpc__kafka_wire_conf_t *conf, co
     return NULL;
 }
 
-tpc_error_t *tpc__kafka_describe_transaction(const tpc__kafka_wire_conf_t *conf, const char *id,
-                                             int timeout_ms, tpc__kafka_txn_info_t *out)
+/* The answer of a coordinator that is not (or not yet) the one of the id. */
+static bool not_coordinator(int code)
+{
+    return code == TPC__KAFKA_E_COORDINATOR_LOADING || code == TPC__KAFKA_E_NOT_COORDINATOR ||
+           code == TPC__KAFKA_E_COORDINATOR_NOT_AVAILABLE;
+}
+
+static void info_init(tpc__kafka_txn_info_t *out, const char *id)
 {
     *out = (tpc__kafka_txn_info_t){.producer_epoch = -1, .start_ms = -1};
     snprintf(out->id, sizeof out->id, "%s", id);
+}
+
+/* DescribeTransactions for @id on the connection @conf->coords keeps to its coordinator: true
+ * when it answered as the coordinator of the id; false when none is kept, or it failed in any way
+ * (then it is forgotten, and the caller asks afresh). */
+static bool describe_kept(const tpc__kafka_wire_conf_t *conf, const char *id, int64_t deadline,
+                          tpc__kafka_txn_info_t *out)
+{
+    tpc__kafka_conn_t *kept = tpc__kafka_coords_get(conf->coords, id);
+    if (!kept)
+        return false;
+    tpc_error_t *err = describe_at(kept, out, 1, deadline);
+    if (!err && !not_coordinator(out->error))
+        return true;
+    tpc_error_destroy(err);
+    tpc__kafka_coords_drop(conf->coords, id);
+    info_init(out, id);
+    return false;
+}
+
+tpc_error_t *tpc__kafka_describe_transaction(const tpc__kafka_wire_conf_t *conf, const char *id,
+                                             int timeout_ms, tpc__kafka_txn_info_t *out)
+{
+    info_init(out, id);
     int64_t deadline = tpc_clock_ms() + timeout_ms;
+    if (describe_kept(conf, id, deadline, out))
+        return NULL;
     tpc_backoff_t backoff;
     tpc_backoff_init(&backoff, deadline, 100, 900);
     for (;;) {
@@ -339,12 +371,12 @@ tpc_error_t *tpc__kafka_describe_transaction(const tpc__kafka_wire_conf_t *conf,
             err = tpc__kafka_conn_open(conf, host, port, deadline, &coord);
         if (!err)
             err = describe_at(coord, out, 1, deadline);
-        if (!err && (out->error == TPC__KAFKA_E_COORDINATOR_LOADING ||
-                     out->error == TPC__KAFKA_E_NOT_COORDINATOR ||
-                     out->error == TPC__KAFKA_E_COORDINATOR_NOT_AVAILABLE))
+        if (!err && not_coordinator(out->error))
             err = tpc_error_new(TPC_ERR_EXTERNAL, TPC_ERROR_RETRIABLE,
                                 "DescribeTransactions for \"%s\" failed: %s", id,
                                 tpc__kafka_code_name(out->error));
+        if (!err && tpc__kafka_coords_keep(conf->coords, id, host, port, coord))
+            coord = NULL; /* kept for the next call */
         tpc__kafka_conn_close(boot);
         tpc__kafka_conn_close(coord);
         if (!err || !tpc_error_is_retriable(err) || !tpc_backoff_wait(&backoff, NULL, NULL))

@@ -101,6 +101,9 @@ int64_t tpc__kafka_r_str(tpc__kafka_rbuf_t *r, bool compact, char *buf, size_t c
 void tpc__kafka_r_bytes(tpc__kafka_rbuf_t *r, bool compact, const unsigned char **p, size_t *n);
 void tpc__kafka_r_skip_tags(tpc__kafka_rbuf_t *r);
 
+/* kafka_coords.c: connections to transaction coordinators kept between calls. */
+typedef struct tpc__kafka_coords tpc__kafka_coords_t;
+
 /* How to reach the cluster. Strings are borrowed. */
 typedef struct {
     const char *bootstrap;         /* "host:port[,host:port...]" */
@@ -110,6 +113,9 @@ typedef struct {
      * ssl.*, sasl.* and enable.ssl.certificate.verification settings are read from here. */
     const char *const *props;
     size_t nprops; /* pairs */
+    /* Borrowed, NULL for none: tpc__kafka_describe_transaction() keeps its connection to each
+     * coordinator here between calls. One thread at a time uses it. */
+    tpc__kafka_coords_t *coords;
 } tpc__kafka_wire_conf_t;
 
 /* @returns the value of property @name in @conf, or NULL. */
@@ -293,9 +299,26 @@ tpc_error_t *tpc__kafka_abort_on_partition(const tpc__kafka_wire_conf_t *conf, c
 /* The number of partitions of @topic, from Metadata. */
 tpc_error_t *tpc__kafka_partition_count(const tpc__kafka_wire_conf_t *conf, const char *topic,
                                         int timeout_ms, int32_t *count);
-/* DescribeTransactions for one id at its coordinator. */
+/* DescribeTransactions for one id at its coordinator; with @conf->coords on the connection kept
+ * to it, which the call keeps there for the next one (kafka_coords.c). */
 tpc_error_t *tpc__kafka_describe_transaction(const tpc__kafka_wire_conf_t *conf, const char *id,
                                              int timeout_ms, tpc__kafka_txn_info_t *out);
+
+/* kafka_coords.c. new: NULL when out of memory (a NULL cache keeps nothing); free closes every
+ * kept connection. */
+tpc__kafka_coords_t *tpc__kafka_coords_new(void);
+void tpc__kafka_coords_free(tpc__kafka_coords_t *k);
+/* The kept connection to the coordinator of @id, or NULL (none kept, or @k NULL). */
+tpc__kafka_conn_t *tpc__kafka_coords_get(tpc__kafka_coords_t *k, const char *id);
+/* Note @host:@port as the coordinator of @id and keep @conn, a connection to it: @returns true
+ * when @k took @conn, false when the caller still owns it (a connection to that broker is kept
+ * already, @k is NULL, or memory ran out). */
+bool tpc__kafka_coords_keep(tpc__kafka_coords_t *k, const char *id, const char *host, int port,
+                            tpc__kafka_conn_t *conn);
+/* Forget the coordinator of @id and close the connection kept to it. */
+void tpc__kafka_coords_drop(tpc__kafka_coords_t *k, const char *id);
+/* Connections @k has taken so far. */
+uint64_t tpc__kafka_coords_opened(const tpc__kafka_coords_t *k);
 
 /* kafka_proof.c: what became of one transaction, named by its id, producer id, epoch and the
  * coordinator's start time (-1: unnamed, as in handles of earlier versions), judged from what
