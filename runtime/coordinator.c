@@ -260,7 +260,6 @@ static void complete_checkpoint(coord_t *c, pending_t *p)
         return;
     }
     uint64_t now = tpc__now_us(), duration = now - p->trigger_us;
-    tpc__checkpoint_retain_at(job->store, job->conf.retained);
     unlink_pending(c, p);
     /* Older checkpoints still in flight are subsumed by this one. */
     for (pending_t *q = c->pending, *nx; q; q = nx) {
@@ -276,6 +275,9 @@ static void complete_checkpoint(coord_t *c, pending_t *p)
               duration);
     record_outcome(c, p->id, true, duration, size, NULL);
     broadcast(c, TPC__MSG_NOTIFY_COMPLETE, p->id);
+    /* After the notification, not before: the sinks commit while the files older checkpoints no
+     * longer need are removed. */
+    tpc__checkpoint_retain_at(job->store, job->conf.retained);
     pthread_mutex_lock(&job->ctl_mu);
     bool stop_now = p->savepoint && job->stop.active && !job->stop.drain;
     if (p->savepoint && job->stop.active && !job->stop.path) {
