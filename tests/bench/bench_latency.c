@@ -23,9 +23,11 @@
  * holds for both outputs). Environment: TWOPC_TEST_KAFKA_BOOTSTRAP and TWOPC_TEST_PG_CONNINFO
  * (required), TWOPC_BENCH_SECONDS (input seconds per run, default 10), TWOPC_BENCH_RECORDS (records
  * of the sustainable-rate run, default 500000), TWOPC_BENCH_RATE (skip that run and take this
- * rate), TWOPC_BENCH_OUT (a folder: each run's latency distribution goes there as
- * latency_i<interval>ms_load<load>.tsv, percentile and milliseconds per output, for
- * tests/bench/latency_plot.gp).
+ * rate), TWOPC_BENCH_INTERVALS and TWOPC_BENCH_LOADS (the checkpoint intervals in ms and the
+ * loads in percent to run, default "100 1000" and "50 90"; e.g. TWOPC_BENCH_INTERVALS=100
+ * TWOPC_BENCH_LOADS=50 runs the goal's case alone), TWOPC_BENCH_OUT (a folder: each run's latency
+ * distribution goes there as latency_i<interval>ms_load<load>.tsv, percentile and milliseconds
+ * per output, for tests/bench/latency_plot.gp).
  */
 #include "tpc_kafka.h"
 #include "tpc_pg.h"
@@ -524,6 +526,28 @@ static double latency_run(int interval_ms, int load_pct, double rate, double sec
     return worst;
 }
 
+/* The positive numbers the environment variable @name lists (at most 8, separated by spaces or
+ * commas) into @out; without it, @out's first @def numbers. @returns how many. */
+static int numbers(const char *name, int *out, int def)
+{
+    const char *env = tpc_test_env(name);
+    if (!env)
+        return def;
+    int n = 0;
+    for (const char *s = env; *s && n < 8;) {
+        char *end;
+        long v = strtol(s, &end, 10);
+        if (end == s || v <= 0 || v > 1000000) {
+            fprintf(stderr, "bench_latency: %s=\"%s\": give positive numbers, e.g. \"100 1000\"\n",
+                    name, env);
+            exit(2);
+        }
+        out[n++] = (int)v;
+        s = end + strspn(end, " ,");
+    }
+    return n;
+}
+
 int main(void)
 {
     bootstrap = tpc_test_env_require("TWOPC_TEST_KAFKA_BOOTSTRAP");
@@ -534,14 +558,16 @@ int main(void)
     double seconds = env ? atof(env) : 10;
     env = tpc_test_env("TWOPC_BENCH_RECORDS");
     uint64_t records = env ? strtoull(env, NULL, 10) : 500000;
+    int intervals[8] = {100, 1000}, loads[8] = {50, 90};
+    int nintervals = numbers("TWOPC_BENCH_INTERVALS", intervals, 2);
+    int nloads = numbers("TWOPC_BENCH_LOADS", loads, 2);
     env = tpc_test_env("TWOPC_BENCH_RATE");
-    const int intervals[] = {100, 1000}, loads[] = {50, 90};
-    for (int i = 0; i < 2; i++) {
+    for (int i = 0; i < nintervals; i++) {
         double goal = 1.5 * intervals[i] + 50;
         double rate = env ? atof(env) : sustainable_rate(records, intervals[i]);
         printf("bench latency i%dms_sustainable_rec_per_s %.0f rec/s\n", intervals[i], rate);
         fflush(stdout);
-        for (int l = 0; l < 2; l++) {
+        for (int l = 0; l < nloads; l++) {
             double p99 = latency_run(intervals[i], loads[l], rate * loads[l] / 100.0, seconds);
             if (loads[l] == 50) {
                 printf("bench latency i%dms_goal_p99_ms %.0f ms\n", intervals[i], goal);
