@@ -222,8 +222,8 @@ test-integration: deps lib tools $(INTEG_BINS) examples
 KAFKA_INTEG_BINS := $(filter $(BUILD)/tests/check_kafka_% $(BUILD)/tests/check_conformance_kafka \
                       $(BUILD)/tests/check_owner_kafka, $(INTEG_BINS))
 # The cluster tests (membership in a consumer group) run with both librdkafka releases too, but not
-# again in test-kafka: they write no Kafka transaction, so the broker's transaction protocol does
-# not matter to them.
+# again in test-kafka: they are about membership and fencing across processes, and the Kafka sink's
+# fencing under each transaction protocol is test-kafka's (check_owner_kafka).
 CLUSTER_INTEG_BINS := $(filter $(BUILD)/tests/check_cluster_%, $(INTEG_BINS))
 RDKAFKA_CURRENT_DIR := build/rdkafka
 
