@@ -21,6 +21,10 @@
 #define APP_MAX   100
 /* librdkafka 2.12 is the first release whose KIP-848 consumer is not a preview. */
 #define RDKAFKA_KIP848 0x020c0000
+/* librdkafka before 2.3.0 asserts, and so aborts the process, when it destroys a consumer of the
+ * cooperative-sticky assignor that joined its group but never got an assignment (the assignor's
+ * state is made by the first one; librdkafka's issues 4312 and 4381). */
+#define RDKAFKA_STICKY_DESTROY_FIXED 0x02030000
 /* Kafka's UNRELEASED_INSTANCE_ID (KIP-848), which librdkafka 2.0.2's header does not name. */
 #define KAFKA_UNRELEASED_INSTANCE_ID ((rd_kafka_resp_err_t)111)
 
@@ -396,8 +400,10 @@ static void rebalance(rd_kafka_t *rk, rd_kafka_resp_err_t why,
     rd_kafka_error_t *e = NULL;
     rd_kafka_resp_err_t rc = RD_KAFKA_RESP_ERR_NO_ERROR;
     if (why == RD_KAFKA_RESP_ERR__ASSIGN_PARTITIONS) {
+        c->assigned_once = true;
         list_units(c, "assigned", parts);
-        start_units(c, parts);
+        if (!c->closing)
+            start_units(c, parts);
         if (incremental)
             e = rd_kafka_incremental_assign(rk, parts);
         else
@@ -426,6 +432,8 @@ static void rebalance(rd_kafka_t *rk, rd_kafka_resp_err_t why,
 static void kafka_log(const rd_kafka_t *rk, int level, const char *fac, const char *buf)
 {
     tpc_cluster_t *c = rd_kafka_opaque(rk);
+    if (atomic_load(&c->consumer_left))
+        return;
     char line[1024];
     if (tpc__kafka_log_quiet(
             fac, buf,
@@ -533,6 +541,42 @@ static tpc_error_t *serve(tpc_cluster_t *c, rd_kafka_t *rk)
     return NULL;
 }
 
+/* librdkafka before 2.3.0 aborts when it destroys a consumer of the classic protocol that joined
+ * but had no assignment yet (RDKAFKA_STICKY_DESTROY_FIXED): a member stopped during its first
+ * join. Then poll on, for at most the session timeout (after it the group has handed out its
+ * assignment, or dropped whoever held the rebalance up), taking assignments without starting
+ * units, until the first one came. @returns false when the consumer must not be destroyed. */
+static bool safe_to_destroy(tpc_cluster_t *c, rd_kafka_t *rk, bool subscribed)
+{
+    if (!subscribed || c->assigned_once || c->protocol == 1 ||
+        rd_kafka_version() >= RDKAFKA_STICKY_DESTROY_FIXED)
+        return true;
+    char value[32] = "";
+    size_t size = sizeof value;
+    int64_t wait_ms = 45000;
+    if (rd_kafka_conf_get(rd_kafka_conf(rk), "session.timeout.ms", value, &size) ==
+        RD_KAFKA_CONF_OK)
+        wait_ms = strtoll(value, NULL, 10);
+    int64_t until = tpc_clock_ms() + wait_ms;
+    char why[256];
+    c->closing = true;
+    while (!c->assigned_once && tpc_clock_ms() < until &&
+           rd_kafka_fatal_error(rk, why, sizeof why) == RD_KAFKA_RESP_ERR_NO_ERROR) {
+        rd_kafka_message_t *m = rd_kafka_consumer_poll(rk, 100);
+        if (m)
+            rd_kafka_message_destroy(m);
+    }
+    c->closing = false;
+    if (c->assigned_once)
+        return true;
+    tpc__cluster_log(c, TPC_LOG_WARN,
+                     "the membership consumer of \"%s\" had no assignment %lld ms after the "
+                     "stop and is left undestroyed: librdkafka %s would abort the process "
+                     "destroying it (fixed in librdkafka 2.3.0)",
+                     c->app, (long long)wait_ms, rd_kafka_version_str());
+    return false;
+}
+
 tpc_error_t *tpc_cluster_run(tpc_cluster_t *c)
 {
     if (!c)
@@ -565,8 +609,10 @@ tpc_error_t *tpc_cluster_run(tpc_cluster_t *c)
     if (!err)
         err = tpc__cluster_lease_topic(rk, topic, c->units, c->replication_factor,
                                        c->open_timeout_ms);
+    c->assigned_once = c->closing = false;
     if (!err)
         err = subscribe(c, rk, topic);
+    bool subscribed = !err;
     if (!err) {
         tpc__cluster_log(c, TPC_LOG_INFO,
                          "joined group \"%s\" (%s protocol) over %d units of \"%s\"", c->app,
@@ -574,9 +620,13 @@ tpc_error_t *tpc_cluster_run(tpc_cluster_t *c)
         err = serve(c, rk);
     }
     if (rk) {
+        bool destroy = safe_to_destroy(c, rk, subscribed);
         /* Close revokes what is assigned: units stop with savepoints, then the group is left. */
         rd_kafka_consumer_close(rk);
-        rd_kafka_destroy(rk);
+        if (destroy)
+            rd_kafka_destroy(rk);
+        else
+            atomic_store(&c->consumer_left, true);
     }
     for (int u = 0; u < c->units; u++)
         if (c->unit[u].c)
@@ -612,5 +662,6 @@ void tpc_cluster_destroy(tpc_cluster_t *c)
     pthread_cond_destroy(&c->cond);
     pthread_mutex_destroy(&c->event_mu);
     pthread_mutex_destroy(&c->mu);
-    free(c);
+    if (!atomic_load(&c->consumer_left))
+        free(c); /* else the undestroyed consumer's log callback still reads it */
 }

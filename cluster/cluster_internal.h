@@ -60,6 +60,13 @@ struct tpc_cluster_s {
     tpc_log_level_t log_level;
 
     atomic_bool stop_requested;
+    /* Membership thread only: the consumer had an assignment (the rebalance callback took one,
+     * if empty) in this run; the run is closing and takes assignments without starting units. */
+    bool assigned_once, closing;
+    /* A membership consumer was left undestroyed (librdkafka would abort destroying it): its
+     * threads may still log, through this struct, which therefore outlives tpc_cluster_destroy()
+     * and from then on says nothing. */
+    atomic_bool consumer_left;
     pthread_mutex_t mu;       /* over units' shared fields, fatal */
     pthread_cond_t cond;      /* a unit's job left, a stopper finished, a restart pause may end */
     pthread_mutex_t event_mu; /* one event callback at a time */
