@@ -5,12 +5,15 @@
  * connection answers exactly as a call that connects afresh, and five descriptions open one
  * connection, not five. When the kept connection is cut (as a broker that closed it or restarted),
  * the next description still answers, on a new connection, and the one after that again uses the
- * kept one; after the commit, it sees the transaction committed.
+ * kept one; after the commit, it sees the transaction committed. A kept connection whose peer went
+ * silent holds a call for a share of its time only, and the call still answers, afresh.
  */
 #include "check_kafka_common.h"
 #include "kafka_wire.h"
 #include "tpc_test_env.h"
 
+#include <arpa/inet.h>
+#include <fcntl.h>
 #include <netinet/in.h>
 #include <stdlib.h>
 #include <sys/socket.h>
@@ -112,6 +115,58 @@ START_TEST(test_kept_connection_answers_as_a_fresh_one)
 }
 END_TEST
 
+/* A kept connection whose peer went silent (a host gone without a reset): the call waits on it
+ * for a share of its time only, and then answers over a fresh connection. The kept connection's
+ * descriptor is turned into one to a listener of this test that never answers. */
+START_TEST(test_silent_kept_connection_leaves_time_for_a_fresh_one)
+{
+    char id[128];
+    tpc_test_unique_name(id, sizeof id, "twopc-coords-silent", '-');
+    static bool before[MAX_FD], after[MAX_FD];
+    tcp_fds(before);
+    tpc__kafka_coords_t *coords = tpc__kafka_coords_new();
+    ck_assert_ptr_nonnull(coords);
+    tpc__kafka_wire_conf_t wire = {.bootstrap = bootstrap, .coords = coords};
+    tpc__kafka_txn_info_t first, second;
+    tpc_error_t *err = tpc__kafka_describe_transaction(&wire, id, 20000, &first);
+    ck_assert_msg(err == NULL, "describe %s: %s", id, tpc_error_message(err));
+    ck_assert_int_eq(first.error, TPC__KAFKA_E_TRANSACTIONAL_ID_NOT_FOUND);
+    ck_assert_uint_eq(tpc__kafka_coords_opened(coords), 1);
+
+    /* The test opens no other connection: the one new descriptor is the kept connection. */
+    tcp_fds(after);
+    int kept = -1, fresh = 0;
+    for (int fd = 0; fd < MAX_FD; fd++)
+        if (after[fd] && !before[fd]) {
+            kept = fd;
+            fresh++;
+        }
+    ck_assert_int_eq(fresh, 1);
+    int lis = socket(AF_INET, SOCK_STREAM, 0), mute = socket(AF_INET, SOCK_STREAM, 0);
+    ck_assert_int_ge(lis, 0);
+    ck_assert_int_ge(mute, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t alen = sizeof a;
+    ck_assert_int_eq(bind(lis, (struct sockaddr *)&a, sizeof a), 0);
+    ck_assert_int_eq(listen(lis, 1), 0);
+    ck_assert_int_eq(getsockname(lis, (struct sockaddr *)&a, &alen), 0);
+    ck_assert_int_eq(connect(mute, (struct sockaddr *)&a, sizeof a), 0);
+    /* Non-blocking, as the library's own sockets. */
+    ck_assert_int_eq(fcntl(mute, F_SETFL, fcntl(mute, F_GETFL) | O_NONBLOCK), 0);
+    ck_assert_int_eq(dup2(mute, kept), kept);
+    close(mute);
+
+    /* Without the share the silent connection took the whole 8 s, and the fresh call none. */
+    err = tpc__kafka_describe_transaction(&wire, id, 8000, &second);
+    ck_assert_msg(err == NULL, "describe %s after its kept connection went silent: %s", id,
+                  tpc_error_message(err));
+    ck_assert_int_eq(second.error, TPC__KAFKA_E_TRANSACTIONAL_ID_NOT_FOUND);
+    ck_assert_uint_eq(tpc__kafka_coords_opened(coords), 2);
+    tpc__kafka_coords_free(coords);
+    close(lis);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("kafka_coords");
@@ -119,6 +174,7 @@ int main(void)
     tcase_add_checked_fixture(tc, setup, NULL);
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, test_kept_connection_answers_as_a_fresh_one);
+    tcase_add_test(tc, test_silent_kept_connection_leaves_time_for_a_fresh_one);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);

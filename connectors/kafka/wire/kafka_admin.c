@@ -325,16 +325,23 @@ static void info_init(tpc__kafka_txn_info_t *out, const char *id)
     snprintf(out->id, sizeof out->id, "%s", id);
 }
 
-/* DescribeTransactions for @id on the connection @conf->coords keeps to its coordinator: true
- * when it answered as the coordinator of the id; false when none is kept, or it failed in any way
- * (then it is forgotten, and the caller asks afresh). */
-static bool describe_kept(const tpc__kafka_wire_conf_t *conf, const char *id, int64_t deadline,
+/* The most of a call's time that its kept connection may take: a quarter, at most this. A kept
+ * connection whose peer went silent (a host gone without a reset, a dropped route) answers nothing
+ * until the deadline; the rest of the time is left to the call made afresh, which finds the
+ * coordinator as it is now. */
+#define KEPT_SHARE_MAX_MS 5000
+
+/* DescribeTransactions for @id on the connection @conf->coords keeps to its coordinator, within
+ * @timeout_ms's share above: true when it answered as the coordinator of the id; false when none
+ * is kept, or it failed in any way (then it is forgotten, and the caller asks afresh). */
+static bool describe_kept(const tpc__kafka_wire_conf_t *conf, const char *id, int timeout_ms,
                           tpc__kafka_txn_info_t *out)
 {
     tpc__kafka_conn_t *kept = tpc__kafka_coords_get(conf->coords, id);
     if (!kept)
         return false;
-    tpc_error_t *err = describe_at(kept, out, 1, deadline);
+    int share = timeout_ms / 4 < KEPT_SHARE_MAX_MS ? timeout_ms / 4 : KEPT_SHARE_MAX_MS;
+    tpc_error_t *err = describe_at(kept, out, 1, tpc_clock_ms() + share);
     if (!err && !not_coordinator(out->error))
         return true;
     tpc_error_destroy(err);
@@ -348,7 +355,7 @@ tpc_error_t *tpc__kafka_describe_transaction(const tpc__kafka_wire_conf_t *conf,
 {
     info_init(out, id);
     int64_t deadline = tpc_clock_ms() + timeout_ms;
-    if (describe_kept(conf, id, deadline, out))
+    if (describe_kept(conf, id, timeout_ms, out))
         return NULL;
     tpc_backoff_t backoff;
     tpc_backoff_init(&backoff, deadline, 100, 900);
