@@ -29,12 +29,24 @@
  *     --records N            purchases written by --fill (default 20000)
  *     --users U              distinct users (default 300)
  *     --rate R               purchases per second through each unit's parse (default 0: unlimited)
+ *     --direct               no repartition topic: each unit's parse feeds its totals at once.
+ *                            Right only because --fill writes all of a user's purchases into one
+ *                            input partition; it shows what the hop costs (make bench-cluster)
+ *     --config FILE          the keys of every unit's job (the file's first section or [job])
+ *                            and of the member, tpc_cluster_set()'s ([member]): checkpoint
+ *                            storage, group settings, security
+ *
+ * The job's and the member's keys can also come from the environment: TWOPC_<KEY> for the job,
+ * TWOPC_MEMBER__<KEY> for the member (TWOPC_MEMBER__KAFKA_GROUP_INSTANCE_ID=orders-0 is
+ * kafka.group.instance.id). The command line wins over both, the environment over the file
+ * (docs/configuration.md). A key that neither takes is refused at the start.
  *
  * Exit status: 0 after a stop, 1 when the member failed, 2 for bad options.
  */
 #include "keyed_totals_ops.h"
 #include "tpc_cluster.h"
 
+#include <pthread.h>
 #include <signal.h>
 
 #define PROGRAM "cluster_totals"
@@ -43,7 +55,9 @@ typedef struct {
     ex_options_t common;
     char input[256], by_user[256], topic[256], table[256];
     int units;
+    bool direct;
     uint32_t users;
+    pthread_mutex_t config_mu; /* units build their jobs at once; the configuration counts uses */
     const char *instance, *protocol, *session_ms;
 } options_t;
 
@@ -121,11 +135,17 @@ static tpc_error_t *build_unit(void *opaque, const tpc_cluster_unit_t *unit, tpc
     char interval[32];
     snprintf(interval, sizeof interval, "%d", opt->common.interval_ms);
     int in, parse, to_by_user, by_user, totals, to_pg, to_out;
-    tpc_error_t *err = tpc_job_set(job, "checkpoint.interval.ms", interval);
-    if (!err)
-        err = tpc_job_set(job, "restart.attempts", "20");
+    tpc_error_t *err = tpc_job_set(job, "restart.attempts", "20");
     if (!err)
         err = tpc_job_set(job, "restart.delay.ms", "500");
+    if (!err) {
+        pthread_mutex_lock(&opt->config_mu);
+        err = tpc_job_configure(job, opt->common.config);
+        pthread_mutex_unlock(&opt->config_mu);
+    }
+    /* --interval, or else the configuration's, which parse_options took */
+    if (!err)
+        err = tpc_job_set(job, "checkpoint.interval.ms", interval);
     /* ingest: the unit's input partition, parsed, into the repartition topic by user */
     if (!err)
         err = source_new(opt, opt->input, unit->unit, &p->input);
@@ -135,23 +155,23 @@ static tpc_error_t *build_unit(void *opaque, const tpc_cluster_unit_t *unit, tpc
         err = tpc_job_add_vertex(job, "parse", 1, &kt_parse_ops, &opt->common.rate, &parse);
     if (!err)
         err = tpc_job_connect(job, in, parse, TPC_EDGE_FORWARD);
-    if (!err)
+    if (!err && !opt->direct)
         err = sink_new(opt, unit, opt->by_user, "r", &p->to_by_user);
-    if (!err)
+    if (!err && !opt->direct)
         err = tpc_kafka_sink_set_mapper(p->to_by_user, to_unit, opt);
-    if (!err)
+    if (!err && !opt->direct)
         err = tpc_txn_sink_add_to_job(p->to_by_user, job, "to-by-user", 1, &to_by_user);
-    if (!err)
+    if (!err && !opt->direct)
         err = tpc_job_connect(job, parse, to_by_user, TPC_EDGE_FORWARD);
     /* keyed: the unit's users, their totals into PostgreSQL and Kafka */
-    if (!err)
+    if (!err && !opt->direct)
         err = source_new(opt, opt->by_user, unit->unit, &p->by_user);
-    if (!err)
+    if (!err && !opt->direct)
         err = tpc_kafka_source_add_to_job(p->by_user, job, "by-user", 1, &by_user);
     if (!err)
         err = tpc_job_add_vertex(job, "totals", 1, &kt_totals_ops, NULL, &totals);
     if (!err)
-        err = tpc_job_connect(job, by_user, totals, TPC_EDGE_HASH);
+        err = tpc_job_connect(job, opt->direct ? parse : by_user, totals, TPC_EDGE_HASH);
     if (!err)
         err = pg_new(opt, unit, &p->pg);
     if (!err)
@@ -200,7 +220,7 @@ static int usage(const char *msg)
                     "         [--checkpoint-dir DIR] [--units U] [--instance ID]\n"
                     "         [--session-timeout MS] [--protocol classic|consumer] [--interval "
                     "MS]\n"
-                    "         [--records N] [--users U] [--rate R]\n",
+                    "         [--records N] [--users U] [--rate R] [--direct] [--config FILE]\n",
             msg);
     return 2;
 }
@@ -213,6 +233,7 @@ static int parse_options(int argc, char **argv, options_t *opt)
                                              {"instance", required_argument, 0, 'I'},
                                              {"session-timeout", required_argument, 0, 'T'},
                                              {"protocol", required_argument, 0, 'P'},
+                                             {"direct", no_argument, 0, 'D'},
                                              {0, 0, 0, 0}};
     *opt = (options_t){.common = ex_options_defaults("twopc-cluster-totals", 20000),
                        .users = KT_DEFAULT_USERS,
@@ -232,6 +253,8 @@ static int parse_options(int argc, char **argv, options_t *opt)
             opt->session_ms = optarg;
         else if (c == 'P')
             opt->protocol = optarg;
+        else if (c == 'D')
+            opt->direct = true;
         else if (!ex_option(o, c, optarg))
             return usage("unknown option");
     }
@@ -252,9 +275,26 @@ static int parse_options(int argc, char **argv, options_t *opt)
     return 0;
 }
 
+static tpc_error_t *member_set(void *component, const char *key, const char *value)
+{
+    return tpc_cluster_set(component, key, value);
+}
+
+/* The job's keys of the configuration, tried on a job that never runs, so that a wrong one stops
+ * the member before it joins rather than every unit's job on its thread; then any key that
+ * neither the member nor the job took is refused. */
+static tpc_error_t *check_configuration(tpc_config_t *config)
+{
+    tpc_job_t *job = tpc_job_new("cluster_totals-configuration");
+    tpc_error_t *err = job ? tpc_job_configure(job, config) : tpc_error_nomem();
+    tpc_job_destroy(job);
+    return err ? err : tpc_config_check_used(config);
+}
+
 static tpc_error_t *member_new(options_t *opt)
 {
     const ex_options_t *o = &opt->common;
+    const tpc_props_t *member_keys[] = {tpc_cluster_properties()};
     tpc_error_t *err = tpc_cluster_new(o->bootstrap, o->name, opt->units, &member);
     if (!err)
         err = tpc_cluster_set(member, "checkpoint.dir", o->ckpt_dir);
@@ -262,6 +302,10 @@ static tpc_error_t *member_new(options_t *opt)
         err = tpc_cluster_set(member, "group.protocol", opt->protocol);
     if (!err && strcmp(opt->protocol, "classic") == 0)
         err = tpc_cluster_set(member, "kafka.session.timeout.ms", opt->session_ms);
+    if (!err)
+        err = tpc_config_apply(o->config, "member", member_keys, 1, member_set, member);
+    if (!err)
+        err = check_configuration(o->config);
     if (!err && opt->instance)
         err = tpc_cluster_set(member, "kafka.group.instance.id", opt->instance);
     if (!err)
@@ -287,6 +331,9 @@ int main(int argc, char **argv)
                                     "NOT NULL");
         return made ? kt_fill_input(PROGRAM, o, opt.input, opt.users) : 1;
     }
+    if (!ex_config_load(PROGRAM, &opt.common))
+        return 1;
+    pthread_mutex_init(&opt.config_mu, NULL);
     tpc_error_t *err = member_new(&opt);
     if (!err) {
         struct sigaction sa = {.sa_handler = on_signal};
@@ -303,5 +350,7 @@ int main(int argc, char **argv)
         fprintf(stderr, PROGRAM ": stopped; the units that ran here stopped with savepoints\n");
     tpc_error_destroy(err);
     tpc_cluster_destroy(member);
+    tpc_config_destroy(opt.common.config);
+    pthread_mutex_destroy(&opt.config_mu);
     return rc;
 }
