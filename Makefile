@@ -17,6 +17,9 @@
 #                             (bench-kafka, -latency, -compare: TWOPC_LIBRDKAFKA=current measures with a
 #                             current librdkafka instead of Debian's; make test runs the Kafka tests
 #                             with both)
+#   make bench-cluster        cluster_totals on 1, 2 and 3 member processes, with and without its
+#                             repartition topic; take-over after kill -9; checkpoints on the local
+#                             S3 server against a folder (docs/cluster.md, "Measured here")
 #   make demo                 exactly_once_pipeline into PostgreSQL and Kafka, kill -9 once, verify
 #   make demo-cluster         keyed totals as units over several member processes: kill -9, SIGSTOP,
 #                             a member added and one removed, then verified (docs/cluster.md)
@@ -115,7 +118,7 @@ TWOPC_CMD := $(BUILD)/bin/twopc
 
 .PHONY: all lib tools test-install deps deps-build test test-unit test-integration test-kafka tests-build examples \
         install format format-check lint services-up services-down clean docs \
-        bench-runtime bench-file bench-kafka bench-pg bench-compare demo demo-cluster torture torture-cluster soak fuzz fuzz-run model \
+        bench-runtime bench-file bench-kafka bench-pg bench-compare bench-cluster demo demo-cluster torture torture-cluster soak fuzz fuzz-run model \
         dashboard-png
 .DEFAULT_GOAL := all
 
@@ -287,6 +290,13 @@ bench-compare: deps $(COMPARE_BINS)
 	@tests/services/deps.sh compare
 	@tests/services/deps.sh plot
 	@tests/services/with-rdkafka.sh tests/services/with-services.sh tests/bench/compare/run.sh $(BUILD)
+
+# The keyed totals as units over member processes: throughput on 1, 2 and 3 processes, the
+# repartition hop's cost, take-over after kill -9, checkpoint duration on S3 against a folder
+# (tests/bench/cluster_bench.sh; TWOPC_BENCH_CLUSTER_PARTS=throughput,takeover,storage).
+bench-cluster: deps lib examples $(BUILD)/bench/bench_cluster_storage
+	@TWOPC_EXAMPLES_DIR=$(CURDIR)/$(BUILD)/examples TWOPC_BENCH_DIR=$(CURDIR)/$(BUILD)/bench \
+	    tests/services/with-rdkafka.sh tests/services/with-services.sh tests/bench/cluster_bench.sh
 
 # End to end: the example pipeline, killed and restarted, its outputs read back (tests/e2e/).
 RUNS ?= 5
