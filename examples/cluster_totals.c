@@ -339,9 +339,15 @@ int main(int argc, char **argv)
         struct sigaction sa = {.sa_handler = on_signal};
         sigaction(SIGTERM, &sa, NULL);
         sigaction(SIGINT, &sa, NULL);
-        fprintf(stderr, PROGRAM ": member%s%s of \"%s\" over %d units, checkpoints in %s\n",
-                opt.instance ? " " : "", opt.instance ? opt.instance : "", o->name, opt.units,
-                o->ckpt_dir);
+        /* the instance and the storage as the configuration may have set them */
+        const char *id = tpc_config_get(o->config, "member", "kafka.group.instance.id", NULL);
+        const char *s3 = tpc_config_get(o->config, "member", "checkpoint.storage", NULL);
+        const char *bucket = tpc_config_get(o->config, "member", "checkpoint.s3.bucket", NULL);
+        bool on_s3 = s3 && strcmp(s3, "s3") == 0;
+        id = opt.instance ? opt.instance : id;
+        fprintf(stderr, PROGRAM ": member%s%s of \"%s\" over %d units, checkpoints %s %s\n",
+                id ? " " : "", id ? id : "", o->name, opt.units, on_s3 ? "on S3 in bucket" : "in",
+                on_s3 ? (bucket ? bucket : "(none)") : o->ckpt_dir);
         err = tpc_cluster_run(member);
     }
     if (err)
