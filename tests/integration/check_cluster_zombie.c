@@ -28,7 +28,7 @@
  *
  * Without a local S3 server (no moto: see tests/services/s3.sh) the checkpoints go to a folder
  * and the test says so loudly; TWOPC_TEST_S3_REQUIRED=1 makes that a failure. Classic protocol
- * (cooperative-sticky, static membership) with any librdkafka; KIP-848's with librdkafka 2.12 or
+ * (cooperative-sticky) with any librdkafka; KIP-848's with librdkafka 2.12 or
  * later.
  */
 #include "check_cluster_common.h"
@@ -386,9 +386,8 @@ static void member_main(void)
     if (run->consumer_protocol) {
         set_ok(tpc_cluster_set(member, "group.protocol", "consumer"));
     } else {
-        char instance[160];
-        snprintf(instance, sizeof instance, "%s-%c", run->app, "ab"[me]);
-        set_ok(tpc_cluster_set(member, "kafka.group.instance.id", instance));
+        /* No static membership: a member that stops leaves the group, and its units move at once
+         * rather than after its session timeout. */
         set_ok(tpc_cluster_set(member, "kafka.session.timeout.ms", "6000"));
         set_ok(tpc_cluster_set(member, "kafka.heartbeat.interval.ms", "500"));
     }
