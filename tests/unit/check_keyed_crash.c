@@ -128,6 +128,32 @@ static void probe(const tpc__checkpoint_t *c)
                 }
 }
 
+/* The parallelism of "total" for this start: @p par, unless the checkpoint a restart restores
+ * holds it finished (a kill can land after the job's last records, before it exits), which the
+ * runtime restores only at the parallelism it had. */
+static int total_parallelism(const char *ckpt, const char *par)
+{
+    int p = atoi(par);
+    tpc_checkpoint_folder_t f;
+    tpc_error_t *err = tpc_checkpoint_folder_read(ckpt, false, &f);
+    const tpc_checkpoint_t *c =
+        !err && f.restore_index >= 0 ? f.files[f.restore_index].checkpoint : NULL;
+    for (int v = 0; c && v < tpc_checkpoint_vertex_count(c); v++) {
+        int vp;
+        if (strcmp(tpc_checkpoint_vertex(c, v, &vp), "total") != 0)
+            continue;
+        for (int s = 0; s < vp; s++) {
+            tpc_checkpoint_subtask_t st;
+            tpc_checkpoint_subtask(c, v, s, &st);
+            if (st.finished || st.closed)
+                p = vp;
+        }
+    }
+    tpc_error_destroy(err);
+    tpc_checkpoint_folder_free(&f);
+    return p;
+}
+
 static int child_main(const char *ckpt, const char *out, const char *par)
 {
     probe_kind = getenv("TWOPC_TEST_PROBE");
@@ -152,7 +178,7 @@ static int child_main(const char *ckpt, const char *out, const char *par)
     if (!err)
         err = tpc_job_add_vertex(job, "rekey", 1, &rekey_ops, NULL, &r);
     if (!err)
-        err = tpc_job_add_vertex(job, "total", atoi(par), &total_ops, NULL, &t);
+        err = tpc_job_add_vertex(job, "total", total_parallelism(ckpt, par), &total_ops, NULL, &t);
     if (!err)
         err = tpc_txn_sink_add_to_job(sink, job, "files", 1, &k);
     if (!err)
