@@ -268,6 +268,7 @@ static void load_delete(tpc__keyed_t *k, const tpc__keyed_entry_t *e, int name, 
 
 tpc_error_t *tpc__keyed_load(tpc__task_t *t, const tpc__slice_t *entries, size_t n)
 {
+    bool reserved = false;
     for (size_t i = 0; i < n; i++) {
         tpc__keyed_entry_t e;
         if (!tpc__keyed_parse(entries[i].p, entries[i].len, &e))
@@ -296,6 +297,12 @@ tpc_error_t *tpc__keyed_load(tpc__task_t *t, const tpc__slice_t *entries, size_t
             continue;
         }
         tpc__keyed_t *k = tpc__keyed_of(t);
+        /* The table takes its full size before the first key: a full snapshot lists its keys
+         * in the order of their slots, and inserting them so into a table that grows on the way
+         * piles them into one run of slots, which every later insertion probes to its end. */
+        if (!reserved && !tpc_slots_reserve(&k->t, n - i))
+            tpc__out_of_memory((n - i) * 2 * sizeof *k->t.slots);
+        reserved = true;
         char *s = tpc__xmalloc(e.name_len + 1);
         memcpy(s, e.name, e.name_len);
         s[e.name_len] = 0;

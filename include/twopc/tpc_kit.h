@@ -251,6 +251,10 @@ TPC_API void tpc_hash_free(tpc_hash_t *t);
  *     if (!s->item)
  *         tpc_slots_insert(&t, s, h, e);
  *
+ * Items taken from another table's walk come in the order of their slots: reserve room for all of
+ * them before inserting them, since inserting them so into a table that grows on the way piles
+ * them into one run of slots that every later insertion probes to its end.
+ *
  * Walk a table as `for (i = 0; i < t.nslots; i++) if (t.slots[i].item) ...`, without inserting or
  * removing meanwhile. A zeroed tpc_slots_t is an empty table; tpc_slots_free() frees its slots
  * (never the items).

@@ -7,7 +7,7 @@
  * edge (also at parallelism 1, where every key is the subtask's), and a changed max-parallelism
  * refused. Incremental checkpoints: chains restored over 2 -> 3 -> 1 (also across aborted
  * checkpoints, two in flight), their files, compaction and retention, a damaged or missing link
- * refused. Timers: check_keyed_timers.c.
+ * refused. A million keys restored from a full snapshot. Timers: check_keyed_timers.c.
  */
 #include "runtime_internal.h"
 #include "tpc_test_check.h"
@@ -904,6 +904,99 @@ START_TEST(test_entry_in_the_wrong_group_refused)
 }
 END_TEST
 
+/* ---- a large state restored: sequence -> key <seq> (8 bytes) -> hash -> value <seq> -------- */
+
+#define LARGE_KEYS 1000000
+
+static tpc_error_t *seq_key_process(void *self, tpc_ctx_t *ctx, const tpc_batch_t *batch)
+{
+    (void)self;
+    for (size_t i = 0; i < tpc_batch_count(batch); i++) {
+        tpc_record_t r;
+        tpc_batch_get(batch, i, &r);
+        int sub;
+        uint64_t seq;
+        if (!tpc_test_seq_decode(r.key, r.key_len, &sub, &seq))
+            return tpc_error_new(TPC_ERR_STATE, TPC_ERROR_FATAL, "not a sequence record");
+        tpc_record_t out = {.key = &seq, .key_len = sizeof seq};
+        if (tpc_emit(ctx, &out) != TPC_OK)
+            return tpc_error_new(TPC_ERR_CANCELED, 0, "canceled");
+    }
+    return NULL;
+}
+
+static tpc_error_t *value_process(void *self, tpc_ctx_t *ctx, const tpc_batch_t *batch)
+{
+    (void)self;
+    for (size_t i = 0; i < tpc_batch_count(batch); i++) {
+        tpc_record_t r;
+        tpc_batch_get(batch, i, &r);
+        tpc_error_t *err = tpc_keyed_put(ctx, "v", r.key, r.key_len, r.key, r.key_len);
+        if (err)
+            return err;
+    }
+    return NULL;
+}
+
+static tpc_error_t *count_value(void *opaque, const void *key, size_t key_len, const void *value,
+                                size_t value_len)
+{
+    uint64_t *n = opaque;
+    ck_assert_uint_eq(key_len, 8);
+    ck_assert_uint_eq(value_len, 8);
+    ck_assert_int_eq(memcmp(key, value, 8), 0);
+    uint64_t k;
+    memcpy(&k, key, sizeof k);
+    ck_assert_uint_lt(k, LARGE_KEYS);
+    (*n)++;
+    return NULL;
+}
+
+static tpc_error_t *value_finish(void *self, tpc_ctx_t *ctx)
+{
+    return tpc_keyed_foreach(ctx, "v", count_value, self);
+}
+
+static const tpc_operator_ops_t seq_key_ops = {
+    .version = TPC_OPERATOR_OPS_VERSION, .open = no_open, .process = seq_key_process};
+static const tpc_operator_ops_t value_ops = {.version = TPC_OPERATOR_OPS_VERSION,
+                                             .open = no_open,
+                                             .process = value_process,
+                                             .finish = value_finish};
+
+/* A million keys, written in one full snapshot (the final checkpoint) and restored: the restore
+ * reads them in the order of the table's slots, which once piled them into one run of slots of a
+ * table that grew on the way (every insertion probed to its end: minutes for a million keys). */
+START_TEST(test_large_state_restored)
+{
+    char *dir = tpc_test_tmpdir("keyed-large");
+    tpc_test_seq_conf_t src = {.count_default = LARGE_KEYS, .per_poll = 1024};
+    uint64_t counted[2] = {0, 0};
+    for (int run = 0; run < 2; run++) {
+        tpc_job_t *job = tpc_job_new("keyed-large");
+        ck_assert_ptr_null(tpc_job_set(job, "checkpoint.dir", dir));
+        ck_assert_ptr_null(tpc_job_set(job, "checkpoint.interval.ms", "600000"));
+        int s, r, k;
+        ck_assert_ptr_null(
+            tpc_job_add_vertex(job, "source", 1, &tpc_test_seq_source_ops, &src, &s));
+        ck_assert_ptr_null(tpc_job_add_vertex(job, "key", 1, &seq_key_ops, NULL, &r));
+        ck_assert_ptr_null(tpc_job_add_vertex(job, "value", 1, &value_ops, &counted[run], &k));
+        ck_assert_ptr_null(tpc_job_connect(job, s, r, TPC_EDGE_FORWARD));
+        ck_assert_ptr_null(tpc_job_connect(job, r, k, TPC_EDGE_HASH));
+        tpc_job_result_t res;
+        tpc_error_t *err = tpc_job_run(job, &res);
+        ck_assert_msg(err == NULL, "run %d: %s", run, tpc_error_message(err));
+        ck_assert_int_eq(res, TPC_JOB_FINISHED);
+        tpc_job_destroy(job);
+    }
+    /* The second run's input had ended in the checkpoint: its keys are the restored ones. */
+    ck_assert_uint_eq(counted[0], LARGE_KEYS);
+    ck_assert_uint_eq(counted[1], LARGE_KEYS);
+    tpc_test_rmdir(dir);
+    free(dir);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("keyed_state");
@@ -921,6 +1014,10 @@ int main(void)
     tcase_add_test(tc, test_incremental_chain_files);
     tcase_add_test(tc, test_incremental_damaged_link_refused);
     suite_add_tcase(s, tc);
+    TCase *large = tcase_create("large");
+    tcase_set_timeout(large, 300);
+    tcase_add_test(large, test_large_state_restored);
+    suite_add_tcase(s, large);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);
     int failed = srunner_ntests_failed(sr);
