@@ -343,6 +343,36 @@ static void restart_pause(tpc_job_t *job)
 
 /* Restarts ran out: say so in the message, and keep the error's own hint, which names the cause
  * better than any general advice. */
+/* A sink fenced while this process still owns the job's checkpoints (checkpoint.owner=claim,
+ * and the completion record still holds this run's owner epoch) was not fenced by a take-over:
+ * the owner that takes the job over claims the record before it opens any sink. Kafka's
+ * transaction timeout, which aborts a transaction and bumps its producer's epoch, is the usual
+ * cause; a producer outside the job that uses its transactional ids is the other. A restart mends
+ * both: it restores from the newest completed checkpoint, and a commit that checkpoint promised
+ * and the broker aborted is then reported as data loss, loudly. @returns the error to go on with:
+ * @err itself when it is not such a case (a take-over, or the record cannot be read), else a
+ * retriable one in its place, code TPC_ERR_EXTERNAL, so that no caller takes it for a take-over. */
+static tpc_error_t *fenced_yet_owner(tpc_job_t *job, tpc_error_t *err)
+{
+    if (tpc_error_code(err) != TPC_ERR_FENCED || !job->owner_epoch || !job->store)
+        return err;
+    tpc_error_t *not_mine = tpc__record_owned_at(job->store, job->owner_epoch);
+    if (not_mine) {
+        tpc_error_destroy(not_mine);
+        return err;
+    }
+    tpc_error_t *again = tpc_error_hint(
+        tpc_error_new(TPC_ERR_EXTERNAL, TPC_ERROR_RETRIABLE,
+                      "a sink of job \"%s\" was fenced while this process still owns the job's "
+                      "checkpoints as owner epoch %" PRIu64 ", so no owner took the job over: %s",
+                      job->name, job->owner_epoch, tpc_error_message(err)),
+        "if a checkpoint took longer than the Kafka sink's \"transaction.timeout.ms\", raise it "
+        "(up to the broker's transaction.max.timeout.ms) or make checkpoints shorter; if "
+        "another program uses the job's transactional ids, give it others");
+    tpc_error_destroy(err);
+    return again;
+}
+
 static tpc_error_t *exhausted(tpc_job_t *job, tpc_error_t *err, int restarts)
 {
     err = tpc_error_prefix(err, "job \"%s\" failed after %d restart%s", job->name, restarts,
@@ -526,6 +556,7 @@ tpc_error_t *tpc_job_run(tpc_job_t *job, tpc_job_result_t *result)
         end = run_attempt(job, attempt, &err);
         if (end != TPC__END_FAILED)
             break;
+        err = fenced_yet_owner(job, err);
         if (tpc_error_is_fatal(err)) {
             /* No restart can mend it: it ends the job as it is, message and hint its own. */
             tpc__logf(&job->log, TPC_LOG_INFO, "job \"%s\" ends without restarting: %s", job->name,

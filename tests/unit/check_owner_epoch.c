@@ -42,7 +42,8 @@ typedef struct {
     uint64_t epoch;    /* tpc_ctx_owner_epoch() at open */
     uint64_t restored; /* the checkpoint id its restored state names (0: none) */
     bool opened;
-    bool ended; /* its job's tpc_job_run() returned */
+    bool ended;     /* its job's tpc_job_run() returned */
+    bool fence_now; /* the next process() fails once with TPC_ERR_FENCED, as a fenced sink */
 } watch_t;
 
 static void watch_init(watch_t *w)
@@ -90,7 +91,16 @@ static tpc_error_t *watch_init_state(void *self, tpc_ctx_t *ctx, const tpc_state
 
 static tpc_error_t *watch_process(void *self, tpc_ctx_t *ctx, const tpc_batch_t *b)
 {
-    (void)self, (void)ctx, (void)b;
+    (void)ctx, (void)b;
+    watch_t *w = self;
+    pthread_mutex_lock(&w->mu);
+    bool fence = w->fence_now;
+    w->fence_now = false;
+    pthread_mutex_unlock(&w->mu);
+    if (fence)
+        return tpc_error_new(TPC_ERR_FENCED, TPC_ERROR_FATAL,
+                             "the sink's producer was fenced (as Kafka's transaction timeout "
+                             "fences it)");
     return NULL;
 }
 
@@ -359,6 +369,72 @@ static void case_successor(void)
     case_teardown();
 }
 
+/* A sink fenced while its owner still holds the record (Kafka's transaction timeout aborts a
+ * transaction and fences its producer) is no take-over: the job restarts and goes on completing
+ * checkpoints as the same owner, and nothing ends it as if another owner held its checkpoints. */
+static void case_sink_fenced(void)
+{
+    case_setup("sinkfenced");
+    owner_t a;
+    owner_new(&a, "50");
+    owner_start(&a);
+    WAIT_FOR(&a.watch, notified(&a.watch, 2));
+    pthread_mutex_lock(&a.watch.mu);
+    a.watch.fence_now = true;
+    pthread_mutex_unlock(&a.watch.mu);
+    WAIT_FOR(&a.watch, !a.watch.fence_now);
+    pthread_mutex_lock(&a.watch.mu);
+    uint64_t after = a.watch.nnotified ? a.watch.notified[a.watch.nnotified - 1] + 3 : 3;
+    pthread_mutex_unlock(&a.watch.mu);
+    WAIT_FOR(&a.watch, a.watch.ended || notified(&a.watch, after));
+    pthread_mutex_lock(&a.watch.mu);
+    bool ended = a.watch.ended;
+    pthread_mutex_unlock(&a.watch.mu);
+    if (ended)
+        pthread_join(a.thread, NULL);
+    ck_assert_msg(!ended, "a fenced sink of the owner that holds the record ended its job: %s",
+                  a.err ? tpc_error_message(a.err) : "(no error)");
+    tpc_job_stats_t st;
+    ck_assert_int_eq(tpc_job_get_stats(a.job, &st), TPC_OK);
+    ck_assert_uint_eq(st.restarts, 1);
+    ck_assert_uint_eq(a.watch.epoch, 1);
+    ck_assert_int_eq(tpc_job_cancel(a.job), TPC_OK);
+    pthread_join(a.thread, NULL);
+    ck_assert_ptr_null(a.err);
+    owner_free(&a);
+    case_teardown();
+}
+
+/* The same fenced sink after another owner took the checkpoints over: that is a take-over, and
+ * the job ends fenced without restarting. */
+static void case_sink_fenced_taken(void)
+{
+    case_setup("sinktaken");
+    owner_t a, b;
+    owner_new(&a, "50");
+    owner_start(&a);
+    WAIT_FOR(&a.watch, notified(&a.watch, 2));
+    owner_new(&b, "600000");
+    owner_start(&b);
+    WAIT_FOR(&b.watch, b.watch.opened);
+    ck_assert_uint_eq(b.watch.epoch, 2);
+    pthread_mutex_lock(&a.watch.mu);
+    a.watch.fence_now = true;
+    pthread_mutex_unlock(&a.watch.mu);
+    pthread_join(a.thread, NULL);
+    ck_assert_ptr_nonnull(a.err);
+    ck_assert_int_eq(tpc_error_code(a.err), TPC_ERR_FENCED);
+    tpc_job_stats_t st;
+    ck_assert_int_eq(tpc_job_get_stats(a.job, &st), TPC_OK);
+    ck_assert_uint_eq(st.restarts, 0);
+    ck_assert_int_eq(tpc_job_cancel(b.job), TPC_OK);
+    pthread_join(b.thread, NULL);
+    ck_assert_ptr_null(b.err);
+    owner_free(&a);
+    owner_free(&b);
+    case_teardown();
+}
+
 /* Each case on the folder, and on S3 when the local server runs. */
 #define BOTH(c)                                                                                    \
     START_TEST(folder_##c)                                                                         \
@@ -381,6 +457,8 @@ static void case_successor(void)
 
 BOTH(zombie)
 BOTH(successor)
+BOTH(sink_fenced)
+BOTH(sink_fenced_taken)
 
 /* The settings refuse what cannot work, with a message that says what to do. */
 START_TEST(test_settings)
@@ -538,11 +616,15 @@ int main(void)
     tcase_add_test(tc, test_cancel_first);
     tcase_add_test(tc, folder_zombie);
     tcase_add_test(tc, folder_successor);
+    tcase_add_test(tc, folder_sink_fenced);
+    tcase_add_test(tc, folder_sink_fenced_taken);
     suite_add_tcase(s, tc);
     TCase *t3 = tcase_create("s3");
     tcase_set_timeout(t3, 300);
     tcase_add_test(t3, s3_zombie);
     tcase_add_test(t3, s3_successor);
+    tcase_add_test(t3, s3_sink_fenced);
+    tcase_add_test(t3, s3_sink_fenced_taken);
     suite_add_tcase(s, t3);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);
