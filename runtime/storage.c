@@ -641,12 +641,16 @@ void tpc__checkpoint_retain_at(tpc_storage_t *st, int retained)
     /* Kept: savepoints, the newest checkpoints, and whatever files those list as their refs (the
      * links of incremental keyed state). A kept file whose refs cannot be read keeps everything
      * older than itself. Files are newest first and refs point only to older ones, so one pass
-     * sees a file's keepers before the file. */
+     * sees a file's keepers before the file.
+     *
+     * The first request that fails ends the pass: it runs on the coordinator's thread, whose next
+     * checkpoint (and, after a savepoint, the stop that waits for it) waits until it returns, and
+     * a store that stopped answering would make each further request wait out its timeout and
+     * attempts. What is left is removed next time. */
     bool *keep = tpc__xcalloc(n ? n : 1, sizeof *keep);
-    uint64_t keep_below = 0; /* everything older than this is kept */
     int kept = 0;
     for (size_t i = 0; i < n; i++) {
-        if (files[i].savepoint || kept < retained || files[i].id < keep_below)
+        if (files[i].savepoint || kept < retained)
             keep[i] = true;
         if (!files[i].savepoint && kept < retained)
             kept++;
@@ -657,8 +661,9 @@ void tpc__checkpoint_retain_at(tpc_storage_t *st, int retained)
         err = read_refs_at(st, &files[i], &refs, &nrefs);
         if (err) {
             tpc_error_destroy(err);
-            keep_below = files[i].id;
-            continue;
+            for (size_t k = i + 1; k < n; k++)
+                keep[k] = true;
+            break;
         }
         for (uint32_t j = 0; j < nrefs; j++)
             for (size_t k = i + 1; k < n; k++)
@@ -668,7 +673,11 @@ void tpc__checkpoint_retain_at(tpc_storage_t *st, int retained)
     for (size_t i = 0; i < n; i++) {
         if (keep[i])
             continue;
-        tpc_error_destroy(st->ops->remove(st, files[i].name));
+        err = st->ops->remove(st, files[i].name);
+        if (err) {
+            tpc_error_destroy(err);
+            break;
+        }
     }
     free(keep);
     tpc__checkpoint_files_free(files, n);

@@ -417,6 +417,79 @@ START_TEST(test_record_without_owner_keeps_layout)
 }
 END_TEST
 
+/* A store that lists what a folder holds but then stops answering: no read (unless @reads) and
+ * no removal gets an answer. */
+typedef struct {
+    tpc_storage_t base;
+    tpc__store_folder_t *folder;
+    bool reads;
+    int gets, removes;
+} halting_t;
+
+static tpc_error_t *halting_get(tpc_storage_t *st, const char *name, uint8_t **p, size_t *n,
+                                char **version, bool *found)
+{
+    halting_t *h = (halting_t *)st;
+    h->gets++;
+    if (h->reads)
+        return h->folder->base.ops->get(&h->folder->base, name, p, n, version, found);
+    return tpc_error_new(TPC_ERR_CONNECT, TPC_ERROR_RETRIABLE, "the store did not answer");
+}
+
+static tpc_error_t *halting_list(tpc_storage_t *st, const char *prefix, char ***names, size_t *n)
+{
+    halting_t *h = (halting_t *)st;
+    return h->folder->base.ops->list(&h->folder->base, prefix, names, n);
+}
+
+static tpc_error_t *halting_remove(tpc_storage_t *st, const char *name)
+{
+    (void)name;
+    ((halting_t *)st)->removes++;
+    return tpc_error_new(TPC_ERR_CONNECT, TPC_ERROR_RETRIABLE, "the store did not answer");
+}
+
+static const tpc_storage_ops_t halting_ops = {
+    .kind = "halting", .get = halting_get, .list = halting_list, .remove = halting_remove};
+
+/* Retention after a completed checkpoint asks a store that stopped answering no more than it
+ * must: the coordinator's next checkpoint, or the stop after a savepoint, waits for it, and each
+ * request waits out its timeout and attempts. The first failed read keeps everything older, the
+ * first failed removal leaves the rest for the next time. */
+START_TEST(test_retention_stops_at_first_failure)
+{
+    char *dir = tpc_test_tmpdir("retain-halting");
+    tpc__store_folder_t folder;
+    tpc__store_folder_init(&folder, dir);
+    for (uint64_t id = 1; id <= 6; id++) {
+        tpc__checkpoint_t c = {.id = id, .job_name = "j"};
+        TPC_TEST_OK(tpc__checkpoint_write_at(&folder.base, &c, NULL, NULL));
+    }
+    halting_t h = {.base = {.ops = &halting_ops}, .folder = &folder};
+    tpc__checkpoint_retain_at(&h.base, 2);
+    ck_assert_int_eq(h.gets, 1);
+    ck_assert_int_eq(h.removes, 0);
+    h = (halting_t){.base = {.ops = &halting_ops}, .folder = &folder, .reads = true};
+    tpc__checkpoint_retain_at(&h.base, 2);
+    ck_assert_int_eq(h.gets, 2); /* the two it keeps, for their links */
+    ck_assert_int_eq(h.removes, 1);
+    tpc__checkpoint_file_t *files;
+    size_t n;
+    TPC_TEST_OK(tpc__checkpoint_list(dir, &files, &n));
+    ck_assert_uint_eq(n, 6);
+    tpc__checkpoint_files_free(files, n);
+    /* the store answers again: the next retention removes what is left */
+    tpc__checkpoint_retain_at(&folder.base, 2);
+    TPC_TEST_OK(tpc__checkpoint_list(dir, &files, &n));
+    ck_assert_uint_eq(n, 2);
+    ck_assert_uint_eq(files[0].id, 6);
+    ck_assert_uint_eq(files[1].id, 5);
+    tpc__checkpoint_files_free(files, n);
+    tpc_test_rmdir(dir);
+    free(dir);
+}
+END_TEST
+
 static void start_s3(char *dir)
 {
     const char *given = getenv("TWOPC_TEST_S3_ENDPOINT");
@@ -453,6 +526,7 @@ int main(void)
     tcase_add_test(tc, folder_kill_during_write);
     tcase_add_test(tc, test_record_owner_epoch);
     tcase_add_test(tc, test_record_without_owner_keeps_layout);
+    tcase_add_test(tc, test_retention_stops_at_first_failure);
     suite_add_tcase(s, tc);
     TCase *t3 = tcase_create("s3");
     tcase_set_timeout(t3, 300);
