@@ -243,13 +243,15 @@ static tpc_error_t *request(const s3_t *s, const char *method, const char *key, 
             break;
         if (attempt >= s->attempts || !tpc_backoff_wait(&bo, NULL, NULL)) {
             err = rc != CURLE_OK
-                      ? tpc_error_hint(tpc_error_new(TPC_ERR_CONNECT, TPC_ERROR_RETRIABLE,
-                                                     "S3 at \"%s\" did not answer %s of \"%s\" "
-                                                     "in bucket \"%s\" (%d attempts): %s",
-                                                     s->endpoint, method, key ? key : "", s->bucket,
-                                                     attempt,
-                                                     cerr[0] ? cerr : curl_easy_strerror(rc)),
-                                       "check that the endpoint is right and the store runs")
+                      ? tpc_error_hint(
+                            tpc_error_new(TPC_ERR_CONNECT, TPC_ERROR_RETRIABLE,
+                                          "S3 at \"%s\" did not answer %s of \"%s%s\" in "
+                                          "bucket \"%s\" (%d attempts of at most %d ms each): %s",
+                                          s->endpoint, key ? method : "LIST", key ? key : s->prefix,
+                                          key ? "" : "*", s->bucket, attempt, s->timeout_ms,
+                                          cerr[0] ? cerr : curl_easy_strerror(rc)),
+                            "check that the endpoint is right and the store runs; a store that "
+                            "answers slowly needs a longer timeout (checkpoint.s3.timeout.ms)")
                       : http_error(s, method, key ? key : "", r);
             break;
         }
