@@ -485,6 +485,14 @@ static tpc_error_t *make_consumer(tpc_cluster_t *c, rd_kafka_t **out)
         return tpc_error_new(TPC_ERR_CONFIG, TPC_ERROR_FATAL,
                              "could not make the membership consumer of \"%s\": %s", c->app, why);
     }
+    /* Twice the session timeout: a member that was frozen learns of its lost units within one
+     * heartbeat once it runs again, well before a unit fenced meanwhile would run again. */
+    char session[32] = "";
+    size_t size = sizeof session;
+    c->fence_pause_ms = 90000;
+    if (rd_kafka_conf_get(rd_kafka_conf(rk), "session.timeout.ms", session, &size) ==
+        RD_KAFKA_CONF_OK)
+        c->fence_pause_ms = 2 * strtoll(session, NULL, 10);
     rd_kafka_poll_set_consumer(rk);
     *out = rk;
     return NULL;

@@ -3,7 +3,8 @@
  * gives it the unit's own checkpoint folder or S3 prefix and runs it, and runs it again after a
  * failure, until the membership thread stops it. A revoked unit stops with a savepoint without
  * drain, so that its next owner resumes where it stopped; a lost one is canceled at once and
- * commits nothing more. A job that ends fenced is left alone: another process holds the unit.
+ * commits nothing more. A job that ends fenced is left alone while another process holds the unit,
+ * and runs again if the group still assigns the unit here after twice the session timeout.
  */
 #include "cluster_internal.h"
 #include "tpc_s3.h"
@@ -132,10 +133,10 @@ static tpc_error_t *run_once(tpc__unit_t *u, tpc_job_result_t *result)
 }
 
 /* Wait out the pause before the next attempt; @returns false when the unit is being stopped. */
-static bool restart_pause(tpc__unit_t *u)
+static bool restart_pause(tpc__unit_t *u, int64_t ms)
 {
     tpc_cluster_t *c = u->c;
-    int64_t until = tpc_clock_ms() + c->restart_delay_ms;
+    int64_t until = tpc_clock_ms() + ms;
     pthread_mutex_lock(&c->mu);
     while (!u->stopping && tpc_clock_ms() < until)
         tpc_cond_wait_us(&c->cond, &c->mu, (until - tpc_clock_ms()) * 1000);
@@ -164,11 +165,24 @@ static void *unit_main(void *arg)
         }
         if (tpc_error_code(err) == TPC_ERR_FENCED) {
             tpc__cluster_log(c, TPC_LOG_WARN,
-                             "unit %d is held by another process, it no longer runs here: %s", unit,
-                             tpc_error_message(err));
+                             "unit %d is held by another process, it no longer runs here: %s; "
+                             "if the group still assigns it here in %lld ms, it runs again",
+                             unit, tpc_error_message(err), (long long)c->fence_pause_ms);
             tpc__cluster_event(c, TPC_CLUSTER_UNIT_FENCED, unit, NULL, err);
             tpc_error_destroy(err);
-            break;
+            /* A member frozen past its session learns of the units it lost within a heartbeat
+             * once it runs again (they are revoked or lost, and stopping is set). A unit that
+             * the group still assigns here after twice the session timeout is this member's
+             * (a rebalance under a freeze can leave a fenced unit with its old member, and
+             * nobody would run it until the next one): it runs again and claims a new owner
+             * epoch, whose fences keep any other holder from committing. */
+            if (!restart_pause(u, c->fence_pause_ms))
+                break;
+            tpc__cluster_log(c, TPC_LOG_WARN,
+                             "unit %d is still assigned here %lld ms after it was fenced: it runs "
+                             "again, as a new owner of its checkpoints",
+                             unit, (long long)c->fence_pause_ms);
+            continue;
         }
         if (stopping) {
             tpc__cluster_log(c, TPC_LOG_WARN, "unit %d failed while it stopped: %s", unit,
@@ -192,7 +206,7 @@ static void *unit_main(void *arg)
                          c->restart_delay_ms, tpc_error_message(err));
         tpc__cluster_event(c, TPC_CLUSTER_UNIT_FAILED, unit, NULL, err);
         tpc_error_destroy(err);
-        if (!restart_pause(u))
+        if (!restart_pause(u, c->restart_delay_ms))
             break;
     }
     pthread_mutex_lock(&c->mu);

@@ -16,8 +16,10 @@
  *   that savepoint;
  * - lost (this process missed its session): the job is canceled at once and commits nothing more;
  * - a job that fails is built and run again after unit.restart.delay.ms while the unit stays
- *   assigned; one that ends fenced (TPC_ERR_FENCED: another process holds the unit) is released
- *   and not run again until the unit is assigned anew; a fatal error ends tpc_cluster_run().
+ *   assigned; one that ends fenced (TPC_ERR_FENCED: another process holds the unit) is not run
+ *   again while the group moves the unit away, and runs again, as a new owner of its
+ *   checkpoints, if the group still assigns it here after twice the session timeout; a fatal
+ *   error ends tpc_cluster_run().
  *
  * docs/cluster.md describes units, membership, fencing and storage, and what an operator does to
  * add a machine, change the unit count or move checkpoints.
@@ -84,9 +86,10 @@ typedef enum {
                                         NULL when the stop had to cancel, error says why) */
     TPC_CLUSTER_UNIT_LOST = 2,     /**< the assignment was lost: its job was canceled */
     TPC_CLUSTER_UNIT_FINISHED = 3, /**< its job finished (bounded input); it stays done */
-    TPC_CLUSTER_UNIT_FENCED = 4,   /**< its job was fenced by a newer owner: not run again */
-    TPC_CLUSTER_UNIT_FAILED = 5,   /**< its job failed (error); it runs again after
-                                        unit.restart.delay.ms */
+    TPC_CLUSTER_UNIT_FENCED = 4, /**< its job was fenced by a newer owner (runs again only if still
+                                    assigned here after twice the session timeout) */
+    TPC_CLUSTER_UNIT_FAILED = 5, /**< its job failed (error); it runs again after
+                                      unit.restart.delay.ms */
 } tpc_cluster_event_kind_t;
 
 /** One event of a unit; borrowed, valid during the callback. */
