@@ -509,9 +509,10 @@ tpc_error_t *tpc__pg_check_stage_schema(tpc__pg_conn_t *c, tpc__pg_table_t *t)
     if (t->schema_q && strcmp(PQgetvalue(res, 0, 1), "t") != 0)
         err = tpc_error_hint(
             tpc_error_new(TPC_ERR_CONFIG, TPC_ERROR_FATAL,
-                          "permission denied for schema \"%s\": pg.mode=changelog stages the rows "
-                          "of table \"%s\" in a table it creates there for each transaction",
-                          schema, t->name),
+                          "permission denied for schema \"%s\": pg.mode=%s stages the rows of "
+                          "table \"%s\" in a table it creates there for each transaction",
+                          schema, c->conf->mode == TPC__PG_UPSERT ? "upsert" : "changelog",
+                          t->name),
             "GRANT CREATE ON SCHEMA %s TO \"%s\", or use another mode", t->schema_q,
             PQgetvalue(res, 0, 2));
     else if (!t->schema_q)

@@ -1,9 +1,8 @@
 /*
- * Insert and upsert modes: the buffered tuples (the same binary tuples COPY takes) become the
- * binary parameters of multi-row INSERT statements of up to pg.batch-size rows; a full batch runs
- * as a statement prepared once per connection. PostgreSQL refuses to update one row twice in a
- * statement (ON CONFLICT DO UPDATE), so in upsert mode a row whose key is already in the batch
- * starts the next statement: the later record wins, as it would row by row.
+ * Insert mode: the buffered tuples (the same binary tuples COPY takes) become the binary
+ * parameters of multi-row INSERT statements of up to pg.batch-size rows; a full batch runs as a
+ * statement prepared once per connection. Also the column lists and the ON CONFLICT clause of the
+ * upsert and changelog merges (pg_write.c).
  */
 #include "pg_internal.h"
 
@@ -86,19 +85,13 @@ char *tpc__pg_conflict_sql(tpc__pg_conn_t *c, const tpc__pg_table_t *t)
     return s;
 }
 
-/* "INSERT INTO t (cols) VALUES ($1, $2), ($3, $4) [ON CONFLICT (keys) DO UPDATE ...]" */
-char *tpc__pg_insert_sql(tpc__pg_conn_t *c, const tpc__pg_table_t *t, const char *cols, int rows)
+/* "INSERT INTO t (cols) VALUES ($1, $2), ($3, $4)" */
+char *tpc__pg_insert_sql(const tpc__pg_table_t *t, const char *cols, int rows)
 {
-    char *conflict = c->conf->mode == TPC__PG_UPSERT ? tpc__pg_conflict_sql(c, t) : NULL;
-    if (c->conf->mode == TPC__PG_UPSERT && !conflict)
-        return NULL;
-    size_t cap = strlen(t->table_q) + strlen(cols) + (size_t)rows * (size_t)t->ncols * 10 +
-                 (conflict ? strlen(conflict) : 0) + 128;
+    size_t cap = strlen(t->table_q) + strlen(cols) + (size_t)rows * (size_t)t->ncols * 10 + 128;
     char *s = malloc(cap);
-    if (!s) {
-        free(conflict);
+    if (!s)
         return NULL;
-    }
     size_t n = (size_t)snprintf(s, cap, "INSERT INTO %s (%s) VALUES ", t->table_q, cols);
     for (int r = 0, p = 1; r < rows; r++) {
         n += (size_t)snprintf(s + n, cap - n, "%s(", r ? ", " : "");
@@ -106,9 +99,6 @@ char *tpc__pg_insert_sql(tpc__pg_conn_t *c, const tpc__pg_table_t *t, const char
             n += (size_t)snprintf(s + n, cap - n, "%s$%d", i ? ", " : "", p);
         n += (size_t)snprintf(s + n, cap - n, ")");
     }
-    if (conflict)
-        snprintf(s + n, cap - n, "%s", conflict);
-    free(conflict);
     return s;
 }
 
@@ -117,12 +107,10 @@ static void batch_name(const tpc__pg_conn_t *c, const tpc__pg_table_t *t, char *
     snprintf(name, cap, "tpc_batch_%d", (int)(t - c->tables));
 }
 
-/* The full-batch statements, prepared once per data connection (again after a reconnect).
- * Preparing them at open also makes the server judge them: an upsert without a matching unique
- * index fails here. */
+/* The full-batch statements, prepared once per data connection (again after a reconnect). */
 tpc_error_t *tpc__pg_prepare_batches(tpc__pg_conn_t *c)
 {
-    if (c->conf->mode != TPC__PG_INSERT && c->conf->mode != TPC__PG_UPSERT)
+    if (c->conf->mode != TPC__PG_INSERT)
         return NULL;
     for (int i = 0; i < c->ntables; i++) {
         tpc__pg_table_t *t = &c->tables[i];
@@ -153,51 +141,6 @@ static const unsigned char *bind_tuple(tpc__pg_table_t *t, const unsigned char *
     return p;
 }
 
-static uint32_t key_hash(const tpc__pg_table_t *t, int r)
-{
-    uint32_t h = 2166136261u;
-    for (int i = 0; i < t->ncols; i++) {
-        if (!t->cols[i].key)
-            continue;
-        size_t k = (size_t)r * (size_t)t->ncols + (size_t)i;
-        for (int j = 0; j < t->lengths[k]; j++)
-            h = (h ^ (unsigned char)t->values[k][j]) * 16777619u;
-        h = (h ^ (t->values[k] ? 1u : 0u)) * 16777619u;
-    }
-    return h ? h : 1;
-}
-
-static bool same_key(const tpc__pg_table_t *t, int a, int b)
-{
-    for (int i = 0; i < t->ncols; i++) {
-        size_t ka = (size_t)a * (size_t)t->ncols + (size_t)i;
-        size_t kb = (size_t)b * (size_t)t->ncols + (size_t)i;
-        if (t->cols[i].key &&
-            (!t->values[ka] != !t->values[kb] || t->lengths[ka] != t->lengths[kb] ||
-             (t->lengths[ka] && memcmp(t->values[ka], t->values[kb], (size_t)t->lengths[ka]))))
-            return false;
-    }
-    return true;
-}
-
-/* Upsert: would row @r hit a key already in this batch? PostgreSQL refuses to update one row twice
- * in a statement, so such a row starts the next statement. Remembers the key otherwise. */
-static bool repeats_key(tpc__pg_table_t *t, int r, uint32_t *hashes)
-{
-    uint32_t h = key_hash(t, r);
-    size_t mask = t->seen_cap - 1;
-    for (size_t s = h & mask;; s = (s + 1) & mask) {
-        if (!t->seen[s]) {
-            t->seen[s] = (uint32_t)r + 1;
-            hashes[r] = h;
-            return false;
-        }
-        int o = (int)t->seen[s] - 1;
-        if (hashes[o] == h && same_key(t, o, r))
-            return true;
-    }
-}
-
 static tpc_error_t *exec_batch(tpc__pg_conn_t *c, tpc__pg_table_t *t, int rows)
 {
     PGresult *res;
@@ -206,7 +149,7 @@ static tpc_error_t *exec_batch(tpc__pg_conn_t *c, tpc__pg_table_t *t, int rows)
         batch_name(c, t, name, sizeof name);
         res = PQexecPrepared(c->data, name, rows * t->ncols, t->values, t->lengths, t->formats, 1);
     } else {
-        char *sql = tpc__pg_insert_sql(c, t, t->cols_sql, rows);
+        char *sql = tpc__pg_insert_sql(t, t->cols_sql, rows);
         if (!sql)
             return tpc_error_nomem();
         res = PQexecParams(c->data, sql, rows * t->ncols, t->types, t->values, t->lengths,
@@ -225,26 +168,14 @@ tpc_error_t *tpc__pg_exec_buffered(tpc__pg_conn_t *c, tpc__pg_table_t *t)
     if (!t->rows)
         return NULL;
     tpc_error_t *err = tpc__pg_ensure_txn(c);
-    uint32_t *hashes = err ? NULL : calloc((size_t)t->insert_rows, sizeof *hashes);
-    if (!err && !hashes)
-        err = tpc_error_nomem();
     const unsigned char *p = t->out.buf;
     size_t left = t->rows;
-    bool upsert = c->conf->mode == TPC__PG_UPSERT;
     while (!err && left) {
         int r = 0;
-        memset(t->seen, 0, t->seen_cap * sizeof *t->seen);
-        while (left && r < t->insert_rows) {
-            const unsigned char *next = bind_tuple(t, p, r);
-            if (upsert && repeats_key(t, r, hashes))
-                break;
-            p = next;
-            r++;
-            left--;
-        }
+        for (; left && r < t->insert_rows; r++, left--)
+            p = bind_tuple(t, p, r);
         err = exec_batch(c, t, r);
     }
-    free(hashes);
     t->rows = 0;
     t->out.len = 0;
     return err;

@@ -3,7 +3,7 @@
  * connections, the transaction handle, and the row builder. Split over pg_sink.c (configuration and
  * the ops table), pg_conn.c (connections, errors, the checks at open), pg_row.c (binary encoding of
  * values and the row's operation and table), pg_write.c (the rows of a transaction: COPY streams,
- * staging and merge), pg_insert.c (insert and upsert batches), pg_txn.c (a transaction's life and
+ * staging and merge), pg_insert.c (insert batches), pg_txn.c (a transaction's life and
  * its prepare) and pg_commit.c (commit, recovery and cleanup, which work from a handle alone,
  * possibly written by another process); pg_staged.c holds the write-ahead commit, for servers
  * without prepared transactions.
@@ -95,26 +95,25 @@ typedef struct {
     int nkeys;
     bool value_is_text;  /* default mapping: second column is text-like */
     char *copy_sql;      /* copy: COPY into the table */
-    char *insert_sql;    /* insert / upsert of a full batch, prepared as "tpc_batch_<index>" */
+    char *insert_sql;    /* insert: a full batch, prepared as "tpc_batch_<index>" */
     char *cols_sql;      /* the written columns, quoted, apart by commas */
-    char *keys_sql;      /* the key columns, quoted, apart by commas */
+    char *keys_sql;      /* upsert, changelog: the key columns, quoted, apart by commas */
     char *match_sql;     /* changelog: " AND twopc_target.k = twopc_last.k" for each key */
     char *conflict_sql;  /* upsert, changelog: " ON CONFLICT (keys) DO ..." */
-    char *schema_q;      /* changelog: the table's schema, quoted */
-    char stage[48];      /* changelog: this transaction's staging table, "" before it has one */
+    char *schema_q;      /* upsert, changelog: the table's schema, quoted */
+    char stage[48];      /* upsert, changelog: the transaction's staging table, "" before one */
     int insert_rows;     /* rows per full batch */
     tpc__pg_buf_t out;   /* tuples not sent yet */
-    size_t rows;         /* tuples in out (insert, upsert); of the transaction (copy, changelog) */
+    size_t rows;         /* tuples in out (insert); of the transaction (copy, upsert, changelog) */
     const char **values; /* parameters of one batch: insert_rows * ncols each */
     int *lengths;
     int *formats;
     Oid *types;
-    uint32_t *seen; /* upsert: hash slots of the batch's keys (2 * insert_rows, power of two) */
-    size_t seen_cap;
 } tpc__pg_table_t;
 
-/* The row an encoder builds: appended to the chosen table's buffer. A changelog tuple starts with
- * two fields of its own, the operation and its sequence number in the transaction. */
+/* The row an encoder builds: appended to the chosen table's buffer. A staged tuple (upsert,
+ * changelog) starts with two fields of its own, the operation and its sequence number in the
+ * transaction. */
 struct tpc_pg_row {
     tpc__pg_table_t *tables;
     int ntables;
@@ -127,9 +126,9 @@ struct tpc_pg_row {
     int op;       /* tpc_pg_op_t; TPC_PG_OP_DEFAULT until the encoder says */
     int first_op; /* op of every row of the record before the encoder says */
     int done;     /* rows of this record finished (several tables) */
-    bool staged;  /* changelog: tuples go to staging tables */
+    bool staged;  /* upsert, changelog: tuples go to staging tables */
     bool deletes; /* changelog: the transaction holds a delete */
-    uint64_t seq; /* changelog: next sequence number in the transaction */
+    uint64_t seq; /* upsert, changelog: next sequence number in the transaction */
     tpc__pg_mode_t mode;
     char why[256]; /* first mistake in this record, "" if none */
 };
@@ -144,7 +143,7 @@ typedef struct {
     int ntables;
     tpc_pg_row_t row;        /* the encoder's builder */
     char *marker_q;          /* quoted marker table */
-    uint64_t stage_id;       /* changelog: names the staging tables of the current transaction */
+    uint64_t stage_id;       /* names the staging tables of the current transaction */
     int copying;             /* table whose COPY is open on the data connection, -1 none */
     bool in_txn;             /* BEGIN was sent on the data connection */
     int prepared_here;       /* prepared by this instance and not yet committed */
@@ -276,7 +275,7 @@ tpc_error_t *tpc__pg_deserialize(void *conn, const void *bytes, size_t len, void
 /* "a", "b" quoted; @qualifier ("t.") goes before each. malloc'd, NULL on failure. */
 char *tpc__pg_column_list(tpc__pg_conn_t *c, const tpc__pg_table_t *t, const char *qualifier,
                           bool keys_only);
-char *tpc__pg_insert_sql(tpc__pg_conn_t *c, const tpc__pg_table_t *t, const char *cols, int rows);
+char *tpc__pg_insert_sql(const tpc__pg_table_t *t, const char *cols, int rows);
 /* For each key column (@keys) or each other column of @t, quoted as q: @first (then @sep before
  * the next ones), q, @mid, q. "" for none; malloc'd, NULL on failure. */
 char *tpc__pg_column_pairs(tpc__pg_conn_t *c, const tpc__pg_table_t *t, bool keys,

@@ -161,8 +161,9 @@ static const tpc_prop_t pg_props[] = {
      .field = PG_FIELD(mode),
      .choices = modes,
      .def = "copy",
-     .doc = "copy (binary COPY), insert, upsert (INSERT ... ON CONFLICT), or changelog (upserts "
-            "and deletes by key: binary COPY into a staging table, merged at the checkpoint)."},
+     .doc = "copy (binary COPY), insert (multi-row INSERT), upsert (the latest row of each key: "
+            "binary COPY into a staging table, merged by INSERT ... ON CONFLICT at the "
+            "checkpoint), or changelog (upserts and deletes by key, staged and merged alike)."},
     {.name = "pg.commit",
      .type = TPC_PROP_ENUM,
      .field = PG_FIELD(commit),
@@ -203,7 +204,7 @@ static const tpc_prop_t pg_props[] = {
      .max = 10000,
      .def = "500",
      .unit = "rows",
-     .doc = "Rows per INSERT statement (insert, upsert)."},
+     .doc = "Rows per INSERT statement (insert)."},
     {.name = "pg.copy-buffer",
      .type = TPC_PROP_INT,
      .field = PG_FIELD(copy_buffer),

@@ -252,7 +252,7 @@ static tpc_error_t *move_part(tpc__pg_conn_t *c, const tpc__pg_txn_t *t, uint32_
     uint32_t rows = (uint32_t)tpc_load_be((const unsigned char *)PQgetvalue(res, 0, 1), 4);
     size_t len = (size_t)PQgetlength(res, 0, 2);
     const unsigned char *data = (const unsigned char *)PQgetvalue(res, 0, 2);
-    int width = into->ncols + (c->conf->mode == TPC__PG_CHANGELOG ? 2 : 0);
+    int width = into->ncols + (c->row.staged ? 2 : 0);
     if (!tuples_ok(data, len, width, rows)) {
         PQclear(res);
         return foreign_part(c, t, "a part does not hold rows of its table's columns");

@@ -5,16 +5,22 @@
  * - copy: a full buffer goes into its table by binary COPY. With one table the COPY stays open for
  *   the whole transaction; with several, one COPY is open at a time, and a full buffer of another
  *   table ends it and starts one into that table.
- * - insert, upsert: a full buffer becomes INSERT statements (pg_insert.c).
- * - changelog: tuples carry their operation and a sequence number, and go by binary COPY into a
- *   staging table that the transaction creates beside the table (unlogged, since a prepared
- *   transaction may not touch temporary tables) and drops again. At pre-commit one statement
- *   applies them: the latest operation of each key wins, deletes by DELETE ... USING, upserts by
- *   INSERT ... ON CONFLICT DO UPDATE, all in the checkpoint's transaction. A staging table of its
- *   own per transaction, named after the gid, is read by nobody else, never waits for a lock, and
- *   leaves no dead rows behind (a shared one, emptied by DELETE, made every merge scan the dead
- *   rows of earlier transactions, as long as anything held vacuum back). Staging never waits for a
- *   prepared transaction of this subtask (its rows lock no key); only the merge touches the keys.
+ * - insert: a full buffer becomes INSERT statements (pg_insert.c).
+ * - upsert, changelog: tuples carry their operation and a sequence number, and go by binary COPY
+ *   into a staging table that the transaction creates beside the table (unlogged, since a
+ *   prepared transaction may not touch temporary tables) and drops again. At pre-commit one
+ *   statement applies them: the latest operation of each key wins, deletes by DELETE ... USING,
+ *   upserts by INSERT ... ON CONFLICT DO UPDATE, all in the checkpoint's transaction. A staging
+ *   table of its own per transaction, named after the gid, is read by nobody else, never waits
+ *   for a lock, and leaves no dead rows behind (a shared one, emptied by DELETE, made every merge
+ *   scan the dead rows of earlier transactions, as long as anything held vacuum back). Staging
+ *   never waits for a prepared transaction of this subtask (its rows lock no key); only the merge
+ *   touches the keys.
+ *   Upserts were INSERT ... ON CONFLICT batches once: those had to wait in memory while the
+ *   previous checkpoint's transaction was prepared (it holds the locks of its keys), so the
+ *   records that arrived meanwhile piled up without bound and went out in one burst that held up
+ *   the next checkpoint; a staging table takes them as they come, and one merge costs the server
+ *   less than the batches.
  *
  * Everything lands in the one transaction that pg_txn.c prepares, so a reader sees every table of
  * a checkpoint at once or none. In write-ahead mode full buffers go to the write-ahead table
@@ -31,9 +37,15 @@
 static const unsigned char copy_header[19] = {'P', 'G', 'C', 'O', 'P', 'Y', '\n', 0xff, '\r', '\n',
                                               0,   0,   0,   0,   0,   0,   0,    0,    0};
 
+/* Upsert and changelog rows go into a staging table first, and one statement merges them. */
+static bool staged_mode(const tpc__pg_conn_t *c)
+{
+    return c->conf->mode == TPC__PG_UPSERT || c->conf->mode == TPC__PG_CHANGELOG;
+}
+
 static bool streaming(const tpc__pg_conn_t *c)
 {
-    return c->conf->mode == TPC__PG_COPY || c->conf->mode == TPC__PG_CHANGELOG;
+    return c->conf->mode == TPC__PG_COPY || staged_mode(c);
 }
 
 /* ---- the tables of pg.table, their columns and statements ------------------------------- */
@@ -90,7 +102,7 @@ static tpc_error_t *build_statements(tpc__pg_conn_t *c, tpc__pg_table_t *t)
     t->cols_sql = tpc__pg_column_list(c, t, "", false);
     if (!t->cols_sql)
         return tpc_error_nomem();
-    if (c->conf->mode == TPC__PG_CHANGELOG) {
+    if (staged_mode(c)) {
         tpc_error_t *err = tpc__pg_check_stage_schema(c, t);
         if (err)
             return err;
@@ -117,11 +129,8 @@ static tpc_error_t *build_statements(tpc__pg_conn_t *c, tpc__pg_table_t *t)
     t->lengths = calloc(params, sizeof *t->lengths);
     t->formats = calloc(params, sizeof *t->formats);
     t->types = calloc(params, sizeof *t->types);
-    for (t->seen_cap = 16; t->seen_cap < (size_t)rows * 2; t->seen_cap *= 2)
-        ;
-    t->seen = calloc(t->seen_cap, sizeof *t->seen);
-    t->insert_sql = tpc__pg_insert_sql(c, t, t->cols_sql, rows);
-    if (!t->values || !t->lengths || !t->formats || !t->types || !t->seen || !t->insert_sql)
+    t->insert_sql = tpc__pg_insert_sql(t, t->cols_sql, rows);
+    if (!t->values || !t->lengths || !t->formats || !t->types || !t->insert_sql)
         return tpc_error_nomem();
     for (size_t i = 0; i < params; i++) {
         t->formats[i] = 1;
@@ -169,11 +178,22 @@ static tpc_error_t *create_stage(tpc__pg_conn_t *c, tpc__pg_table_t *t)
     return err;
 }
 
-/* Changelog: the latest operation of each key into the table, then the staging table goes. One
- * round trip, one scan of the staged rows. */
+/* The latest operation of each key into the table, then the staging table goes. One round trip,
+ * one scan of the staged rows. Upsert mode has no deletes: the latest row of each key is
+ * inserted, or updates the row of its key. */
 static tpc_error_t *merge_stage(tpc__pg_conn_t *c, tpc__pg_table_t *t)
 {
-    tpc_error_t *err = exec_sql(
+    tpc_error_t *err;
+    if (c->conf->mode == TPC__PG_UPSERT) {
+        err = exec_sql(c, "apply the upserts",
+                       "INSERT INTO %s (%s) SELECT DISTINCT ON (%s) %s FROM %s.%s ORDER BY %s, "
+                       "twopc_seq DESC%s; DROP TABLE %s.%s",
+                       t->table_q, t->cols_sql, t->keys_sql, t->cols_sql, t->schema_q, t->stage,
+                       t->keys_sql, t->conflict_sql, t->schema_q, t->stage);
+        t->stage[0] = '\0';
+        return err;
+    }
+    err = exec_sql(
         c, "apply the changelog",
         "WITH twopc_last AS (SELECT DISTINCT ON (%s) * FROM %s.%s ORDER BY %s, twopc_seq DESC), "
         "twopc_deleted AS (DELETE FROM %s twopc_target USING twopc_last "
@@ -243,7 +263,7 @@ tpc_error_t *tpc__pg_open_tables(tpc__pg_conn_t *c)
     }
     c->row.tables = c->tables;
     c->row.ntables = c->ntables;
-    c->row.staged = conf->mode == TPC__PG_CHANGELOG;
+    c->row.staged = staged_mode(c);
     c->row.mode = conf->mode;
     return err ? err : tpc__pg_prepare_batches(c);
 }
@@ -267,7 +287,6 @@ void tpc__pg_close_tables(tpc__pg_conn_t *c)
         free(t->lengths);
         free(t->formats);
         free(t->types);
-        free(t->seen);
     }
     free(c->tables);
     c->tables = NULL;
@@ -303,7 +322,7 @@ static tpc_error_t *send_table(tpc__pg_conn_t *c, tpc__pg_table_t *t)
     if (!err && c->copying != i) {
         if ((err = tpc__pg_ensure_txn(c)) != NULL)
             return err;
-        bool staged = c->conf->mode == TPC__PG_CHANGELOG;
+        bool staged = staged_mode(c);
         if (staged && !t->stage[0] && (err = create_stage(c, t)) != NULL)
             return err;
         if (staged)
@@ -370,8 +389,7 @@ void tpc__pg_new_rows(tpc__pg_conn_t *c, const char *gid)
     tpc__pg_stage_name(c, gid);
 }
 
-/* Send what is due: a full COPY buffer; a full batch, except upserts while a transaction of this
- * subtask is prepared (they would wait for its commit, which comes on this very thread). */
+/* Send what is due: a full COPY buffer (of the table, or of its staging table), a full batch. */
 static tpc_error_t *send_due(tpc__pg_conn_t *c, tpc__pg_table_t *t)
 {
     if (c->kind == TPC__PG_TXN_STAGED) {
@@ -381,10 +399,7 @@ static tpc_error_t *send_due(tpc__pg_conn_t *c, tpc__pg_table_t *t)
     }
     if (streaming(c))
         return t->out.len >= c->conf->copy_buffer ? send_table(c, t) : NULL;
-    if (t->rows >= (size_t)t->insert_rows &&
-        (c->conf->mode == TPC__PG_INSERT || c->prepared_here == 0))
-        return tpc__pg_exec_buffered(c, t);
-    return NULL;
+    return t->rows >= (size_t)t->insert_rows ? tpc__pg_exec_buffered(c, t) : NULL;
 }
 
 tpc_error_t *tpc__pg_write_rows(tpc__pg_conn_t *c, const tpc_record_t *records, size_t count,
@@ -420,7 +435,7 @@ tpc_error_t *tpc__pg_flush_rows(tpc__pg_conn_t *c)
             err = tpc__pg_stage_table(c, t);
         else if (streaming(c))
             err = send_table(c, t);
-        else if (c->conf->mode == TPC__PG_INSERT || c->prepared_here == 0)
+        else
             err = tpc__pg_exec_buffered(c, t);
     }
     return err;

@@ -4,11 +4,12 @@
  * complete, each record exactly once.
  *
  * Each sink subtask holds two connections. On the data connection it writes the records between
- * two checkpoints in one transaction: `BEGIN`, the rows (binary `COPY`, or batched `INSERT` /
- * upsert), a marker row naming the transaction in a marker table, and at the checkpoint
- * `PREPARE TRANSACTION '<gid>'`, which makes the rows durable but invisible. Once the checkpoint is
- * complete, the control connection runs `COMMIT PREPARED '<gid>'`. A transaction into which nothing
- * was written costs no statement at all. The gid is
+ * two checkpoints in one transaction: `BEGIN`, the rows (binary `COPY`, batched `INSERT`, or for
+ * upserts and changelogs `COPY` into a staging table merged at the checkpoint), a marker row naming
+ * the transaction in a marker table, and at the checkpoint `PREPARE TRANSACTION '<gid>'`, which
+ * makes the rows durable but invisible. Once the checkpoint is complete, the control connection
+ * runs `COMMIT PREPARED '<gid>'`. A transaction into which nothing was written costs no statement
+ * at all. The gid is
  *
  *     <prefix>:<subtask>:<parallelism>:<checkpoint>
  *

@@ -1,7 +1,8 @@
 /*
  * What the PostgreSQL sink writes and what it refuses, on a real server: every supported type
  * through binary COPY read back with SQL, insert mode in batches, upsert mode (the latest record
- * of a key wins, also within one statement and across a checkpoint still prepared), and the
+ * of a key wins, also within one checkpoint and across a checkpoint still prepared, whose
+ * successor's rows reach the server meanwhile instead of waiting in memory), and the
  * errors at configuration and at open — unknown keys and bad values, a missing table or column,
  * columns the default mapping cannot fill, rows that do not fit the table (which end a job without
  * restarts), an unreachable server (without its password in the
@@ -19,6 +20,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 static PGconn *pg;
 static char table[96], prefix[96], marker[96];
@@ -326,6 +328,49 @@ START_TEST(test_upsert_beside_a_prepared_transaction_fails_soon)
 }
 END_TEST
 
+/* While checkpoint 1 is prepared, the upserts of checkpoint 2 go to the server as they come (COPY
+ * into the transaction's staging table, which locks no key) instead of waiting in memory for the
+ * commit: memory stays within pg.copy-buffer however long a checkpoint takes to complete, and the
+ * next transaction is not one burst of every record that arrived meanwhile. The server's COPY
+ * progress on the sink's connections (an application name of the test's own) shows the rows
+ * arriving. */
+START_TEST(test_upserts_reach_the_server_while_prepared)
+{
+    char app[96], conninfo[512];
+    tpc_test_unique_name(app, sizeof app, "pgmodes_app", '_');
+    snprintf(conninfo, sizeof conninfo, "%s application_name=%s",
+             tpc_test_env("TWOPC_TEST_PG_CONNINFO"), app);
+    ck_assert(tpc_test_pg_exec(pg, "CREATE TABLE %s (k bytea PRIMARY KEY, v int8)", table));
+    tpc_txn_sink_t *sink = new_sink(conninfo);
+    TPC_TEST_OK(tpc_txn_sink_set(sink, "pg.mode", "upsert"));
+    TPC_TEST_OK(tpc_txn_sink_set(sink, "pg.key-columns", "k"));
+    TPC_TEST_OK(tpc_txn_sink_set(sink, "pg.copy-buffer", "4096"));
+    TPC_TEST_OK(tpc_pg_sink_set_encoder(sink, mod10, NULL));
+    TPC_TEST_OK(tpc_test_txn_sub_start(&sub, sink, 0, NULL));
+    write_range(0, 100);
+    TPC_TEST_OK(tpc_test_txn_sub_snapshot(&sub, 1, NULL));
+    write_range(100, 2000); /* about 74 KB of tuples: 18 buffers */
+    long long arrived = 0;
+    for (double t0 = tpc_test_now_s(); arrived < 1000 && tpc_test_now_s() - t0 < 20;) {
+        arrived = tpc_test_pg_long(pg,
+                                   "SELECT coalesce(max(p.tuples_processed), 0) FROM "
+                                   "pg_stat_progress_copy p JOIN pg_stat_activity a USING (pid) "
+                                   "WHERE a.application_name = '%s'",
+                                   app);
+        if (arrived < 1000)
+            usleep(50000);
+    }
+    ck_assert_msg(arrived >= 1000, "%lld rows of 2000 reached the server while 1 was prepared",
+                  arrived);
+    TPC_TEST_OK(tpc__txn_task_complete(sub.task, 1));
+    run_checkpoint(2);
+    tpc_test_txn_sub_close(&sub);
+    tpc_txn_sink_destroy(sink);
+    ck_assert_int_eq(tpc_test_pg_long(pg, "SELECT count(*) FROM %s", table), 10);
+    ck_assert_int_eq(tpc_test_pg_long(pg, "SELECT sum(v) FROM %s", table), 20945); /* 2090.. */
+}
+END_TEST
+
 static void expect_set_error(const char *key, const char *value, const char *part)
 {
     tpc_txn_sink_t *sink = NULL;
@@ -426,6 +471,7 @@ static Suite *suite(void)
     tcase_add_test(tc, test_insert_mode_in_batches);
     tcase_add_test(tc, test_upsert_latest_wins);
     tcase_add_test(tc, test_upsert_beside_a_prepared_transaction_fails_soon);
+    tcase_add_test(tc, test_upserts_reach_the_server_while_prepared);
     tcase_add_test(tc, test_configuration_errors);
     tcase_add_test(tc, test_open_errors);
     suite_add_tcase(s, tc);
