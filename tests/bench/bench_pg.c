@@ -29,11 +29,13 @@
  * upsert:
  *   upsert sink: the sink with pg.mode=upsert (prepared commit): record i upserts key
  *            (i * 7919) mod KEYS with its text, into a table with a primary key
- *   upsert raw: one loop sending the statements the sink sends: INSERT ... VALUES of
- *            pg.batch-size's default of rows ... ON CONFLICT (id) DO UPDATE, prepared once, binary
- *            parameters, in a transaction with PREPARE TRANSACTION + COMMIT PREPARED once a second
- *            (keys of fewer than KEYS consecutive records never repeat, so no batch has to be cut
- *            short); both tables must end as the upserts applied once
+ *   upsert raw: one loop doing that by hand as the sink does, with less: per transaction an
+ *            unlogged staging table, binary COPY of (sequence, id, text) into it (the sink's staged
+ *            tuples also carry the operation), and once a second INSERT ... SELECT DISTINCT ON
+ *            (id) ... ORDER BY id, sequence DESC ON CONFLICT (id) DO UPDATE with the DROP TABLE,
+ *            PREPARE TRANSACTION and COMMIT PREPARED; both tables must end as the upserts applied
+ *            once (batched INSERT ... ON CONFLICT statements, what the sink sent before, are
+ *            slower: docs/performance.md)
  * tables (two tables in one sink, copy mode, prepared commit):
  *   tables sink: the sink with pg.table listing two tables, each record a row in both
  *            (tpc_pg_row_table())
@@ -96,9 +98,6 @@
 #define MAX_COMMITS 4096
 #define KEYS        100000
 #define MAX_ROUNDS  15
-#define BATCH_ROWS  500 /* pg.batch-size's default */
-#define OID_INT8    20
-#define OID_TEXT    25
 
 /* The changelog: record i upserts key_of(i), or deletes it when is_delete(i). */
 static bool is_delete(uint64_t seq)
@@ -473,6 +472,20 @@ static double run_raw_write_ahead(PGconn *admin, const char *raw, uint64_t rows,
     return secs;
 }
 
+/* One staged upsert tuple (seq, id, text) of record @i into @p; @returns its length. The sink's
+ * staged tuples also carry the operation, which an upsert loop does not need. */
+static size_t upsert_tuple(unsigned char *p, uint64_t i)
+{
+    put_be(p, 3, 2);
+    put_be(p + 2, 8, 4);
+    put_be(p + 6, i, 8);
+    put_be(p + 14, 8, 4);
+    put_be(p + 18, (uint64_t)key_of(i), 8);
+    put_be(p + 26, TEXT_BYTES, 4);
+    text_of(i, (char *)p + 30);
+    return 30 + TEXT_BYTES;
+}
+
 /* One staged changelog tuple (op, seq, id, text or NULL) of record @i into @p; @returns its
  * length. */
 static size_t changelog_tuple(unsigned char *p, uint64_t i)
@@ -495,8 +508,9 @@ static size_t changelog_tuple(unsigned char *p, uint64_t i)
 }
 
 /* The changelog by hand into @table (key id): a staging table per transaction, merged at its end
- * in one statement with its DROP, then PREPARE TRANSACTION and COMMIT PREPARED. */
-static double run_raw_changelog(const char *table, uint64_t rows)
+ * in one statement with its DROP, then PREPARE TRANSACTION and COMMIT PREPARED. @upserts: every
+ * record an upsert, staged without an operation and merged without the DELETE. */
+static double run_raw_changelog(const char *table, uint64_t rows, bool upserts)
 {
     double t0 = tpc_test_now_s(), next = t0 + 1.0;
     PGconn *data = tpc_test_pg_connect(), *control = tpc_test_pg_connect();
@@ -505,15 +519,22 @@ static double run_raw_changelog(const char *table, uint64_t rows)
         tpc_test_bench_die("raw changelog connections", NULL);
     char create[256], copy[256], merge[1024];
     snprintf(create, sizeof create,
-             "BEGIN; CREATE UNLOGGED TABLE %s_stage (op int2, seq int8, id bigint, payload text)",
-             table);
+             "BEGIN; CREATE UNLOGGED TABLE %s_stage (%sseq int8, id bigint, payload text)", table,
+             upserts ? "" : "op int2, ");
     snprintf(copy, sizeof copy, "COPY %s_stage FROM STDIN (FORMAT binary)", table);
-    snprintf(merge, sizeof merge,
-             "WITH last AS (SELECT DISTINCT ON (id) * FROM %s_stage ORDER BY id, seq DESC), "
-             "deleted AS (DELETE FROM %s t USING last WHERE last.op = 2 AND t.id = last.id) "
-             "INSERT INTO %s (id, payload) SELECT id, payload FROM last WHERE op = 1 "
-             "ON CONFLICT (id) DO UPDATE SET payload = EXCLUDED.payload; DROP TABLE %s_stage",
-             table, table, table, table);
+    if (upserts)
+        snprintf(merge, sizeof merge,
+                 "INSERT INTO %s (id, payload) SELECT DISTINCT ON (id) id, payload FROM %s_stage "
+                 "ORDER BY id, seq DESC ON CONFLICT (id) DO UPDATE SET payload = "
+                 "EXCLUDED.payload; DROP TABLE %s_stage",
+                 table, table, table);
+    else
+        snprintf(merge, sizeof merge,
+                 "WITH last AS (SELECT DISTINCT ON (id) * FROM %s_stage ORDER BY id, seq DESC), "
+                 "deleted AS (DELETE FROM %s t USING last WHERE last.op = 2 AND t.id = last.id) "
+                 "INSERT INTO %s (id, payload) SELECT id, payload FROM last WHERE op = 1 "
+                 "ON CONFLICT (id) DO UPDATE SET payload = EXCLUDED.payload; DROP TABLE %s_stage",
+                 table, table, table, table);
     static const unsigned char header[19] = {'P', 'G', 'C', 'O', 'P', 'Y', '\n', 0xff, '\r', '\n'};
     static const unsigned char trailer[2] = {0xff, 0xff};
     size_t len = 0;
@@ -523,7 +544,7 @@ static double run_raw_changelog(const char *table, uint64_t rows)
         expect(data, PQexec(data, copy), PGRES_COPY_IN, "COPY");
         PQputCopyData(data, (const char *)header, sizeof header);
         for (; i < rows; i++) {
-            len += changelog_tuple(buf + len, i);
+            len += upserts ? upsert_tuple(buf + len, i) : changelog_tuple(buf + len, i);
             if (len >= COPY_BUFFER) {
                 PQputCopyData(data, (const char *)buf, (int)len);
                 len = 0;
@@ -581,81 +602,6 @@ static void expect_keyed(PGconn *pg, const char *table, uint64_t rows, bool dele
         tpc_test_bench_die(deletes ? "a changelog table is not the changelog applied once"
                                    : "an upsert table is not the upserts applied once",
                            NULL);
-}
-
-/* "INSERT INTO "t" ("id", "payload") VALUES ($1, $2), ... ON CONFLICT ("id") DO UPDATE SET
- * "payload" = EXCLUDED."payload"" of @rows rows, quoted as the sink quotes; malloc'd. */
-static char *upsert_sql(PGconn *pg, const char *table, int rows)
-{
-    char *t = PQescapeIdentifier(pg, table, strlen(table));
-    size_t cap = (t ? strlen(t) : 0) + (size_t)rows * 24 + 256;
-    char *s = t ? malloc(cap) : NULL;
-    if (!s)
-        tpc_test_bench_die("upsert statement", NULL);
-    size_t n = (size_t)snprintf(s, cap, "INSERT INTO %s (\"id\", \"payload\") VALUES ", t);
-    for (int r = 0; r < rows; r++)
-        n += (size_t)snprintf(s + n, cap - n, "%s($%d, $%d)", r ? ", " : "", 2 * r + 1, 2 * r + 2);
-    snprintf(s + n, cap - n,
-             " ON CONFLICT (\"id\") DO UPDATE SET \"payload\" = EXCLUDED.\"payload\"");
-    PQfreemem(t);
-    return s;
-}
-
-/* The upserts by hand into @table (key id): binary parameters of BATCH_ROWS rows into the
- * statement prepared once, a shorter last batch unprepared; PREPARE TRANSACTION + COMMIT PREPARED
- * once a second. */
-static double run_raw_upsert(const char *table, uint64_t rows)
-{
-    double t0 = tpc_test_now_s(), next = t0 + 1.0;
-    PGconn *data = tpc_test_pg_connect(), *control = tpc_test_pg_connect();
-    if (!data || !control)
-        tpc_test_bench_die("raw upsert connections", NULL);
-    static unsigned char keys[BATCH_ROWS][8];
-    static char texts[BATCH_ROWS][TEXT_BYTES];
-    const char *values[2 * BATCH_ROWS];
-    int lengths[2 * BATCH_ROWS], formats[2 * BATCH_ROWS];
-    Oid types[2 * BATCH_ROWS];
-    for (int r = 0; r < BATCH_ROWS; r++) {
-        values[2 * r] = (const char *)keys[r];
-        values[2 * r + 1] = texts[r];
-        lengths[2 * r] = 8;
-        lengths[2 * r + 1] = TEXT_BYTES;
-        formats[2 * r] = formats[2 * r + 1] = 1;
-        types[2 * r] = OID_INT8;
-        types[2 * r + 1] = OID_TEXT;
-    }
-    char *sql = upsert_sql(data, table, BATCH_ROWS);
-    expect(data, PQprepare(data, "bench_batch", sql, 2 * BATCH_ROWS, types), PGRES_COMMAND_OK,
-           "prepare the upsert statement");
-    free(sql);
-    int txns = 0, r = 0;
-    expect(data, PQexec(data, "BEGIN"), PGRES_COMMAND_OK, "BEGIN");
-    for (uint64_t i = 0; i < rows; i++) {
-        put_be(keys[r], (uint64_t)key_of(i), 8);
-        text_of(i, texts[r]);
-        if (++r < BATCH_ROWS)
-            continue;
-        r = 0;
-        expect(data,
-               PQexecPrepared(data, "bench_batch", 2 * BATCH_ROWS, values, lengths, formats, 1),
-               PGRES_COMMAND_OK, "upsert rows");
-        if (tpc_test_now_s() >= next && i + 1 < rows) {
-            finish_txn(data, control, txns++, true);
-            expect(data, PQexec(data, "BEGIN"), PGRES_COMMAND_OK, "BEGIN");
-            next += 1.0;
-        }
-    }
-    if (r) {
-        sql = upsert_sql(data, table, r);
-        expect(data, PQexecParams(data, sql, 2 * r, types, values, lengths, formats, 1),
-               PGRES_COMMAND_OK, "upsert the last rows");
-        free(sql);
-    }
-    finish_txn(data, control, txns++, true);
-    double secs = tpc_test_now_s() - t0;
-    PQfinish(data);
-    PQfinish(control);
-    return secs;
 }
 
 /* Two tables by hand: a COPY buffer each, a full one sent in a COPY into its table (ending the
@@ -962,7 +908,7 @@ static double raw_changelog(bench_t *b)
 {
     char table[96];
     make_keyed_table(b->pg, table, sizeof table, "bench_pg_cl_raw");
-    double secs = run_raw_changelog(table, b->rows);
+    double secs = run_raw_changelog(table, b->rows, false);
     expect_keyed(b->pg, table, b->rows, true);
     return secs;
 }
@@ -983,7 +929,7 @@ static double raw_upsert(bench_t *b)
 {
     char table[96];
     make_keyed_table(b->pg, table, sizeof table, "bench_pg_up_raw");
-    double secs = run_raw_upsert(table, b->rows);
+    double secs = run_raw_changelog(table, b->rows, true);
     expect_keyed(b->pg, table, b->rows, false);
     return secs;
 }
