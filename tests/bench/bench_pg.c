@@ -253,6 +253,10 @@ static double run_sink(const char *conninfo, const sink_conf_t *o, uint64_t rows
         timed_ops.release = NULL;
         err = tpc_txn_sink_new(&timed_ops, tpc_txn_sink_connector_arg(conf_sink), &sink);
     }
+    /* The guarantee is the transactional sink's, not the connector's: the timed sink needs it
+     * too, or it runs exactly-once (marker row, PREPARE TRANSACTION, COMMIT PREPARED). */
+    if (!err)
+        err = tpc_txn_sink_set(sink, "guarantee", o->guarantee);
     if (err)
         tpc_test_bench_die("job setup", err);
     double secs = tpc_test_bench_run_sink("bench-pg", ckpt, &src, sink, "rows");
