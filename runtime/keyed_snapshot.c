@@ -84,12 +84,17 @@ tpc__frozen_t *tpc__keyed_freeze(tpc__keyed_t *k, uint64_t id)
         f->nlinks = k->nlinks;
     } else {
         tpc__xgrow(&f->refs, &cap, k->t.count, sizeof *f->refs);
+        /* Without map states, the barrier reads the slots alone: an entry is a cache miss, for
+         * the writer to take. */
+        bool maps = false;
+        for (int i = 0; i < k->nnames; i++)
+            maps = maps || k->names[i].kind == KIND_MAP;
         tpc_hash_iter_t inner;
         for (size_t i = 0; i < k->t.nslots; i++) {
             const entry_t *e = k->t.slots[i].item;
             if (!e)
                 continue;
-            if (k->names[e->name].kind == KIND_VALUE) {
+            if (!maps || k->names[e->name].kind == KIND_VALUE) {
                 add_ref(f, &cap, e, NULL);
                 continue;
             }
