@@ -285,12 +285,15 @@ void tpc__keyed_batch_begin(tpc__task_t *t, const tpc_batch_t *b)
     batch_hash(k, b);
     k->batch = b;
     k->batch_at = 0;
+    k->memo_slot = NULL;
 }
 
 void tpc__keyed_batch_end(tpc__task_t *t)
 {
-    if (t->keyed)
+    if (t->keyed) {
         t->keyed->batch = NULL;
+        t->keyed->memo_slot = NULL;
+    }
 }
 
 /* The index in the batch of the record whose key bytes are @p key, or -1. Only pointers into the
@@ -311,22 +314,56 @@ static ptrdiff_t batch_record(tpc__keyed_t *k, const void *key, size_t len)
     return -1;
 }
 
-/* Set (name, key) to @p value in the subtask's table; returns the entry. */
-entry_t *tpc__keyed_set(tpc__keyed_t *k, int name, int group, uint64_t h, const void *key,
-                        size_t klen, const void *value, size_t vlen)
+/* Note that a get of batch record @p key found slot @p s of (name, key). */
+static void memo_note(tpc__keyed_t *k, tpc_slot_t *s, int name, const void *key, size_t len)
 {
+    ptrdiff_t i = s ? batch_record(k, key, len) : -1;
+    k->memo_slot = i >= 0 ? s : NULL;
+    k->memo_record = (size_t)i;
+    k->memo_name = name;
+    k->memo_edits = k->edits;
+}
+
+/* The slot of (name, key) that the last get of this record of the batch found, if no slot has
+ * moved since; else NULL. */
+static tpc_slot_t *memo_take(tpc__keyed_t *k, int name, const void *key, size_t len)
+{
+    tpc_slot_t *s = k->memo_slot;
+    k->memo_slot = NULL;
+    if (!s || k->memo_edits != k->edits || k->memo_name != name)
+        return NULL;
+    ptrdiff_t i = batch_record(k, key, len);
+    return i >= 0 && (size_t)i == k->memo_record ? s : NULL;
+}
+
+/* tpc__keyed_set, with the slot of (name, key) when the caller knows it (@p at, else NULL). */
+static entry_t *set_at(tpc__keyed_t *k, tpc_slot_t *at, int name, int group, uint64_t h,
+                       const void *key, size_t klen, const void *value, size_t vlen)
+{
+    size_t nslots = k->t.nslots;
     if (!tpc_slots_reserve(&k->t, 1))
         tpc__out_of_memory(2 * k->t.nslots * sizeof *k->t.slots);
-    tpc_slot_t *s = tpc__keyed_find(&k->t, name, h, key, klen);
+    if (k->t.nslots != nslots) {
+        k->edits++;
+        at = NULL;
+    }
+    tpc_slot_t *s = at ? at : tpc__keyed_find(&k->t, name, h, key, klen);
     entry_t *e = s->item;
     entry_t *n = update(k, e, name, group, h, key, klen, value, vlen);
     if (!e) {
         tpc_slots_insert(&k->t, s, h, n);
+        k->edits++;
     } else if (n != e) {
         s->item = n;
         replaced(k, e, n);
     }
     return n;
+}
+
+entry_t *tpc__keyed_set(tpc__keyed_t *k, int name, int group, uint64_t h, const void *key,
+                        size_t klen, const void *value, size_t vlen)
+{
+    return set_at(k, NULL, name, group, h, key, klen, value, vlen);
 }
 
 /* Set map key @p key to @p value in map table @p t; returns the map's entry. */
@@ -364,6 +401,7 @@ void tpc__keyed_remove(tpc__keyed_t *k, tpc_slot_t *s)
     if (k->names[e->name].kind == KIND_MAP)
         map_clear(k, map_of(e));
     tpc_slots_remove(&k->t, s);
+    k->edits++;
     tpc__keyed_release(k, e);
 }
 
@@ -518,8 +556,11 @@ static tpc_error_t *lookup(tpc_ctx_t *ctx, const char *state, int kind, const vo
     if (!err)
         err = state_index(ctx->task, state, kind, false, &name);
     if (!err && name >= 0) {
-        tpc_slot_t *s = tpc__keyed_find(&ctx->task->keyed->t, name, kh, key, key_len);
+        tpc__keyed_t *k = ctx->task->keyed;
+        tpc_slot_t *s = tpc__keyed_find(&k->t, name, kh, key, key_len);
         *entry = s ? s->item : NULL;
+        if (kind == KIND_VALUE)
+            memo_note(k, s, name, key, key_len);
     }
     return err;
 }
@@ -577,7 +618,8 @@ tpc_error_t *tpc_keyed_put(tpc_ctx_t *ctx, const char *state, const void *key, s
     if (err)
         return err;
     tpc__keyed_t *k = ctx->task->keyed;
-    mark(k, tpc__keyed_set(k, name, group, kh, key, key_len, value, value_len), NULL);
+    tpc_slot_t *at = memo_take(k, name, key, key_len);
+    mark(k, set_at(k, at, name, group, kh, key, key_len, value, value_len), NULL);
     return NULL;
 }
 

@@ -112,6 +112,13 @@ struct tpc__keyed {
     uint64_t *batch_hash;
     int *batch_group;
     size_t batch_cap, batch_at; /* the record the operator is at, as far as keyed calls tell */
+    /* The slot a get of the batch's record memo_record found (its entry, or the empty slot where
+     * it would go), for the put of that record that mostly follows: good while no slot moved
+     * since, that is while edits (insertions, removals, growth) is still memo_edits. */
+    tpc_slot_t *memo_slot;
+    size_t memo_record;
+    int memo_name;
+    uint64_t edits, memo_edits;
 };
 
 /* A map state's table, whose pointer is its entry's value. */
