@@ -184,8 +184,13 @@ static bool lingering(const tpc__file_conn_t *c, const void *arg, const tpc__fil
 {
     const tpc_txn_lingering_t *l = arg;
     uint64_t mine = c->st->owner_epoch;
-    return tpc_txn_owns(c->st, f->subtask) && f->epoch <= mine &&
-           (f->epoch < mine || f->begin_ckpt > l->restored_checkpoint);
+    if (!tpc_txn_owns(c->st, f->subtask))
+        return false;
+    /* Without owners the epoch decides nothing: files that a run with owners left in the folder
+     * go by the checkpoint rule, as every other file. */
+    if (!mine)
+        return f->begin_ckpt > l->restored_checkpoint;
+    return f->epoch <= mine && (f->epoch < mine || f->begin_ckpt > l->restored_checkpoint);
 }
 
 static bool older_epoch(const tpc__file_conn_t *c, const void *arg, const tpc__file_inprogress_t *f)
@@ -205,7 +210,16 @@ tpc_error_t *tpc__file_sweep_older(tpc__file_conn_t *c)
                     "deleted %zu in-progress files of prefix \"%s\" in \"%s\" that an older owner "
                     "epoch than %" PRIu64 " wrote after this owner took over",
                     deleted, c->conf->prefix, c->conf->dir, c->st->owner_epoch);
-    return err;
+    /* A leftover that cannot be deleted now is garbage, never output (no checkpoint of this
+     * owner names it): it must not fail the checkpoint, and the next one tries again. */
+    if (err) {
+        tpc_txn_log(c->st, TPC_LOG_WARN,
+                    "could not delete an older owner epoch's in-progress files of prefix \"%s\" "
+                    "in \"%s\"; the next checkpoint tries again: %s",
+                    c->conf->prefix, c->conf->dir, tpc_error_message(err));
+        tpc_error_destroy(err);
+    }
+    return NULL;
 }
 
 /* A start without state (a run started over, or the first one) whose checkpoint ids do not go

@@ -352,6 +352,32 @@ START_TEST(test_owner_epoch_cleanup_rules)
 }
 END_TEST
 
+/* A run without owners on a folder that a run with owners wrote into: the epoch in a name decides
+ * nothing, and such files go by the checkpoint rule as every other file. */
+START_TEST(test_no_owner_cleans_owned_files)
+{
+    tpc_test_txn_origin_t old_run = {.first_checkpoint = 1};
+    TPC_TEST_OK(tpc_test_txn_sub_open_from(&sub, sink, 0, 2, &old_run));
+    TPC_TEST_OK(tpc__txn_task_initialize(sub.task, NULL, 0));
+    tpc_test_txn_state_t state = {.count = 0};
+    write_range(0, 20);
+    TPC_TEST_OK(tpc_test_txn_sub_snapshot(&sub, 1, &state));
+    tpc_test_txn_sub_close(&sub);
+    const char *above = ".part-0-0000000003-e2-00000000000000ab-0000.inprogress";
+    const char *at = ".part-0-0000000001-e2-00000000000000ef-0000.inprogress";
+    touch(above);
+    touch(at);
+    tpc_test_txn_origin_t again = {.restored = 1, .restored_parallelism = 2, .first_checkpoint = 2};
+    TPC_TEST_OK(tpc_test_txn_sub_open_from(&sub, sink, 0, 2, &again));
+    TPC_TEST_OK(tpc__txn_task_initialize(sub.task, state.entries, state.count));
+    ck_assert_msg(!exists(above), "%s was kept", above);
+    ck_assert_msg(exists(at), "%s was deleted", at);
+    ck_assert(exists("part-0-0000000001-0000"));
+    tpc_test_txn_sub_close(&sub);
+    tpc_test_txn_state_free(&state);
+}
+END_TEST
+
 /* The restored current transaction is dropped with everything it wrote after its handle was
  * stored, and the restored pending one is committed. */
 START_TEST(test_restore_commits_pending_and_drops_current)
@@ -497,6 +523,7 @@ int main(void)
     tcase_add_test(tc, test_foreign_final_file_is_not_replaced);
     tcase_add_test(tc, test_lingering_cleanup_rules);
     tcase_add_test(tc, test_owner_epoch_cleanup_rules);
+    tcase_add_test(tc, test_no_owner_cleans_owned_files);
     tcase_add_test(tc, test_restore_commits_pending_and_drops_current);
     tcase_add_test(tc, test_at_least_once_visible_at_checkpoint);
     tcase_add_test(tc, test_encoder);
