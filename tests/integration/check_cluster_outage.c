@@ -17,6 +17,7 @@
  * with KIP-848's (group.protocol=consumer) through the same outage.
  */
 #include "check_cluster_common.h"
+#include "tpc_test_s3.h"
 
 #include <librdkafka/rdkafka.h>
 #include <signal.h>
@@ -35,9 +36,7 @@
 /* How long the units' placement must hold unchanged to count as settled. */
 #define SETTLED_MS 3000
 
-static char *s3_endpoint; /* the local S3 server, NULL: none */
-static pid_t s3_pid;      /* its process, to freeze */
-static const char *s3_missing = "not started";
+static tpc_test_s3_t local_s3; /* the local S3 server: endpoint NULL, none */
 
 /* The world of the cluster tests, and what this file watches besides. */
 typedef struct {
@@ -200,7 +199,7 @@ static void ot_member_start(ct_member_t *m, ot_world_t *o, const char *name, con
     snprintf(timeout, sizeof timeout, "%d", S3_TIMEOUT_MS);
     snprintf(attempts, sizeof attempts, "%d", S3_ATTEMPTS);
     const char *const storage[][2] = {
-        {"checkpoint.storage", "s3"},          {"checkpoint.s3.endpoint", s3_endpoint},
+        {"checkpoint.storage", "s3"},          {"checkpoint.s3.endpoint", local_s3.endpoint},
         {"checkpoint.s3.bucket", S3_BUCKET},   {"checkpoint.s3.region", "us-east-1"},
         {"checkpoint.s3.timeout.ms", timeout}, {"checkpoint.s3.attempts", attempts},
     };
@@ -311,9 +310,9 @@ static int sum_of(ct_member_t *const *m, int n, size_t field)
 
 static bool s3_ready(void)
 {
-    if (s3_endpoint)
+    if (local_s3.endpoint)
         return true;
-    fprintf(stderr, "check_cluster_outage: NOT RUN: no local S3 server (%s)\n", s3_missing);
+    fprintf(stderr, "check_cluster_outage: NOT RUN: no local S3 server (%s)\n", local_s3.missing);
     return false;
 }
 
@@ -444,7 +443,7 @@ START_TEST(test_s3_frozen)
 
     /* The store stops answering; B joins, so A releases units (the savepoint cannot be
      * written) and B takes them (its claim of each unit cannot be written either). */
-    ck_assert_int_eq(kill(s3_pid, SIGSTOP), 0);
+    ck_assert_int_eq(kill(local_s3.pid, SIGSTOP), 0);
     int64_t frozen = tpc_test_now_ms();
     for (int k = 0; k < n; k++)
         ot_join(&g[k], "b");
@@ -464,13 +463,13 @@ START_TEST(test_s3_frozen)
     int completed_frozen[GROUPS_MAX];
     bool said[GROUPS_MAX];
     char store[256], timeout[64];
-    snprintf(store, sizeof store, "S3 at \"%s\"", s3_endpoint);
+    snprintf(store, sizeof store, "S3 at \"%s\"", local_s3.endpoint);
     snprintf(timeout, sizeof timeout, "at most %d ms each", S3_TIMEOUT_MS);
     for (int k = 0; k < n; k++) {
         completed_frozen[k] = atomic_load(&g[k].o->completions) - completions[k];
         said[k] = ot_error_seen(g[k].o, store, timeout);
     }
-    ck_assert_int_eq(kill(s3_pid, SIGCONT), 0);
+    ck_assert_int_eq(kill(local_s3.pid, SIGCONT), 0);
     int64_t thawed = tpc_test_now_ms();
     for (int k = 0; k < n; k++) {
         ck_assert_msg(completed_frozen[k] == 0,
@@ -509,39 +508,13 @@ START_TEST(test_s3_frozen)
 }
 END_TEST
 
-static void start_s3(const char *dir)
-{
-    char cmd[1024];
-    snprintf(cmd, sizeof cmd, "tests/services/s3.sh start '%s' %s", dir, S3_BUCKET);
-    FILE *p = popen(cmd, "r");
-    char line[256] = "";
-    bool got = p && fgets(line, sizeof line, p);
-    int rc = p ? pclose(p) : -1;
-    snprintf(cmd, sizeof cmd, "%s/pid", dir);
-    FILE *f = fopen(cmd, "r");
-    long pid = 0;
-    if (f && fscanf(f, "%ld", &pid) != 1)
-        pid = 0;
-    if (f)
-        fclose(f);
-    if (got && rc == 0 && pid > 0 && strncmp(line, "http://127.0.0.1:", 17) == 0) {
-        line[strcspn(line, "\n")] = 0;
-        s3_endpoint = strdup(line);
-        s3_pid = (pid_t)pid;
-    } else {
-        s3_missing = "tests/services/s3.sh could not start moto; see its lines above";
-        fprintf(stderr, "check_cluster_outage: WITHOUT S3: %s\n", s3_missing);
-    }
-}
-
 int main(void)
 {
     /* moto takes any credentials; the S3 storage of a job reads them from the environment. */
     setenv("AWS_ACCESS_KEY_ID", "twopc-test", 1);
     setenv("AWS_SECRET_ACCESS_KEY", "twopc-test-secret", 1);
     unsetenv("AWS_SESSION_TOKEN");
-    char *s3dir = tpc_test_tmpdir("s3");
-    start_s3(s3dir);
+    tpc_test_s3_start_own(&local_s3, "check_cluster_outage", S3_BUCKET);
     Suite *s = suite_create("cluster_outage");
     TCase *tc = tcase_create("outage");
     tcase_set_timeout(tc, 400);
@@ -552,16 +525,6 @@ int main(void)
     srunner_run_all(sr, CK_NORMAL);
     int failed = srunner_ntests_failed(sr);
     srunner_free(sr);
-    if (s3_endpoint) {
-        kill(s3_pid, SIGCONT); /* a case that failed while it was frozen */
-        char cmd[1024];
-        snprintf(cmd, sizeof cmd, "tests/services/s3.sh stop '%s'", s3dir);
-        if (system(cmd) != 0)
-            fprintf(stderr, "check_cluster_outage: could not stop the S3 server in %s\n", s3dir);
-    } else {
-        tpc_test_rmdir(s3dir);
-    }
-    free(s3dir);
-    free(s3_endpoint);
+    tpc_test_s3_stop(&local_s3, "check_cluster_outage");
     return failed ? 1 : 0;
 }

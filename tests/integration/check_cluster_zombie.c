@@ -37,6 +37,7 @@
 #include "tpc_kafka.h"
 #include "tpc_pg.h"
 #include "tpc_test_pg.h"
+#include "tpc_test_s3.h"
 
 #include <signal.h>
 #include <sys/mman.h>
@@ -50,7 +51,7 @@
 #define MEMBERS    2 /* A, B */
 #define PARTITIONS 3
 
-static char *s3_endpoint; /* the local S3 server, NULL: none */
+static tpc_test_s3_t local_s3; /* the local S3 server: endpoint NULL, none */
 
 /* What the processes share (MAP_SHARED): the test's controls and what the members saw. */
 typedef struct {
@@ -373,10 +374,10 @@ static void member_main(void)
      */
     setsid();
     set_ok(tpc_cluster_new(tpc_test_env("TWOPC_TEST_KAFKA_BOOTSTRAP"), run->app, UNITS, &member));
-    if (s3_endpoint) {
+    if (local_s3.endpoint) {
         set_ok(tpc_cluster_set(member, "checkpoint.storage", "s3"));
         set_ok(tpc_cluster_set(member, "checkpoint.s3.bucket", S3_BUCKET));
-        set_ok(tpc_cluster_set(member, "checkpoint.s3.endpoint", s3_endpoint));
+        set_ok(tpc_cluster_set(member, "checkpoint.s3.endpoint", local_s3.endpoint));
         set_ok(tpc_cluster_set(member, "checkpoint.s3.region", "us-east-1"));
         set_ok(tpc_cluster_set(member, "checkpoint.s3.prefix", run->app));
     } else {
@@ -589,7 +590,7 @@ static void verify(PGconn *pg, const char *bootstrap)
 
 static void zombie(bool consumer_protocol)
 {
-    if (!s3_endpoint) {
+    if (!local_s3.endpoint) {
         fprintf(stderr,
                 "check_cluster_zombie: WITHOUT S3: no local S3 server (tests/services/s3.sh "
                 "could not start moto), the checkpoints go to a folder\n");
@@ -689,8 +690,8 @@ static void zombie(bool consumer_protocol)
             "check_cluster_zombie (%s, librdkafka %s, %s): %d units of A on B %lld ms after "
             "SIGSTOP; A fenced on each %lld ms after SIGCONT; ends %llu %llu %llu\n",
             consumer_protocol ? "consumer" : "classic", rd_kafka_version_str(),
-            s3_endpoint ? "S3" : "folder", ntaken, (long long)taken_over, (long long)fenced_after,
-            (unsigned long long)atomic_load(&w->end[0]),
+            local_s3.endpoint ? "S3" : "folder", ntaken, (long long)taken_over,
+            (long long)fenced_after, (unsigned long long)atomic_load(&w->end[0]),
             (unsigned long long)atomic_load(&w->end[1]),
             (unsigned long long)atomic_load(&w->end[2]));
 
@@ -717,35 +718,12 @@ START_TEST(test_zombie_consumer_protocol)
 }
 END_TEST
 
-static void start_s3(char *dir)
-{
-    const char *given = getenv("TWOPC_TEST_S3_ENDPOINT");
-    if (given && *given) {
-        s3_endpoint = strdup(given);
-        return;
-    }
-    char cmd[512];
-    snprintf(cmd, sizeof cmd, "tests/services/s3.sh start '%s' %s", dir, S3_BUCKET);
-    FILE *p = popen(cmd, "r");
-    char line[256] = "";
-    bool got = p && fgets(line, sizeof line, p);
-    int rc = p ? pclose(p) : -1;
-    if (got && rc == 0 && strncmp(line, "http://127.0.0.1:", 17) == 0) {
-        line[strcspn(line, "\n")] = 0;
-        s3_endpoint = strdup(line);
-    } else {
-        fprintf(stderr, "check_cluster_zombie: WITHOUT S3: tests/services/s3.sh could not start "
-                        "moto; see its lines above\n");
-    }
-}
-
 int main(void)
 {
     /* moto takes any credentials; the units' jobs read them from the environment */
     setenv("AWS_ACCESS_KEY_ID", "twopc-test", 1);
     setenv("AWS_SECRET_ACCESS_KEY", "twopc-test-secret", 1);
-    char *s3dir = tpc_test_tmpdir("s3");
-    start_s3(s3dir);
+    tpc_test_s3_start(&local_s3, "check_cluster_zombie", S3_BUCKET);
     Suite *s = suite_create("cluster_zombie");
     TCase *tc = tcase_create("zombie");
     tcase_set_timeout(tc, 400);
@@ -758,15 +736,6 @@ int main(void)
     srunner_run_all(sr, CK_NORMAL);
     int failed = srunner_ntests_failed(sr);
     srunner_free(sr);
-    if (!s3_endpoint) {
-        tpc_test_rmdir(s3dir);
-    } else if (!getenv("TWOPC_TEST_S3_ENDPOINT")) {
-        char cmd[512];
-        snprintf(cmd, sizeof cmd, "tests/services/s3.sh stop '%s'", s3dir);
-        if (system(cmd) != 0)
-            fprintf(stderr, "check_cluster_zombie: could not stop the S3 server in %s\n", s3dir);
-    }
-    free(s3dir);
-    free(s3_endpoint);
+    tpc_test_s3_stop(&local_s3, "check_cluster_zombie");
     return failed ? 1 : 0;
 }

@@ -18,6 +18,7 @@
 #include "tpc_s3.h"
 #include "tpc_test_check.h"
 #include "tpc_test_ops.h"
+#include "tpc_test_s3.h"
 
 #include <check.h>
 #include <stdio.h>
@@ -25,8 +26,7 @@
 #include <string.h>
 #include <unistd.h>
 
-static char *s3_endpoint; /* the local S3 server, NULL: none */
-static const char *s3_missing = "not started";
+static tpc_test_s3_t local_s3; /* the local S3 server: endpoint NULL, none */
 #define S3_BUCKET "twopc-test"
 
 /* A unit's job: a bounded sequence source into a discarding sink, checkpointed. */
@@ -138,11 +138,11 @@ END_TEST
 /* Two units' jobs on one bucket: each completion record under its own unit's prefix. */
 START_TEST(test_s3_units_apart)
 {
-    if (!s3_endpoint) {
+    if (!local_s3.endpoint) {
         fprintf(stderr,
                 "check_cluster_storage: S3 case units_apart NOT RUN: no local S3 server "
                 "(%s)\n",
-                s3_missing);
+                local_s3.missing);
         return;
     }
     char app[64], base[96];
@@ -151,7 +151,7 @@ START_TEST(test_s3_units_apart)
     tpc_cluster_t *c = member(app, 2);
     TPC_TEST_OK(tpc_cluster_set(c, "checkpoint.storage", "s3"));
     TPC_TEST_OK(tpc_cluster_set(c, "checkpoint.s3.bucket", S3_BUCKET));
-    TPC_TEST_OK(tpc_cluster_set(c, "checkpoint.s3.endpoint", s3_endpoint));
+    TPC_TEST_OK(tpc_cluster_set(c, "checkpoint.s3.endpoint", local_s3.endpoint));
     TPC_TEST_OK(tpc_cluster_set(c, "checkpoint.s3.region", "us-east-1"));
     TPC_TEST_OK(tpc_cluster_set(c, "checkpoint.s3.prefix", base));
     tpc_test_seq_conf_t seq = {.count_default = 200, .per_poll = 10, .sleep_us = 5000};
@@ -171,8 +171,10 @@ START_TEST(test_s3_units_apart)
     for (int i = 0; i < 2; i++) {
         char prefix[160];
         snprintf(prefix, sizeof prefix, "%s/unit-%d/", base, i);
-        tpc_s3_config_t conf = {
-            .endpoint = s3_endpoint, .bucket = S3_BUCKET, .prefix = prefix, .region = "us-east-1"};
+        tpc_s3_config_t conf = {.endpoint = local_s3.endpoint,
+                                .bucket = S3_BUCKET,
+                                .prefix = prefix,
+                                .region = "us-east-1"};
         tpc_storage_t *st;
         TPC_TEST_OK(tpc_s3_storage_new(&conf, &st));
         uint8_t *p;
@@ -198,7 +200,7 @@ START_TEST(test_s3_units_apart)
     char under[128];
     snprintf(under, sizeof under, "%s/", base);
     tpc_s3_config_t conf = {
-        .endpoint = s3_endpoint, .bucket = S3_BUCKET, .prefix = under, .region = "us-east-1"};
+        .endpoint = local_s3.endpoint, .bucket = S3_BUCKET, .prefix = under, .region = "us-east-1"};
     tpc_storage_t *st;
     TPC_TEST_OK(tpc_s3_storage_new(&conf, &st));
     char **names;
@@ -226,35 +228,12 @@ START_TEST(test_s3_units_apart)
 }
 END_TEST
 
-static void start_s3(char *dir)
-{
-    const char *given = getenv("TWOPC_TEST_S3_ENDPOINT");
-    if (given && *given) {
-        s3_endpoint = strdup(given);
-        return;
-    }
-    char cmd[512];
-    snprintf(cmd, sizeof cmd, "tests/services/s3.sh start '%s' %s", dir, S3_BUCKET);
-    FILE *p = popen(cmd, "r");
-    char line[256] = "";
-    bool got = p && fgets(line, sizeof line, p);
-    int rc = p ? pclose(p) : -1;
-    if (got && rc == 0 && strncmp(line, "http://127.0.0.1:", 17) == 0) {
-        line[strcspn(line, "\n")] = 0;
-        s3_endpoint = strdup(line);
-    } else {
-        s3_missing = "tests/services/s3.sh could not start moto; see its lines above";
-        fprintf(stderr, "check_cluster_storage: WITHOUT S3: %s\n", s3_missing);
-    }
-}
-
 int main(void)
 {
     /* moto takes any credentials; the job reads them from the environment */
     setenv("AWS_ACCESS_KEY_ID", "twopc-test", 1);
     setenv("AWS_SECRET_ACCESS_KEY", "twopc-test-secret", 1);
-    char *s3dir = tpc_test_tmpdir("s3");
-    start_s3(s3dir);
+    tpc_test_s3_start(&local_s3, "check_cluster_storage", S3_BUCKET);
     Suite *s = suite_create("cluster_storage");
     TCase *tc = tcase_create("core");
     tcase_set_timeout(tc, 120);
@@ -267,15 +246,6 @@ int main(void)
     srunner_run_all(sr, CK_NORMAL);
     int failed = srunner_ntests_failed(sr);
     srunner_free(sr);
-    if (!s3_endpoint) {
-        tpc_test_rmdir(s3dir);
-    } else if (!getenv("TWOPC_TEST_S3_ENDPOINT")) {
-        char cmd[512];
-        snprintf(cmd, sizeof cmd, "tests/services/s3.sh stop '%s'", s3dir);
-        if (system(cmd) != 0)
-            fprintf(stderr, "check_cluster_storage: could not stop the S3 server in %s\n", s3dir);
-    }
-    free(s3dir);
-    free(s3_endpoint);
+    tpc_test_s3_stop(&local_s3, "check_cluster_storage");
     return failed ? 1 : 0;
 }

@@ -16,6 +16,7 @@
 #include "tpc_s3.h"
 #include "tpc_test_check.h"
 #include "tpc_test_ops.h"
+#include "tpc_test_s3.h"
 
 #include <check.h>
 #include <inttypes.h>
@@ -25,8 +26,7 @@
 #include <string.h>
 #include <unistd.h>
 
-static char *s3_endpoint; /* the local S3 server, NULL: none */
-static const char *s3_missing = "not started";
+static tpc_test_s3_t local_s3; /* the local S3 server: endpoint NULL, none */
 #define S3_BUCKET "twopc-test"
 
 /* A sink that remembers which checkpoints it was told of, writes the id of each checkpoint into
@@ -164,7 +164,7 @@ static void owner_new(owner_t *o, const char *interval_ms)
     if (use_s3) {
         TPC_TEST_OK(tpc_job_use_storage(o->job, tpc_s3_storage_backend()));
         TPC_TEST_OK(tpc_job_set(o->job, "checkpoint.storage", "s3"));
-        TPC_TEST_OK(tpc_job_set(o->job, "checkpoint.s3.endpoint", s3_endpoint));
+        TPC_TEST_OK(tpc_job_set(o->job, "checkpoint.s3.endpoint", local_s3.endpoint));
         TPC_TEST_OK(tpc_job_set(o->job, "checkpoint.s3.bucket", S3_BUCKET));
         TPC_TEST_OK(tpc_job_set(o->job, "checkpoint.s3.prefix", where));
         TPC_TEST_OK(tpc_job_set(o->job, "checkpoint.s3.region", "us-east-1"));
@@ -445,9 +445,9 @@ static void case_sink_fenced_taken(void)
     END_TEST                                                                                       \
     START_TEST(s3_##c)                                                                             \
     {                                                                                              \
-        if (!s3_endpoint) {                                                                        \
+        if (!local_s3.endpoint) {                                                                  \
             fprintf(stderr, "check_owner_epoch: S3 case %s NOT RUN: no local S3 server (%s)\n",    \
-                    #c, s3_missing);                                                               \
+                    #c, local_s3.missing);                                                         \
             return;                                                                                \
         }                                                                                          \
         use_s3 = true;                                                                             \
@@ -579,35 +579,12 @@ START_TEST(test_format)
 }
 END_TEST
 
-static void start_s3(char *dir)
-{
-    const char *given = getenv("TWOPC_TEST_S3_ENDPOINT");
-    if (given && *given) {
-        s3_endpoint = tpc__xstrdup(given);
-        return;
-    }
-    char cmd[512];
-    snprintf(cmd, sizeof cmd, "tests/services/s3.sh start '%s' %s", dir, S3_BUCKET);
-    FILE *p = popen(cmd, "r");
-    char line[256] = "";
-    bool got = p && fgets(line, sizeof line, p);
-    int rc = p ? pclose(p) : -1;
-    if (got && rc == 0 && strncmp(line, "http://127.0.0.1:", 17) == 0) {
-        line[strcspn(line, "\n")] = 0;
-        s3_endpoint = tpc__xstrdup(line);
-    } else {
-        s3_missing = "tests/services/s3.sh could not start moto; see its lines above";
-        fprintf(stderr, "check_owner_epoch: WITHOUT S3: %s\n", s3_missing);
-    }
-}
-
 int main(void)
 {
     /* moto takes any credentials; the job reads them from the environment */
     setenv("AWS_ACCESS_KEY_ID", "twopc-test", 1);
     setenv("AWS_SECRET_ACCESS_KEY", "twopc-test-secret", 1);
-    char *s3dir = tpc_test_tmpdir("s3");
-    start_s3(s3dir);
+    tpc_test_s3_start(&local_s3, "check_owner_epoch", S3_BUCKET);
     Suite *s = suite_create("owner_epoch");
     TCase *tc = tcase_create("folder");
     tcase_set_timeout(tc, 180);
@@ -630,15 +607,6 @@ int main(void)
     srunner_run_all(sr, CK_NORMAL);
     int failed = srunner_ntests_failed(sr);
     srunner_free(sr);
-    if (!s3_endpoint) {
-        tpc_test_rmdir(s3dir);
-    } else if (!getenv("TWOPC_TEST_S3_ENDPOINT")) {
-        char cmd[512];
-        snprintf(cmd, sizeof cmd, "tests/services/s3.sh stop '%s'", s3dir);
-        if (system(cmd) != 0)
-            fprintf(stderr, "check_owner_epoch: could not stop the S3 server in %s\n", s3dir);
-    }
-    free(s3dir);
-    free(s3_endpoint);
+    tpc_test_s3_stop(&local_s3, "check_owner_epoch");
     return failed ? 1 : 0;
 }

@@ -13,6 +13,7 @@
 #include "tpc_test_check.h"
 #include "tpc_s3.h"
 #include "tpc_test_ops.h"
+#include "tpc_test_s3.h"
 
 #include <check.h>
 #include <signal.h>
@@ -23,8 +24,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-static char *s3_endpoint; /* the local S3 server, NULL: none */
-static const char *s3_missing = "not started";
+static tpc_test_s3_t local_s3; /* the local S3 server: endpoint NULL, none */
 #define S3_BUCKET "twopc-test"
 
 typedef struct {
@@ -46,7 +46,7 @@ static void open_store(fixture_t *f, const char *tag)
     }
     char prefix[128];
     snprintf(prefix, sizeof prefix, "%s-%ld-%lld/", tag, (long)getpid(), (long long)tpc_clock_us());
-    tpc_s3_config_t c = {.endpoint = s3_endpoint,
+    tpc_s3_config_t c = {.endpoint = local_s3.endpoint,
                          .bucket = S3_BUCKET,
                          .prefix = prefix,
                          .region = "us-east-1",
@@ -270,9 +270,9 @@ static void case_kill_during_write(void)
     END_TEST                                                                                       \
     START_TEST(s3_##c)                                                                             \
     {                                                                                              \
-        if (!s3_endpoint) {                                                                        \
+        if (!local_s3.endpoint) {                                                                  \
             fprintf(stderr, "check_storage: S3 case %s NOT RUN: no local S3 server (%s)\n", #c,    \
-                    s3_missing);                                                                   \
+                    local_s3.missing);                                                             \
             return;                                                                                \
         }                                                                                          \
         use_s3 = true;                                                                             \
@@ -290,13 +290,13 @@ ON_BOTH(kill_during_write)
  * exist, a store that does not answer, no credentials. */
 START_TEST(s3_errors)
 {
-    if (!s3_endpoint) {
+    if (!local_s3.endpoint) {
         fprintf(stderr, "check_storage: S3 case errors NOT RUN: no local S3 server (%s)\n",
-                s3_missing);
+                local_s3.missing);
         return;
     }
     const char *secret = "do-not-show-this-secret";
-    tpc_s3_config_t c = {.endpoint = s3_endpoint,
+    tpc_s3_config_t c = {.endpoint = local_s3.endpoint,
                          .bucket = "no-such-bucket-here",
                          .region = "us-east-1",
                          .access_key_id = "twopc-test",
@@ -490,32 +490,9 @@ START_TEST(test_retention_stops_at_first_failure)
 }
 END_TEST
 
-static void start_s3(char *dir)
-{
-    const char *given = getenv("TWOPC_TEST_S3_ENDPOINT");
-    if (given && *given) {
-        s3_endpoint = tpc__xstrdup(given);
-        return;
-    }
-    char cmd[512];
-    snprintf(cmd, sizeof cmd, "tests/services/s3.sh start '%s' %s", dir, S3_BUCKET);
-    FILE *p = popen(cmd, "r");
-    char line[256] = "";
-    bool got = p && fgets(line, sizeof line, p);
-    int rc = p ? pclose(p) : -1;
-    if (got && rc == 0 && strncmp(line, "http://127.0.0.1:", 17) == 0) {
-        line[strcspn(line, "\n")] = 0;
-        s3_endpoint = tpc__xstrdup(line);
-    } else {
-        s3_missing = "tests/services/s3.sh could not start moto; see its lines above";
-        fprintf(stderr, "check_storage: WITHOUT S3: %s\n", s3_missing);
-    }
-}
-
 int main(void)
 {
-    char *s3dir = tpc_test_tmpdir("s3");
-    start_s3(s3dir);
+    tpc_test_s3_start(&local_s3, "check_storage", S3_BUCKET);
     Suite *s = suite_create("storage");
     TCase *tc = tcase_create("folder");
     tcase_set_timeout(tc, 120);
@@ -541,15 +518,6 @@ int main(void)
     srunner_run_all(sr, CK_NORMAL);
     int failed = srunner_ntests_failed(sr);
     srunner_free(sr);
-    if (!s3_endpoint) {
-        tpc_test_rmdir(s3dir);
-    } else if (!getenv("TWOPC_TEST_S3_ENDPOINT")) {
-        char cmd[512];
-        snprintf(cmd, sizeof cmd, "tests/services/s3.sh stop '%s'", s3dir);
-        if (system(cmd) != 0)
-            fprintf(stderr, "check_storage: could not stop the S3 server in %s\n", s3dir);
-    }
-    free(s3dir);
-    free(s3_endpoint);
+    tpc_test_s3_stop(&local_s3, "check_storage");
     return failed ? 1 : 0;
 }
