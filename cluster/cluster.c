@@ -485,14 +485,12 @@ static tpc_error_t *make_consumer(tpc_cluster_t *c, rd_kafka_t **out)
         return tpc_error_new(TPC_ERR_CONFIG, TPC_ERROR_FATAL,
                              "could not make the membership consumer of \"%s\": %s", c->app, why);
     }
-    /* Twice the session timeout: a member that was frozen learns of its lost units within one
-     * heartbeat once it runs again, well before a unit fenced meanwhile would run again. */
     char session[32] = "";
     size_t size = sizeof session;
-    c->fence_pause_ms = 90000;
+    c->session_timeout_ms = 45000; /* librdkafka's default */
     if (rd_kafka_conf_get(rd_kafka_conf(rk), "session.timeout.ms", session, &size) ==
         RD_KAFKA_CONF_OK)
-        c->fence_pause_ms = 2 * strtoll(session, NULL, 10);
+        c->session_timeout_ms = strtoll(session, NULL, 10);
     rd_kafka_poll_set_consumer(rk);
     *out = rk;
     return NULL;
@@ -559,12 +557,7 @@ static bool safe_to_destroy(tpc_cluster_t *c, rd_kafka_t *rk, bool subscribed)
     if (!subscribed || c->assigned_once || c->protocol == 1 ||
         rd_kafka_version() >= RDKAFKA_STICKY_DESTROY_FIXED)
         return true;
-    char value[32] = "";
-    size_t size = sizeof value;
-    int64_t wait_ms = 45000;
-    if (rd_kafka_conf_get(rd_kafka_conf(rk), "session.timeout.ms", value, &size) ==
-        RD_KAFKA_CONF_OK)
-        wait_ms = strtoll(value, NULL, 10);
+    int64_t wait_ms = c->session_timeout_ms;
     int64_t until = tpc_clock_ms() + wait_ms;
     char why[256];
     c->closing = true;

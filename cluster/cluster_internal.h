@@ -48,8 +48,7 @@ struct tpc_cluster_s {
     int protocol;      /* 0 classic, 1 consumer */
     int replication_factor;
     int restart_delay_ms;
-    int64_t fence_pause_ms; /* a fenced unit still assigned here runs again after it: twice the
-                               session timeout (set when the consumer is made) */
+    int64_t session_timeout_ms; /* the membership consumer's (set when it is made) */
     int open_timeout_ms;
 
     tpc_cluster_build_fn build;

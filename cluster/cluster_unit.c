@@ -145,6 +145,13 @@ static bool restart_pause(tpc__unit_t *u, int64_t ms)
     return go;
 }
 
+/* A fenced unit still assigned here runs again after twice the session timeout: a member that
+ * was frozen learns of its lost units within one heartbeat once it runs again, well before. */
+static int64_t fence_pause_ms(const tpc_cluster_t *c)
+{
+    return 2 * c->session_timeout_ms;
+}
+
 static void *unit_main(void *arg)
 {
     tpc__unit_t *u = arg;
@@ -167,7 +174,7 @@ static void *unit_main(void *arg)
             tpc__cluster_log(c, TPC_LOG_WARN,
                              "unit %d is held by another process, it no longer runs here: %s; "
                              "if the group still assigns it here in %lld ms, it runs again",
-                             unit, tpc_error_message(err), (long long)c->fence_pause_ms);
+                             unit, tpc_error_message(err), (long long)fence_pause_ms(c));
             tpc__cluster_event(c, TPC_CLUSTER_UNIT_FENCED, unit, NULL, err);
             tpc_error_destroy(err);
             /* A member frozen past its session learns of the units it lost within a heartbeat
@@ -176,12 +183,12 @@ static void *unit_main(void *arg)
              * (a rebalance under a freeze can leave a fenced unit with its old member, and
              * nobody would run it until the next one): it runs again and claims a new owner
              * epoch, whose fences keep any other holder from committing. */
-            if (!restart_pause(u, c->fence_pause_ms))
+            if (!restart_pause(u, fence_pause_ms(c)))
                 break;
             tpc__cluster_log(c, TPC_LOG_WARN,
                              "unit %d is still assigned here %lld ms after it was fenced: it runs "
                              "again, as a new owner of its checkpoints",
-                             unit, (long long)c->fence_pause_ms);
+                             unit, (long long)fence_pause_ms(c));
             continue;
         }
         if (stopping) {

@@ -284,6 +284,22 @@ static inline void *ct_member_main(void *arg)
     return NULL;
 }
 
+/* The group protocol of member @name of @app: KIP-848's, or the classic one with static
+ * membership and a 6 s session. */
+static inline void ct_member_protocol(tpc_cluster_t *c, const char *app, const char *name,
+                                      bool consumer_protocol)
+{
+    if (consumer_protocol) {
+        TPC_TEST_OK(tpc_cluster_set(c, "group.protocol", "consumer"));
+        return;
+    }
+    char instance[256];
+    snprintf(instance, sizeof instance, "%s-%s", app, name);
+    TPC_TEST_OK(tpc_cluster_set(c, "kafka.group.instance.id", instance));
+    TPC_TEST_OK(tpc_cluster_set(c, "kafka.session.timeout.ms", "6000"));
+    TPC_TEST_OK(tpc_cluster_set(c, "kafka.heartbeat.interval.ms", "500"));
+}
+
 static inline void ct_member_start(ct_member_t *m, ct_world_t *w, const char *name, const char *app,
                                    const char *dir, int units, bool consumer_protocol)
 {
@@ -292,15 +308,7 @@ static inline void ct_member_start(ct_member_t *m, ct_world_t *w, const char *na
     ck_assert_ptr_nonnull(bootstrap);
     TPC_TEST_OK(tpc_cluster_new(bootstrap, app, units, &m->c));
     TPC_TEST_OK(tpc_cluster_set(m->c, "checkpoint.dir", dir));
-    if (consumer_protocol) {
-        TPC_TEST_OK(tpc_cluster_set(m->c, "group.protocol", "consumer"));
-    } else {
-        char instance[256];
-        snprintf(instance, sizeof instance, "%s-%s", app, name);
-        TPC_TEST_OK(tpc_cluster_set(m->c, "kafka.group.instance.id", instance));
-        TPC_TEST_OK(tpc_cluster_set(m->c, "kafka.session.timeout.ms", "6000"));
-        TPC_TEST_OK(tpc_cluster_set(m->c, "kafka.heartbeat.interval.ms", "500"));
-    }
+    ct_member_protocol(m->c, app, name, consumer_protocol);
     TPC_TEST_OK(tpc_cluster_set_builder(m->c, ct_build, ct_release, w));
     ck_assert_int_eq(tpc_cluster_set_event_callback(m->c, ct_on_event, m), TPC_OK);
     ck_assert_int_eq(pthread_create(&m->thread, NULL, ct_member_main, m), 0);

@@ -208,15 +208,7 @@ static void ot_member_start(ct_member_t *m, ot_world_t *o, const char *name, con
     for (size_t i = 0; i < sizeof storage / sizeof *storage; i++)
         TPC_TEST_OK(tpc_cluster_set(m->c, storage[i][0], storage[i][1]));
     TPC_TEST_OK(tpc_cluster_set(m->c, "unit.restart.delay.ms", "1000"));
-    if (consumer_protocol) {
-        TPC_TEST_OK(tpc_cluster_set(m->c, "group.protocol", "consumer"));
-    } else {
-        char instance[256];
-        snprintf(instance, sizeof instance, "%s-%s", app, name);
-        TPC_TEST_OK(tpc_cluster_set(m->c, "kafka.group.instance.id", instance));
-        TPC_TEST_OK(tpc_cluster_set(m->c, "kafka.session.timeout.ms", "6000"));
-        TPC_TEST_OK(tpc_cluster_set(m->c, "kafka.heartbeat.interval.ms", "500"));
-    }
+    ct_member_protocol(m->c, app, name, consumer_protocol);
     TPC_TEST_OK(tpc_cluster_set_builder(m->c, ot_build, ct_release, o));
     ck_assert_int_eq(tpc_cluster_set_event_callback(m->c, ot_on_event, m), TPC_OK);
     ck_assert_int_eq(pthread_create(&m->thread, NULL, ct_member_main, m), 0);
