@@ -591,6 +591,7 @@ tpc_error_t *tpc__pg_ensure_marker_table(tpc__pg_conn_t *c)
 
 tpc_error_t *tpc__pg_control_ready(tpc__pg_conn_t *c)
 {
+    tpc__pg_stage_settle(c);
     if (PQstatus(c->control) == CONNECTION_OK)
         return NULL;
     PQreset(c->control);

@@ -158,6 +158,8 @@ typedef struct {
     char staging_gid[TPC_PG_GID_MAX + 1]; /* the current transaction's */
     uint32_t staged_parts;                /* of the current transaction */
     uint64_t staged_rows;                 /* of the current transaction */
+    bool stage_sent;                      /* a part's INSERT is sent, its result not read */
+    tpc_error_t *stage_err;               /* the first failed part's, until the next stage call */
     tpc__pg_buf_t move;                   /* the move's send buffer, kept between moves */
     uint64_t layout;                      /* hash of the mode, tables, columns and their types */
     /* owners (st->owner_epoch > 0): the cleanup at start is done, and the last checkpoint whose
@@ -308,6 +310,9 @@ tpc_error_t *tpc__pg_stage_open(tpc__pg_conn_t *c);
 void tpc__pg_stage_begin(tpc__pg_conn_t *c, const tpc__pg_txn_t *t);
 /* Write table @t's buffered rows as the next part of the current transaction. */
 tpc_error_t *tpc__pg_stage_table(tpc__pg_conn_t *c, tpc__pg_table_t *t);
+/* Read the result of the part INSERT in flight, if any, keeping a failure for the next stage
+ * call; every other use of the control connection does this first. */
+void tpc__pg_stage_settle(tpc__pg_conn_t *c);
 tpc_error_t *tpc__pg_stage_pre_commit(tpc__pg_conn_t *c, tpc__pg_txn_t *t, uint64_t checkpoint_id);
 void tpc__pg_stage_abort(tpc__pg_conn_t *c);
 /* Commit of a staged transaction: move its rows into the tables, exactly once. */

@@ -90,11 +90,39 @@ void tpc__pg_stage_begin(tpc__pg_conn_t *c, const tpc__pg_txn_t *t)
     c->staged_rows = 0;
 }
 
+void tpc__pg_stage_settle(tpc__pg_conn_t *c)
+{
+    if (!c->stage_sent)
+        return;
+    c->stage_sent = false;
+    PGresult *res;
+    while ((res = PQgetResult(c->control)) != NULL) {
+        if (PQresultStatus(res) != PGRES_COMMAND_OK && !c->stage_err)
+            c->stage_err = tpc__pg_result_error(c->control, res, "write rows ahead");
+        else
+            PQclear(res);
+    }
+}
+
+/* The failure of a part sent earlier, once it is read. */
+static tpc_error_t *stage_settled(tpc__pg_conn_t *c)
+{
+    tpc__pg_stage_settle(c);
+    tpc_error_t *err = c->stage_err;
+    c->stage_err = NULL;
+    return err;
+}
+
+/* A full buffer becomes a part: its INSERT is sent and its result read before the next command
+ * on the control connection, so the server stores one part while the next is encoded (libpq has
+ * copied the bytes by the time the send returns; the buffer is free again). */
 tpc_error_t *tpc__pg_stage_table(tpc__pg_conn_t *c, tpc__pg_table_t *t)
 {
     if (!t->out.len)
         return NULL;
-    tpc_error_t *err = NULL;
+    tpc_error_t *err = stage_settled(c);
+    if (err)
+        return err;
     if (!c->staging_open) {
         /* Between write-ahead transactions nothing is lost with a broken connection. */
         err = tpc__pg_control_ready(c);
@@ -120,10 +148,9 @@ tpc_error_t *tpc__pg_stage_table(tpc__pg_conn_t *c, tpc__pg_table_t *t)
                              (const char *)t->out.buf};
     const int lengths[7] = {0, 0, 0, 0, 0, 0, (int)t->out.len};
     const int formats[7] = {0, 0, 0, 0, 0, 0, 1};
-    PGresult *res = PQexecParams(c->control, sql, 7, NULL, values, lengths, formats, 0);
-    if (PQresultStatus(res) != PGRES_COMMAND_OK)
-        return tpc__pg_result_error(c->control, res, "write rows ahead");
-    PQclear(res);
+    if (!PQsendQueryParams(c->control, sql, 7, NULL, values, lengths, formats, 0))
+        return tpc__pg_result_error(c->control, NULL, "write rows ahead");
+    c->stage_sent = true;
     c->staged_parts++;
     c->staged_rows += t->rows;
     t->rows = 0;
@@ -150,6 +177,8 @@ tpc_error_t *tpc__pg_stage_pre_commit(tpc__pg_conn_t *c, tpc__pg_txn_t *t, uint6
     tpc_error_t *err = NULL;
     for (int i = 0; i < c->ntables && !err; i++)
         err = tpc__pg_stage_table(c, &c->tables[i]);
+    if (!err)
+        err = stage_settled(c);
     if (err)
         return err;
     if (!c->staging_open)
@@ -171,6 +200,7 @@ tpc_error_t *tpc__pg_stage_pre_commit(tpc__pg_conn_t *c, tpc__pg_txn_t *t, uint6
 
 void tpc__pg_stage_abort(tpc__pg_conn_t *c)
 {
+    tpc_error_destroy(stage_settled(c));
     if (!c->staging_open)
         return;
     c->staging_open = false;

@@ -73,6 +73,7 @@ void tpc__pg_close(void *conn)
     tpc__pg_conn_t *c = conn;
     PQfinish(c->data);
     PQfinish(c->control);
+    tpc_error_destroy(c->stage_err);
     tpc__pg_close_tables(c);
     free(c->marker_q);
     free(c->staging_q);

@@ -13,7 +13,9 @@
  *            the checkpoint, moved into the table by one transaction once it is complete)
  *   wa raw:  one loop doing that by hand, as the sink does it, without prepared transactions: the
  *            rows as binary COPY tuples in parts of the sink's buffer size, each part one bytea
- *            value INSERTed into a write-ahead table of the sink's layout, in one transaction
+ *            value INSERTed into a write-ahead table of the sink's layout (sent, and its result
+ *            read only before the next part is sent, so that the server stores one part while the
+ *            next is encoded), in one transaction
  *            committed once a second; then one transaction that inserts a marker row, reads each
  *            part back (on the other connection) and sends it into one binary COPY into the
  *            table, and DELETEs the parts
@@ -362,6 +364,15 @@ static double run_raw(const char *table, uint64_t rows, bool prepared)
 
 /* One part: @len bytes of COPY tuples (@rows rows) of transaction @gid, into @staging on @control,
  * inside its open transaction. */
+/* The result of the part INSERT in flight on @control, if any: a part is sent and the next one
+ * encoded while the server stores it, as the sink does. */
+static void settle_part(PGconn *control)
+{
+    PGresult *res;
+    while ((res = PQgetResult(control)) != NULL)
+        expect(control, res, PGRES_COMMAND_OK, "write a part ahead");
+}
+
 static void stage_part(PGconn *control, const char *staging, const char *gid, int part,
                        const unsigned char *buf, size_t len, int rows)
 {
@@ -375,8 +386,9 @@ static void stage_part(PGconn *control, const char *staging, const char *gid, in
     const char *values[4] = {gid, num, count, (const char *)buf};
     const int lengths[4] = {0, 0, 0, (int)len};
     const int formats[4] = {0, 0, 0, 1};
-    expect(control, PQexecParams(control, sql, 4, NULL, values, lengths, formats, 0),
-           PGRES_COMMAND_OK, "write a part ahead");
+    settle_part(control);
+    if (!PQsendQueryParams(control, sql, 4, NULL, values, lengths, formats, 0))
+        tpc_test_bench_die("write a part ahead", NULL);
 }
 
 /* The move of transaction @gid's @parts parts into @raw, in one transaction on @data: the marker
@@ -459,6 +471,7 @@ static double run_raw_write_ahead(PGconn *admin, const char *raw, uint64_t rows,
         len = 0;
         in_part = 0;
         if (last || tpc_test_now_s() >= next) {
+            settle_part(control);
             expect(control, PQexec(control, "COMMIT"), PGRES_COMMAND_OK,
                    "COMMIT the parts written ahead");
             move_parts(data, control, raw, staging, marker, gid, parts);

@@ -527,6 +527,39 @@ END_TEST
 
 /* Parts deleted by somebody else while the move reads them (here a trigger keeps part 0 from
  * being deleted, as if another session had taken it first): the move must not commit. */
+/* A part is sent and its result read before the next command on the connection: a part the
+ * server refuses fails the write or the checkpoint after it, with the server's reason, and nothing
+ * of that transaction reaches the write-ahead table or the table. */
+START_TEST(test_refused_part_fails_the_checkpoint)
+{
+    ck_assert(tpc_test_pg_exec(pg, "CREATE TABLE %s (k bytea, v bytea)", table));
+    tpc_txn_sink_t *sink = new_sink(noprep, "write-ahead");
+    TPC_TEST_OK(tpc_txn_sink_set(sink, "pg.copy-buffer", "4096")); /* several parts */
+    TPC_TEST_OK(tpc_test_txn_sub_start(&sub, sink, 0, NULL));
+    write_range(0, 100);
+    TPC_TEST_OK(tpc_test_txn_sub_snapshot(&sub, 1, NULL));
+    TPC_TEST_OK(tpc__txn_task_complete(sub.task, 1));
+    ck_assert_int_eq(tpc_test_pg_long(pg, "SELECT count(*) FROM %s WHERE k = v", table), 100);
+    /* From now on the server refuses the third part of a transaction. */
+    ck_assert(tpc_test_pg_exec(pg, "ALTER TABLE %s ADD CONSTRAINT no_third CHECK (part <> 2)",
+                               staging));
+    tpc_error_t *err = NULL;
+    for (uint64_t i = 100; i < 500 && !err; i += 64)
+        err = tpc_test_txn_sub_write(&sub, i, 64);
+    if (!err)
+        err = tpc_test_txn_sub_snapshot(&sub, 2, NULL);
+    ck_assert_msg(err != NULL, "a refused part went unnoticed");
+    ck_assert_msg(strstr(tpc_error_message(err), "write rows ahead") &&
+                      strstr(tpc_error_message(err), "no_third"),
+                  "%s", tpc_error_message(err));
+    tpc_error_destroy(err);
+    ck_assert_int_eq(staged(pg), 0);
+    ck_assert_int_eq(tpc_test_pg_long(pg, "SELECT count(*) FROM %s", table), 100);
+    tpc_test_txn_sub_close(&sub);
+    tpc_txn_sink_destroy(sink);
+}
+END_TEST
+
 START_TEST(test_move_rolls_back_when_parts_went_missing)
 {
     ck_assert(tpc_test_pg_exec(pg, "CREATE TABLE %s (k bytea, v bytea)", table));
@@ -683,6 +716,7 @@ static int run_own_checks(void)
     tcase_add_test(tc, test_leftover_parts_dropped_in_another_mode);
     tcase_add_test(tc, test_move_refuses_another_column_layout);
     tcase_add_test(tc, test_move_rolls_back_when_parts_went_missing);
+    tcase_add_test(tc, test_refused_part_fails_the_checkpoint);
     suite_add_tcase(s, tc);
     TCase *crash = tcase_create("kill-9");
     tcase_set_timeout(crash, 300);
