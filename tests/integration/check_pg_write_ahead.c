@@ -541,8 +541,8 @@ START_TEST(test_refused_part_fails_the_checkpoint)
     TPC_TEST_OK(tpc__txn_task_complete(sub.task, 1));
     ck_assert_int_eq(tpc_test_pg_long(pg, "SELECT count(*) FROM %s WHERE k = v", table), 100);
     /* From now on the server refuses the third part of a transaction. */
-    ck_assert(tpc_test_pg_exec(pg, "ALTER TABLE %s ADD CONSTRAINT no_third CHECK (part <> 2)",
-                               staging));
+    ck_assert(
+        tpc_test_pg_exec(pg, "ALTER TABLE %s ADD CONSTRAINT no_third CHECK (part <> 2)", staging));
     tpc_error_t *err = NULL;
     for (uint64_t i = 100; i < 500 && !err; i += 64)
         err = tpc_test_txn_sub_write(&sub, i, 64);
