@@ -21,8 +21,7 @@
  * before the move, during the move, after the move before the notify returned, during recovery and
  * its cleanup, each followed by a restart; then SQL shows every record exactly once.
  */
-#include "tpc_conformance_check.h"
-#include "tpc_conformance_pg.h"
+#include "tpc_conformance_pg_check.h"
 #include "tpc_pg.h"
 #include "tpc_test_check.h"
 #include "tpc_test_crash.h"
@@ -730,15 +729,10 @@ static int run_own_checks(void)
     return failed;
 }
 
-#define LAYOUT_ENV "TWOPC_CONFORMANCE_PG_LAYOUT"
-
 int main(int argc, char **argv)
 {
-    if (tpc_conformance_is_child(argc, argv)) {
-        const char *layout = getenv(LAYOUT_ENV);
-        return tpc_conformance_child_main(
-            tpc_conformance_pg_layout("write-ahead", layout ? layout : "copy"), argc, argv);
-    }
+    if (tpc_conformance_is_child(argc, argv))
+        return tpc_conformance_pg_child("write-ahead", argc, argv);
     if (argc == 8 && strcmp(argv[1], "--write-ahead-child") == 0)
         return crash_child(argv);
     const char *env = tpc_test_env_require("TWOPC_TEST_PG_CONNINFO");
@@ -754,14 +748,9 @@ int main(int argc, char **argv)
         /* The conformance suite and its children connect through TWOPC_TEST_PG_CONNINFO. */
         setenv("TWOPC_TEST_PG_CONNINFO", noprep, 1);
         rc = run_own_checks() ? EXIT_FAILURE : EXIT_SUCCESS;
-        /* As check_conformance_pg.c: rows by COPY, as a changelog, into two tables. */
-        static const char *const layouts[] = {"copy", "changelog", "two-tables"};
-        for (size_t i = 0; i < sizeof layouts / sizeof *layouts; i++) {
-            setenv(LAYOUT_ENV, layouts[i], 1);
-            if (tpc_conformance_main(tpc_conformance_pg_layout("write-ahead", layouts[i]), argc,
-                                     argv) != EXIT_SUCCESS)
-                rc = EXIT_FAILURE;
-        }
+        /* As check_conformance_pg.c: every layout. */
+        if (tpc_conformance_pg_layouts_main("write-ahead", argc, argv) != EXIT_SUCCESS)
+            rc = EXIT_FAILURE;
     }
     tpc_test_pg_destroy(dir);
     tpc_test_rmdir(base);

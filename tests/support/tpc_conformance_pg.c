@@ -24,6 +24,13 @@ static bool is_layout(const char *name)
     return strcmp(layout, name) == 0;
 }
 
+/* pg.mode=changelog: "changelog" (each record an upsert of its key) or "changelog-deletes" (and a
+ * delete, below). */
+static bool is_changelog(void)
+{
+    return is_layout("changelog") || is_layout("changelog-deletes");
+}
+
 /* two-tables: key and value into each table. */
 static tpc_error_t *both_tables(void *opaque, const tpc_record_t *r, tpc_pg_row_t *row)
 {
@@ -39,6 +46,40 @@ static tpc_error_t *both_tables(void *opaque, const tpc_record_t *r, tpc_pg_row_
     return NULL;
 }
 
+/* The changelog-deletes layout deletes too. The table starts with a "twin" row for each key the
+ * kill -9 check writes (0xEE, then the record's 8-byte key: sub << 40 | i), and each record upserts
+ * its own row and deletes its twin, in the same transaction. Deletes are idempotent and no twin
+ * comes back, so the order of subtasks does not matter: in every snapshot, a record's row and its
+ * twin are never both there (a delete lost) nor both missing (a delete without its record). */
+#define TWIN_BYTE    0xee
+#define TWIN_RECORDS 1500 /* pg_connector.crash_records */
+
+static tpc_error_t *changelog_rows(void *opaque, const tpc_record_t *r, tpc_pg_row_t *row)
+{
+    (void)opaque;
+    tpc_pg_row_op(row, TPC_PG_OP_UPSERT);
+    tpc_pg_row_bytea(row, r->key, r->key_len);
+    if (r->flags & TPC_RECORD_NULL_VALUE)
+        tpc_pg_row_null(row);
+    else
+        tpc_pg_row_bytea(row, r->value, r->value_len);
+    unsigned char twin[1 + 64];
+    if (r->key_len > sizeof twin - 1)
+        return NULL;
+    twin[0] = TWIN_BYTE;
+    memcpy(twin + 1, r->key, r->key_len);
+    tpc_pg_row_table(row, 0);
+    tpc_pg_row_op(row, TPC_PG_OP_DELETE);
+    tpc_pg_row_bytea(row, twin, r->key_len + 1);
+    tpc_pg_row_null(row);
+    return NULL;
+}
+
+/* The kill -9 check's keys, as SQL rows (k bytea). */
+#define KILL_KEYS                                                                                  \
+    "SELECT int8send(s::int8 << 40 | i) AS k FROM generate_series(0, 1) s, generate_series(0, "    \
+    "%d) i"
+
 static bool ns_new(char *ns, size_t cap, char *why, size_t why_len)
 {
     PGconn *pg = tpc_test_pg_connect();
@@ -48,9 +89,13 @@ static bool ns_new(char *ns, size_t cap, char *why, size_t why_len)
     }
     tpc_test_unique_name(ns, cap < NAME_MAX_ ? cap : NAME_MAX_, "conformance", '_');
     bool made = tpc_test_pg_exec(pg, "CREATE TABLE %s (k bytea%s, v bytea)", ns,
-                                 is_layout("changelog") ? " PRIMARY KEY" : "");
+                                 is_changelog() ? " PRIMARY KEY" : "");
     if (made && is_layout("two-tables"))
         made = tpc_test_pg_exec(pg, "CREATE TABLE %s_t (k bytea, v bytea)", ns);
+    if (made && is_layout("changelog-deletes"))
+        made = tpc_test_pg_exec(
+            pg, "INSERT INTO %s SELECT '\\x%02x'::bytea || k, NULL FROM (" KILL_KEYS ") t", ns,
+            TWIN_BYTE, TWIN_RECORDS - 1);
     PQfinish(pg);
     if (!made)
         snprintf(why, why_len, "could not create table %s", ns);
@@ -85,10 +130,12 @@ static tpc_error_t *sink_new(const char *ns, tpc_txn_sink_t **out)
     tpc_error_t *err = tpc_pg_sink_new(out);
     for (size_t i = 0; i < sizeof kv / sizeof *kv && !err; i++)
         err = tpc_txn_sink_set(*out, kv[i][0], kv[i][1]);
-    if (!err && is_layout("changelog"))
+    if (!err && is_changelog())
         err = tpc_txn_sink_set(*out, "pg.mode", "changelog");
-    if (!err && is_layout("changelog"))
+    if (!err && is_changelog())
         err = tpc_txn_sink_set(*out, "pg.key-columns", "k");
+    if (!err && is_layout("changelog-deletes"))
+        err = tpc_pg_sink_set_encoder(*out, changelog_rows, NULL);
     if (!err && is_layout("two-tables"))
         err = tpc_pg_sink_set_encoder(*out, both_tables, NULL);
     return err;
@@ -114,7 +161,9 @@ static bool read_back(const char *ns, tpc_conformance_keys_t *out, char *why, si
         return false;
     }
     char sql[256];
-    snprintf(sql, sizeof sql, "SELECT k FROM %s", ns);
+    snprintf(sql, sizeof sql, "SELECT k FROM %s%s", ns,
+             is_layout("changelog-deletes") ? " WHERE NOT (length(k) = 9 AND get_byte(k, 0) = 238)"
+                                            : "");
     PGresult *res = PQexecParams(pg, sql, 0, NULL, NULL, NULL, NULL, 1);
     bool passed = PQresultStatus(res) == PGRES_TUPLES_OK;
     if (!passed)
@@ -133,6 +182,23 @@ static bool read_back(const char *ns, tpc_conformance_keys_t *out, char *why, si
             : 0;
     if (apart != 0) {
         snprintf(why, why_len, "the two tables of one sink differ by %lld rows", apart);
+        passed = false;
+    }
+    /* The changelog's deletes: a record's row and its twin, one of them there. */
+    long long both = 0, neither = 0;
+    if (passed && is_layout("changelog-deletes")) {
+        const char *pair =
+            "SELECT count(*) FROM (" KILL_KEYS ") r WHERE %sEXISTS (SELECT 1 FROM %s "
+            "WHERE k = r.k) AND %sEXISTS (SELECT 1 FROM %s WHERE k = '\\x%02x'::bytea "
+            "|| r.k)";
+        both = tpc_test_pg_long(pg, pair, TWIN_RECORDS - 1, "", ns, "", ns, TWIN_BYTE);
+        neither = tpc_test_pg_long(pg, pair, TWIN_RECORDS - 1, "NOT ", ns, "NOT ", ns, TWIN_BYTE);
+    }
+    if (both != 0 || neither != 0) {
+        snprintf(why, why_len,
+                 "the changelog's deletes: %lld records have their row and the twin row they "
+                 "delete, %lld neither",
+                 both, neither);
         passed = false;
     }
     PQfinish(pg);
@@ -198,10 +264,23 @@ static tpc_conformance_t pg_connector = {
     .leftovers = leftovers,
     .other_sink_new = other_sink_new,
     .other_visible = true,
-    .crash_records = 1500,
+    .crash_records = TWIN_RECORDS,
     .crash_interval_ms = 50,
     .crash_run_ms = 60000,
 };
+
+const char *const tpc_conformance_pg_layouts[] = {"copy", "changelog", "changelog-deletes",
+                                                  "two-tables", NULL};
+
+const char *tpc_conformance_pg_checks(const char *name)
+{
+    if (strcmp(name, "changelog-deletes") != 0)
+        return NULL;
+    return "checkpoint_then_notify,finish_then_final_checkpoint,empty_checkpoints,handle_bytes,"
+           "close_keeps_pending,recovery_commits_pending,recovery_commit_idempotent,"
+           "lingering_cleanup,lingering_cleanup_fresh_start,other_sink_untouched,"
+           "kill_9_at_every_phase";
+}
 
 const tpc_conformance_t *tpc_conformance_pg(const char *commit)
 {

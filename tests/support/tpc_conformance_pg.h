@@ -14,9 +14,20 @@
 const tpc_conformance_t *tpc_conformance_pg(const char *commit);
 
 /** The same with the rows written in @p layout: "copy" (as tpc_conformance_pg()), "changelog"
- * (pg.mode=changelog into a table keyed by k: every record an upsert) or "two-tables" (each record
- * a row in the table and the same row in a second table of the same sink; reading back fails
- * unless both hold the same rows). */
+ * (pg.mode=changelog into a table keyed by k: every record an upsert), "changelog-deletes" (each
+ * record also deletes a row the table started with; reading back fails when a record's row and
+ * the row it deletes are both there or both gone) or "two-tables" (each record a row in the table
+ * and the same row in a second table of the same sink; reading back fails unless both hold the
+ * same rows). */
 const tpc_conformance_t *tpc_conformance_pg_layout(const char *commit, const char *layout);
+
+/** The layouts, NULL-terminated, in the order a test binary runs them. */
+extern const char *const tpc_conformance_pg_layouts[];
+
+/** The checks (for TWOPC_CONFORMANCE_CHECKS) that apply to @p layout, or NULL for all. With
+ * deletes a subtask keeps at most one transaction prepared (the sink refuses to pre-commit deletes
+ * beside an earlier prepared transaction, docs/postgres.md), so the checks that hold two are left
+ * out. */
+const char *tpc_conformance_pg_checks(const char *layout);
 
 #endif
