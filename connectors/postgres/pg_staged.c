@@ -477,7 +477,10 @@ tpc_error_t *tpc__pg_stage_move(tpc__pg_conn_t *c, tpc__pg_txn_t *t)
              c->marker_q);
     const char *params[] = {t->gid, c->prefix, sub, ckpt};
     /* The parts are read on the control connection: one lost since is made again, unless it held
-     * the current transaction's parts (then those are gone, and writing fails anyway). */
+     * the current transaction's parts (then those are gone, and writing fails anyway). A part of
+     * the current transaction in flight there is settled first; its failure stays for the writes.
+     */
+    tpc__pg_stage_settle(c);
     tpc_error_t *err = c->staging_open ? NULL : tpc__pg_control_ready(c);
     if (!err)
         err = tpc__pg_ensure_txn(c);
