@@ -51,7 +51,7 @@ tpc_error_t *tpc_test_txn_sub_write(tpc_test_txn_sub_t *s, uint64_t first, size_
 tpc_error_t *tpc_test_txn_sub_snapshot(tpc_test_txn_sub_t *s, uint64_t id,
                                        tpc_test_txn_state_t *state);
 /* Open subtask 0 of 1 as restored from checkpoint @restored, and initialize it with the entries
- * of @state (NULL: none). */
+ * of @state (NULL: none). On failure nothing stays open (a close after it does nothing). */
 tpc_error_t *tpc_test_txn_sub_start(tpc_test_txn_sub_t *s, tpc_txn_sink_t *sink, uint64_t restored,
                                     const tpc_test_txn_state_t *state);
 void tpc_test_txn_sub_close(tpc_test_txn_sub_t *s);

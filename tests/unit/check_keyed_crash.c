@@ -108,13 +108,14 @@ static const tpc_operator_ops_t total_ops = {
 
 /* What the child kills itself at (TWOPC_TEST_PROBE): "incremental", "compaction" or nothing. */
 static const char *probe_kind;
-static uint64_t first_written; /* the first checkpoint this process writes: full after a restore */
+static bool after_increment; /* the checkpoint this process wrote before was incremental */
 
+/* A compaction is a full checkpoint after an incremental one: the chain it ends was built (a
+ * full one at the start, or one after a restore, is not). */
 static void probe(const tpc__checkpoint_t *c)
 {
-    if (!first_written)
-        first_written = c->id;
-    const char *kind = c->nrefs ? "incremental" : c->id != first_written ? "compaction" : NULL;
+    const char *kind = c->nrefs ? "incremental" : after_increment ? "compaction" : NULL;
+    after_increment = c->nrefs > 0;
     if (!probe_kind || !kind || strcmp(kind, probe_kind) != 0)
         return;
     for (int v = 0; v < c->nvertices; v++) /* with keyed state written */
