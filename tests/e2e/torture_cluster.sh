@@ -4,7 +4,9 @@
 # kill -9 of a member (started again, with its static identity or a new one), SIGSTOP of a member
 # for up to twice its session timeout then SIGCONT, SIGTERM of a member, a member added. After each
 # run the members stop and verify_output --totals reads the outputs (read_committed consumer, SQL):
-# every running total once and in order, every final total right.
+# every running total once and in order, every final total right. Every other run takes
+# incremental checkpoints of the keyed state (state.incremental, chains of 2 to 5), so that kills,
+# freezes and hand-offs meet chains of increments and their compactions.
 #
 #   torture_cluster.sh [RUNS]     default 5; TORTURE_CLUSTER_RECORDS (default 12000) per run;
 #                                 TORTURE_CLUSTER_PROTOCOL=consumer: KIP-848's group protocol
@@ -59,7 +61,14 @@ stop_all() {
 trap 'for id in "${!PID[@]}"; do kill -KILL "${PID[$id]}" 2>/dev/null; done' EXIT
 
 runs_bad=0 kills=0 freezes=0 leaves=0 joins=0 dups=0 missing=0 wrong=0 releases=0 losts=0
+incremental_runs=0
 for run in $(seq 1 "$RUNS"); do
+    if ((run % 2 == 0)); then
+        export TWOPC_STATE_INCREMENTAL=true TWOPC_STATE_INCREMENTAL_MAX_CHAIN=$((2 + RANDOM % 4))
+        incremental_runs=$((incremental_runs + 1))
+    else
+        unset TWOPC_STATE_INCREMENTAL TWOPC_STATE_INCREMENTAL_MAX_CHAIN
+    fi
     name="twopc-tc-$(date +%Y%m%d-%H%M%S)-$$-$run"
     work="$E2E_ROOT/build/torture-cluster/$name"
     mkdir -p "$work"
@@ -145,5 +154,6 @@ for run in $(seq 1 "$RUNS"); do
 done
 echo "torture-cluster: $RUNS runs, $kills kill -9, $freezes SIGSTOP, $leaves left, $joins joined;" \
     "$releases releases with a savepoint, $losts units lost; $dups duplicated, $missing missing," \
-    "$wrong wrong totals; $runs_bad runs not exact"
+    "$wrong wrong totals; $incremental_runs runs with incremental keyed checkpoints;" \
+    "$runs_bad runs not exact"
 [ "$runs_bad" -eq 0 ]

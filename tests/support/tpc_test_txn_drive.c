@@ -93,8 +93,8 @@ tpc_error_t *tpc_test_txn_sub_start(tpc_test_txn_sub_t *s, tpc_txn_sink_t *sink,
     tpc_error_t *err = tpc_test_txn_sub_open(s, sink, 0, 1, restored);
     if (err)
         return err;
-    err = tpc__txn_task_initialize(s->task, state ? state->entries : NULL,
-                                   state ? state->count : 0);
+    err =
+        tpc__txn_task_initialize(s->task, state ? state->entries : NULL, state ? state->count : 0);
     if (err)
         tpc_test_txn_sub_close(s);
     return err;
