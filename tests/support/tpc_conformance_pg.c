@@ -31,6 +31,21 @@ static bool is_changelog(void)
     return is_layout("changelog") || is_layout("changelog-deletes");
 }
 
+/* The pg.mode of the layout. */
+static const char *mode_of_layout(void)
+{
+    return is_changelog()        ? "changelog"
+           : is_layout("upsert") ? "upsert"
+           : is_layout("insert") ? "insert"
+                                 : "copy";
+}
+
+/* Rows found by a key: a primary key on k. */
+static bool keyed_layout(void)
+{
+    return is_changelog() || is_layout("upsert");
+}
+
 /* two-tables: key and value into each table. */
 static tpc_error_t *both_tables(void *opaque, const tpc_record_t *r, tpc_pg_row_t *row)
 {
@@ -89,7 +104,7 @@ static bool ns_new(char *ns, size_t cap, char *why, size_t why_len)
     }
     tpc_test_unique_name(ns, cap < NAME_MAX_ ? cap : NAME_MAX_, "conformance", '_');
     bool made = tpc_test_pg_exec(pg, "CREATE TABLE %s (k bytea%s, v bytea)", ns,
-                                 is_changelog() ? " PRIMARY KEY" : "");
+                                 keyed_layout() ? " PRIMARY KEY" : "");
     if (made && is_layout("two-tables"))
         made = tpc_test_pg_exec(pg, "CREATE TABLE %s_t (k bytea, v bytea)", ns);
     if (made && is_layout("changelog-deletes"))
@@ -130,9 +145,9 @@ static tpc_error_t *sink_new(const char *ns, tpc_txn_sink_t **out)
     tpc_error_t *err = tpc_pg_sink_new(out);
     for (size_t i = 0; i < sizeof kv / sizeof *kv && !err; i++)
         err = tpc_txn_sink_set(*out, kv[i][0], kv[i][1]);
-    if (!err && is_changelog())
-        err = tpc_txn_sink_set(*out, "pg.mode", "changelog");
-    if (!err && is_changelog())
+    if (!err)
+        err = tpc_txn_sink_set(*out, "pg.mode", mode_of_layout());
+    if (!err && keyed_layout())
         err = tpc_txn_sink_set(*out, "pg.key-columns", "k");
     if (!err && is_layout("changelog-deletes"))
         err = tpc_pg_sink_set_encoder(*out, changelog_rows, NULL);
@@ -269,8 +284,8 @@ static tpc_conformance_t pg_connector = {
     .crash_run_ms = 60000,
 };
 
-const char *const tpc_conformance_pg_layouts[] = {"copy", "changelog", "changelog-deletes",
-                                                  "two-tables", NULL};
+const char *const tpc_conformance_pg_layouts[] = {
+    "copy", "insert", "upsert", "changelog", "changelog-deletes", "two-tables", NULL};
 
 const char *tpc_conformance_pg_checks(const char *name)
 {

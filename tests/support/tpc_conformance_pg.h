@@ -13,7 +13,8 @@
  * string must outlive the suite. One per process. */
 const tpc_conformance_t *tpc_conformance_pg(const char *commit);
 
-/** The same with the rows written in @p layout: "copy" (as tpc_conformance_pg()), "changelog"
+/** The same with the rows written in @p layout: "copy" (as tpc_conformance_pg()), "insert"
+ * (pg.mode=insert), "upsert" (pg.mode=upsert into a table keyed by k), "changelog"
  * (pg.mode=changelog into a table keyed by k: every record an upsert), "changelog-deletes" (each
  * record also deletes a row the table started with; reading back fails when a record's row and
  * the row it deletes are both there or both gone) or "two-tables" (each record a row in the table
