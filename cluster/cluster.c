@@ -392,40 +392,34 @@ static void list_units(tpc_cluster_t *c, const char *what,
     tpc__cluster_log(c, TPC_LOG_INFO, "%s units %s", what, buf);
 }
 
+/* Both protocols a member configures hand units over incrementally (the cooperative-sticky
+ * assignor, the consumer protocol), so the callback does not ask librdkafka which one runs: during
+ * a close, rd_kafka_rebalance_protocol() answers NULL once the group is terminated (a rebalance
+ * queued before is still served), and never answers when the group's termination drops the
+ * request (librdkafka 2.0.2 purges the queue it went to). */
 static void rebalance(rd_kafka_t *rk, rd_kafka_resp_err_t why,
                       rd_kafka_topic_partition_list_t *parts, void *opaque)
 {
     tpc_cluster_t *c = opaque;
-    bool incremental = strcmp(rd_kafka_rebalance_protocol(rk), "COOPERATIVE") == 0;
     rd_kafka_error_t *e = NULL;
-    rd_kafka_resp_err_t rc = RD_KAFKA_RESP_ERR_NO_ERROR;
     if (why == RD_KAFKA_RESP_ERR__ASSIGN_PARTITIONS) {
         c->assigned_once = true;
         list_units(c, "assigned", parts);
         if (!c->closing)
             start_units(c, parts);
-        if (incremental)
-            e = rd_kafka_incremental_assign(rk, parts);
-        else
-            rc = rd_kafka_assign(rk, parts);
+        e = rd_kafka_incremental_assign(rk, parts);
         /* The lease topic holds no records: nothing to fetch. */
         rd_kafka_pause_partitions(rk, parts);
     } else {
         bool lost = rd_kafka_assignment_lost(rk);
         list_units(c, lost ? "lost" : "revoked", parts);
         stop_units(c, parts, !lost);
-        if (incremental)
-            e = rd_kafka_incremental_unassign(rk, parts);
-        else
-            rc = rd_kafka_assign(rk, NULL);
+        e = rd_kafka_incremental_unassign(rk, parts);
     }
     if (e) {
         tpc__cluster_log(c, TPC_LOG_ERROR, "could not take the assignment: %s",
                          rd_kafka_error_string(e));
         rd_kafka_error_destroy(e);
-    } else if (rc) {
-        tpc__cluster_log(c, TPC_LOG_ERROR, "could not take the assignment: %s",
-                         rd_kafka_err2str(rc));
     }
 }
 
@@ -622,8 +616,12 @@ tpc_error_t *tpc_cluster_run(tpc_cluster_t *c)
     }
     if (rk) {
         bool destroy = safe_to_destroy(c, rk, subscribed);
-        /* Close revokes what is assigned: units stop with savepoints, then the group is left. */
+        /* Close revokes what is assigned: units stop with savepoints, then the group is left. An
+         * assignment it serves that was queued before (a rebalance under way at the stop) starts
+         * nothing: this member is leaving, and the group hands those units to another. */
+        c->closing = true;
         rd_kafka_consumer_close(rk);
+        c->closing = false;
         if (destroy)
             rd_kafka_destroy(rk);
         else
