@@ -136,13 +136,14 @@ for run in $(seq 1 "$RUNS"); do
     r=$(cat "$work"/*.log | grep -c 'released after savepoint')
     l=$(cat "$work"/*.log | grep -c 'lost: its job was canceled')
     dups=$((dups + d)) missing=$((missing + m)) wrong=$((wrong + w)) releases=$((releases + r)) losts=$((losts + l))
-    # A member that crashed (an assertion, a signal other than ours) fails the run however
-    # exact its outputs are.
-    crashed=$(grep -l 'assert\|Assertion\|double free\|corrupted\|AddressSanitizer' "$work"/*.log 2>/dev/null)
+    # A member that crashed (an assertion, a signal other than ours, a sanitizer's report) fails
+    # the run however exact its outputs are.
+    crash='assert\|Assertion\|double free\|corrupted\|AddressSanitizer\|runtime error\|SUMMARY:'
+    crashed=$(grep -l "$crash" "$work"/*.log 2>/dev/null)
     if [ -n "$crashed" ] || [ "$members_bad" -ne 0 ]; then
         runs_bad=$((runs_bad + 1))
         echo "run $run: a member crashed or did not stop cleanly (kept in $work): $crashed"
-        grep -h 'assert\|Assertion\|double free\|corrupted' "$work"/*.log | head -n 5
+        grep -h "$crash" "$work"/*.log | head -n 5
     elif [ "$rc" -eq 0 ]; then
         echo "run $run: exact (faults $faults; $r releases with a savepoint, $l units lost)"
         rm -rf "$work"
