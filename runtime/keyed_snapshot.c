@@ -184,7 +184,8 @@ static void settle(tpc__keyed_t *k, uint64_t id, bool done)
             tk->links = NULL;
             /* What it covered is in the chain now: forget the deletes and changes before it. */
             size_t cut = tk->deletes_len;
-            memmove(k->deletes.data, k->deletes.data + cut, k->deletes.len - cut);
+            if (cut) /* none is nothing to move, and the buffer may not exist yet */
+                memmove(k->deletes.data, k->deletes.data + cut, k->deletes.len - cut);
             k->deletes.len -= cut;
             k->ndeletes -= tk->ndeletes;
             for (size_t m = 0; m < k->ntaken; m++)
