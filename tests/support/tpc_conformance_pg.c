@@ -46,17 +46,23 @@ static bool keyed_layout(void)
     return is_changelog() || is_layout("upsert");
 }
 
+/* The record's key and value (or NULL) as the row's (k, v). */
+static void key_value(const tpc_record_t *r, tpc_pg_row_t *row)
+{
+    tpc_pg_row_bytea(row, r->key, r->key_len);
+    if (r->flags & TPC_RECORD_NULL_VALUE)
+        tpc_pg_row_null(row);
+    else
+        tpc_pg_row_bytea(row, r->value, r->value_len);
+}
+
 /* two-tables: key and value into each table. */
 static tpc_error_t *both_tables(void *opaque, const tpc_record_t *r, tpc_pg_row_t *row)
 {
     (void)opaque;
     for (int table = 0; table < 2; table++) {
         tpc_pg_row_table(row, table);
-        tpc_pg_row_bytea(row, r->key, r->key_len);
-        if (r->flags & TPC_RECORD_NULL_VALUE)
-            tpc_pg_row_null(row);
-        else
-            tpc_pg_row_bytea(row, r->value, r->value_len);
+        key_value(r, row);
     }
     return NULL;
 }
@@ -73,11 +79,7 @@ static tpc_error_t *changelog_rows(void *opaque, const tpc_record_t *r, tpc_pg_r
 {
     (void)opaque;
     tpc_pg_row_op(row, TPC_PG_OP_UPSERT);
-    tpc_pg_row_bytea(row, r->key, r->key_len);
-    if (r->flags & TPC_RECORD_NULL_VALUE)
-        tpc_pg_row_null(row);
-    else
-        tpc_pg_row_bytea(row, r->value, r->value_len);
+    key_value(r, row);
     unsigned char twin[1 + 64];
     if (r->key_len > sizeof twin - 1)
         return NULL;
