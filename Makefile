@@ -3,8 +3,9 @@
 #   make                      libtwopc.a, libtwopc.so, the twopc command, examples  (build/<variant>/)
 #   make test                 unit tests, then integration tests against real servers
 #   make test-unit            unit tests only (no server needed)
-#   make test-kafka           the Kafka integration tests only; TWOPC_LIBRDKAFKA=current for a current
-#                             librdkafka, TWOPC_TEST_KAFKA_TRANSACTION_VERSION=1 for a protocol-v1 broker
+#   make test-kafka           the Kafka and cluster integration tests only, over their pairs of broker
+#                             protocol and librdkafka (tests/matrix)
+#   TWOPC_TEST_JOBS=n         test binaries run n at once (default 4; 1: one after the other)
 #   make test-install         make install into a temporary prefix, build examples/minimal.c with pkg-config, run it
 #   make SANITIZE=address,undefined test      make SANITIZE=thread test-unit
 #   make WERROR=1             warnings are errors (default when CI=true)
@@ -216,39 +217,35 @@ test-install: lib tools
 	@MAKE="$(MAKE)" SANITIZE="$(SANITIZE)" tests/install/install_test.sh
 
 test-integration: deps lib tools $(INTEG_BINS) examples
-	@tests/services/with-services.sh tests/run-tests.sh integration $(INTEG_BINS)
+	@$(RUN_MATRIX) integration $(INTEG_BINS)
 
-# The Kafka tests run twice: with Debian's librdkafka, which they are built against, and with a
-# current release loaded in its place (tests/services/rdkafka-current.sh), so that the sinks' and
-# the source's protocol stays right for users of newer systems. TWOPC_RDKAFKA_CURRENT=off skips the
-# second run; when the library cannot be had, make test says so and runs the rest.
+# Which binaries run on servers of their own and with which (broker protocol, librdkafka) pairs is
+# tests/matrix (docs/testing.md, "The test matrix"): a current librdkafka (tests/services/
+# rdkafka-current.sh; TWOPC_RDKAFKA_CURRENT=off skips those runs) and a second broker of transaction
+# protocol v1 (TWOPC_TEST_KAFKA_V1=1 to with-services.sh) are set up for it here. tests/run-tests.sh
+# runs TWOPC_TEST_JOBS binaries at once (default 4; 1: one after the other).
 KAFKA_INTEG_BINS := $(filter $(BUILD)/tests/check_kafka_% $(BUILD)/tests/check_conformance_kafka \
-                      $(BUILD)/tests/check_owner_kafka, $(INTEG_BINS))
-# The cluster tests (membership in a consumer group) run with both librdkafka releases too, but not
-# again in test-kafka: they are about membership and fencing across processes, and the Kafka sink's
-# fencing under each transaction protocol is test-kafka's (check_owner_kafka).
-CLUSTER_INTEG_BINS := $(filter $(BUILD)/tests/check_cluster_%, $(INTEG_BINS))
+                      $(BUILD)/tests/check_owner_kafka $(BUILD)/tests/check_cluster_% \
+                      $(BUILD)/tests/check_twopc_producers, $(INTEG_BINS))
 RDKAFKA_CURRENT_DIR := build/rdkafka
+# Run tests/run-tests.sh with the current librdkafka and the v1 broker the matrix wants.
+RUN_MATRIX = if lib=$$(tests/services/rdkafka-current.sh $(RDKAFKA_CURRENT_DIR)); then \
+	    echo "make $@: the matrix's pairs use librdkafka" \
+	        "$$($(TWOPC_CMD) version | sed -n 's/^librdkafka //p') and" \
+	        "$$(LD_LIBRARY_PATH=$$lib $(TWOPC_CMD) version | sed -n 's/^librdkafka //p') ($$lib)"; \
+	    export TWOPC_TEST_RDKAFKA_CURRENT_LIB=$$lib; \
+	else \
+	    echo "make $@: NOT running the Kafka tests against a current librdkafka (see above)"; \
+	fi; \
+	TWOPC_TEST_KAFKA_V1=1 tests/services/with-services.sh tests/run-tests.sh
 
 test: deps lib tools $(UNIT_BINS) $(INTEG_BINS) examples
 	@MAKE="$(MAKE)" SANITIZE="$(SANITIZE)" tests/install/install_test.sh
-	@current=(); \
-	if lib=$$(tests/services/rdkafka-current.sh $(RDKAFKA_CURRENT_DIR)); then \
-	    echo "make test: the Kafka tests run twice: with librdkafka" \
-	        "$$($(TWOPC_CMD) version | sed -n 's/^librdkafka //p') and with" \
-	        "$$(LD_LIBRARY_PATH=$$lib $(TWOPC_CMD) version | sed -n 's/^librdkafka //p') ($$lib)"; \
-	    current=(-- --env=LD_LIBRARY_PATH=$$lib $(KAFKA_INTEG_BINS) $(CLUSTER_INTEG_BINS)); \
-	else \
-	    echo "make test: NOT running the Kafka tests against a current librdkafka (see above)"; \
-	fi; \
-	tests/services/with-services.sh tests/run-tests.sh all $(UNIT_BINS) -- $(INTEG_BINS) "$${current[@]}"
+	@$(RUN_MATRIX) all $(UNIT_BINS) -- $(INTEG_BINS)
 
-# The Kafka integration tests alone, with the librdkafka TWOPC_LIBRDKAFKA names (system, current) and
-# a broker formatted with TWOPC_TEST_KAFKA_TRANSACTION_VERSION (0, 1 or 2; unset: the release's, 2):
-#   make test-kafka TWOPC_TEST_KAFKA_TRANSACTION_VERSION=1 TWOPC_LIBRDKAFKA=current
+# The Kafka and cluster integration tests alone, over the pairs tests/matrix gives them.
 test-kafka: deps lib tools $(KAFKA_INTEG_BINS) examples
-	@tests/services/with-rdkafka.sh tests/services/with-services.sh \
-	    tests/run-tests.sh integration $(KAFKA_INTEG_BINS)
+	@$(RUN_MATRIX) kafka $(KAFKA_INTEG_BINS)
 
 services-up: deps
 	@tests/services/services.sh up

@@ -14,6 +14,7 @@
 # - Plumbing has one home, the kit (include/twopc/tpc_kit.h, kit/): no monotonic clock, no
 #   condition-variable clock setting, no hand-written byte loads or stores, no hand-written doubling
 #   array and no private hash table outside it.
+# - The test matrix (tests/matrix) names existing binaries, and docs/testing.md's table says the same.
 #
 # Prints every violation with its file and line; exits 1 if there is one.
 set -uo pipefail
@@ -143,6 +144,23 @@ while IFS= read -r hit; do
 done < <(grep -rnE '\[[^]]*& *\( *[A-Za-z_][A-Za-z0-9_>.-]* *- *1 *\) *\]|\bmask *= *[^;=]*- *1 *;|& *mask\b|\*\* *[a-z_]*buckets\b|% *[A-Za-z_>.-]*buckets\b' \
     "${PLUMBING_DIRS[@]}" --include='*.[ch]' | grep -v '^include/twopc/tpc_kit.h:' |
     grep -vE '^[^:]+:[0-9]+: *(/\*|\*/|\* |\*$|//)')
+
+# The test matrix is stated once, in tests/matrix; docs/testing.md shows it as a table, which must say
+# the same, and every binary it names must exist.
+matrix_rows=$(awk '$1 !~ /^#/ && NF >= 3 {print $1, $2, $3}' tests/matrix)
+doc_rows=$(sed -n '/^### The test matrix/,/^## /p' docs/testing.md |
+    sed -n 's/^| `\(check_[a-z0-9_]*\)` | \([a-z-]*\) | \([a-z]*\) |$/\1 \2 \3/p')
+if [ "$matrix_rows" != "$doc_rows" ]; then
+    say "docs/testing.md: the table under \"The test matrix\" differs from tests/matrix:"
+    diff <(echo "$matrix_rows") <(echo "$doc_rows") | sed 's/^/lint:   /' >&2
+    bad=1
+fi
+while read -r name _; do
+    [ -z "$name" ] || [ -f "tests/integration/$name.c" ] || [ -f "tests/unit/$name.c" ] || {
+        say "tests/matrix: $name is not a test binary (no tests/unit/$name.c or tests/integration/$name.c)"
+        bad=1
+    }
+done <<<"$matrix_rows"
 
 if [ "$bad" -eq 0 ]; then
     echo "lint: ok (${#ROOMS[@]} rooms, ${#EDGE[@]} arrows between them, no circle, no private" \

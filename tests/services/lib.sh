@@ -78,19 +78,20 @@ tpc_pidfile_stop() {
     rm -f "$file"
 }
 
-# Start the servers that are asked for ("pg", "kafka") in the state folder $1, side by side, and wait for
-# both. Kafka's jars are fetched first, on their own, so that Maven's messages are not interleaved.
+# Start the servers that are asked for ("pg", "kafka", and "kafka-v1": a second broker, of transaction
+# protocol v1) in the state folder $1, side by side, and wait for all. Kafka's jars are fetched first, on their own, so that Maven's messages are not interleaved.
 tpc_services_start() {
     local dir=$1 what pids=() failed=0 pid
     shift
     mkdir -p "$dir"
     for what in "$@"; do
-        [ "$what" != kafka ] || "$TPC_SERVICES_DIR/kafka.sh" fetch >/dev/null || return 1
+        [ "${what%-v1}" != kafka ] || "$TPC_SERVICES_DIR/kafka.sh" fetch >/dev/null || return 1
     done
     for what in "$@"; do
         case "$what" in
         pg) "$TPC_SERVICES_DIR/pg.sh" start "$dir/pg" & ;;
         kafka) "$TPC_SERVICES_DIR/kafka.sh" start "$dir/kafka" & ;;
+        kafka-v1) TWOPC_TEST_KAFKA_TRANSACTION_VERSION=1 "$TPC_SERVICES_DIR/kafka.sh" start "$dir/kafka-v1" & ;;
         esac
         pids+=($!)
     done
@@ -104,6 +105,7 @@ tpc_services_start() {
 tpc_services_stop() {
     local dir=$1 how=${2:-stop}
     [ ! -e "$dir/kafka" ] || "$TPC_SERVICES_DIR/kafka.sh" "$how" "$dir/kafka" &
+    [ ! -e "$dir/kafka-v1" ] || "$TPC_SERVICES_DIR/kafka.sh" "$how" "$dir/kafka-v1" &
     [ ! -e "$dir/pg" ] || "$TPC_SERVICES_DIR/pg.sh" "$how" "$dir/pg" &
     wait
 }

@@ -15,6 +15,10 @@
 # that last as long as a test wants, TWOPC_TEST_PG_STOP / TWOPC_TEST_PG_RESUME and
 # TWOPC_TEST_KAFKA_STOP / TWOPC_TEST_KAFKA_RESUME stop a server and start it again on its ports and
 # storage. Servers started elsewhere get none of these: a test never stops servers it did not start.
+#
+# With TWOPC_TEST_KAFKA_V1=1 (make test sets it) and TWOPC_TEST_KAFKA_V1_BOOTSTRAP unset, a second broker
+# is started beside the first, formatted with transaction protocol v1, and TWOPC_TEST_KAFKA_V1_BOOTSTRAP
+# names it: tests/run-tests.sh runs the binaries that tests/matrix gives the v1 pairs against it.
 set -uo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
@@ -23,6 +27,7 @@ source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 wanted=()
 [ -n "${TWOPC_TEST_PG_CONNINFO:-}" ] || wanted+=(pg)
 [ -n "${TWOPC_TEST_KAFKA_BOOTSTRAP:-}" ] || wanted+=(kafka)
+[ "${TWOPC_TEST_KAFKA_V1:-}" != 1 ] || [ -n "${TWOPC_TEST_KAFKA_V1_BOOTSTRAP:-}" ] || wanted+=(kafka-v1)
 if [ ${#wanted[@]} -eq 0 ]; then
     exec "$@"
 fi
@@ -33,6 +38,8 @@ reap_orphans() {
     mapfile -t runs < <(ls -1dt -- "$TPC_STATE_ROOT"/run.* 2>/dev/null)
     for run in "${runs[@]}"; do
         tpc_pidfile_alive "$run/owner.pid" && continue
+        # A folder another run made a moment ago and has not yet written its owner into.
+        [ -e "$run/owner.pid" ] || [ -z "$(find "$run" -maxdepth 0 -mmin -2)" ] || continue
         tpc_services_stop "$run" stop
         kept=$((kept + 1))
         [ "$kept" -le 3 ] || tpc_services_stop "$run" destroy
@@ -66,9 +73,13 @@ trap 'exit 129' HUP
 tpc_services_start "$run" "${wanted[@]}" || tpc_die "test servers did not start"
 
 for what in "${wanted[@]}"; do
+    [ "$what" != kafka-v1 ] || continue
     # shellcheck disable=SC1090
     source "$run/$what/env"
 done
+if [ -f "$run/kafka-v1/port" ]; then
+    export TWOPC_TEST_KAFKA_V1_BOOTSTRAP="127.0.0.1:$(cat "$run/kafka-v1/port")"
+fi
 if [ -f "$run/pg/env" ]; then
     TWOPC_TEST_PG_RESTART="$(printf '%q restart-immediate %q' "$TPC_SERVICES_DIR/pg.sh" "$run/pg")"
     TWOPC_TEST_PG_STOP="$(printf '%q stop %q' "$TPC_SERVICES_DIR/pg.sh" "$run/pg")"
