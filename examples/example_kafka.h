@@ -46,7 +46,9 @@ static inline bool ex_create_topic(const char *program, const char *bootstrap, c
         fprintf(stderr, "%s: %s\n", program, errstr);
         return false;
     }
-    rd_kafka_NewTopic_t *nt = rd_kafka_NewTopic_new(topic, partitions, 1, errstr, sizeof errstr);
+    /* Replication factor -1: the cluster's default.replication.factor. A program copied from this
+     * one must not make topics that a single broker's loss takes away. */
+    rd_kafka_NewTopic_t *nt = rd_kafka_NewTopic_new(topic, partitions, -1, errstr, sizeof errstr);
     rd_kafka_queue_t *queue = rd_kafka_queue_new(rk);
     rd_kafka_AdminOptions_t *ao = rd_kafka_AdminOptions_new(rk, RD_KAFKA_ADMIN_OP_CREATETOPICS);
     rd_kafka_AdminOptions_set_request_timeout(ao, 30000, errstr, sizeof errstr);

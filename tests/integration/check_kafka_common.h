@@ -47,7 +47,7 @@ static inline void kt_create_topic_tries(const char *bootstrap, const char *topi
         if (t)
             usleep(200 * 1000);
         rd_kafka_NewTopic_t *nt =
-            rd_kafka_NewTopic_new(topic, partitions, 1, errstr, sizeof errstr);
+            rd_kafka_NewTopic_new(topic, partitions, -1, errstr, sizeof errstr);
         ck_assert_msg(nt != NULL, "%s", errstr);
         if (key)
             ck_assert_int_eq(rd_kafka_NewTopic_set_config(nt, key, value),

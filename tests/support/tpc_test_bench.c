@@ -63,7 +63,7 @@ void tpc_test_bench_create_topic(const char *bootstrap, const char *topic, int p
     }
     rd_kafka_t *rk = rd_kafka_new(RD_KAFKA_PRODUCER, conf, errstr, sizeof errstr);
     rd_kafka_NewTopic_t *nt =
-        rk ? rd_kafka_NewTopic_new(topic, partitions, 1, errstr, sizeof errstr) : NULL;
+        rk ? rd_kafka_NewTopic_new(topic, partitions, -1, errstr, sizeof errstr) : NULL;
     if (!nt) {
         fprintf(stderr, "%s: create topic %s: %s\n", program_invocation_short_name, topic, errstr);
         exit(1);
