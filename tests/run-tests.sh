@@ -157,9 +157,11 @@ run_one() {
     echo "$rc $(((end - start) / 1000000))" >"$tmp/$i.done"
 }
 
-# Start the longest runs first, by the wall times of the last run (unknown ones first of all, in
-# the order given); with one job at a time, exactly in the order given.
-declare -A last_ms
+# Start first the binaries whose runs take longest together (their runs never overlap, so they
+# form a chain that bounds the whole run), by the wall times of the last run (a run not measured
+# yet counts 100 s); within a binary, the longest run first. With one job at a time, exactly in the
+# order given.
+declare -A last_ms chain_ms
 if [ "$jobs" -gt 1 ] && [ -r "$times_file" ]; then
     while read -r ms key; do
         last_ms[$key]=$ms
@@ -168,9 +170,13 @@ fi
 run_key() { echo "$(basename "${run_bin[$1]}")${run_pair[$1]:+/${run_pair[$1]// /-}}"; }
 order=()
 if [ "$jobs" -gt 1 ]; then
+    for ((i = 0; i < total; i++)); do
+        ms=${last_ms[$(run_key "$i")]:-100000}
+        chain_ms[${run_bin[$i]}]=$((${chain_ms[${run_bin[$i]}]:-0} + ms))
+    done
     mapfile -t order < <(for ((i = 0; i < total; i++)); do
-        echo "${last_ms[$(run_key "$i")]:-999999999} $i"
-    done | sort -s -k1,1nr | cut -d' ' -f2)
+        echo "${chain_ms[${run_bin[$i]}]} ${last_ms[$(run_key "$i")]:-100000} $i"
+    done | sort -s -k1,1nr -k2,2nr | cut -d' ' -f3)
 else
     for ((i = 0; i < total; i++)); do order+=("$i"); done
 fi
