@@ -5,7 +5,7 @@
 #   make test-unit            unit tests only (no server needed)
 #   make test-kafka           the Kafka and cluster integration tests only, over their pairs of broker
 #                             protocol and librdkafka (tests/matrix)
-#   TWOPC_TEST_JOBS=n         test binaries run n at once (default 4; 1: one after the other)
+#   TWOPC_TEST_JOBS=n         test binaries run n at once (default 1: one after the other; see docs/testing.md)
 #   make test-install         make install into a temporary prefix, build examples/minimal.c with pkg-config, run it
 #   make SANITIZE=address,undefined test      make SANITIZE=thread test-unit
 #   make WERROR=1             warnings are errors (default when CI=true)
@@ -223,7 +223,7 @@ test-integration: deps lib tools $(INTEG_BINS) examples
 # tests/matrix (docs/testing.md, "The test matrix"): a current librdkafka (tests/services/
 # rdkafka-current.sh; TWOPC_RDKAFKA_CURRENT=off skips those runs) and a second broker of transaction
 # protocol v1 (TWOPC_TEST_KAFKA_V1=1 to with-services.sh) are set up for it here. tests/run-tests.sh
-# runs TWOPC_TEST_JOBS binaries at once (default 4; 1: one after the other).
+# runs TWOPC_TEST_JOBS binaries at once (default 1: one after the other; see docs/testing.md).
 KAFKA_INTEG_BINS := $(filter $(BUILD)/tests/check_kafka_% $(BUILD)/tests/check_conformance_kafka \
                       $(BUILD)/tests/check_owner_kafka $(BUILD)/tests/check_cluster_% \
                       $(BUILD)/tests/check_twopc_producers, $(INTEG_BINS))

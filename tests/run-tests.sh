@@ -16,7 +16,7 @@
 # output says so: a current librdkafka comes from TWOPC_TEST_RDKAFKA_CURRENT_LIB (a folder holding
 # librdkafka.so.1), a broker of transaction protocol v1 from TWOPC_TEST_KAFKA_V1_BOOTSTRAP.
 #
-# TWOPC_TEST_JOBS runs that many at once (default 4; 1 runs them one after the other in the order
+# TWOPC_TEST_JOBS runs that many at once (default 1, one after the other in the order
 # given). Outputs are shown in that order too, each once its run and all runs before it ended.
 # TWOPC_TEST_TIMEOUT bounds each run's wall time in seconds (default 1800). The runs' wall times
 # go to build/test-times (the next run starts the longest first) and the 15 longest are shown.
@@ -32,7 +32,7 @@ shift
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 matrix=$here/matrix
 times_file=${TWOPC_TEST_TIMES:-build/test-times}
-jobs=${TWOPC_TEST_JOBS:-4}
+jobs=${TWOPC_TEST_JOBS:-1}
 [[ "$jobs" =~ ^[1-9][0-9]*$ ]] || {
     echo "run-tests.sh: TWOPC_TEST_JOBS is \"$jobs\"; it takes a number of runs at once, 1 or more" >&2
     exit 2
