@@ -38,9 +38,9 @@ jobs=${TWOPC_TEST_JOBS:-1}
     exit 2
 }
 
-# Does this run own the servers (with-services.sh started them and can restart them)?
-owned_servers=
-[ -z "${TWOPC_TEST_PG_RESTART:-}" ] || [ -z "${TWOPC_TEST_KAFKA_RESTART:-}" ] || owned_servers=1
+# Which servers this run owns (with-services.sh started them and can restart them).
+pg_owned=${TWOPC_TEST_PG_RESTART:+1}
+kafka_owned=${TWOPC_TEST_KAFKA_RESTART:+1}
 
 # The matrix: servers and pairs by binary name.
 declare -A m_servers m_pairs
@@ -82,7 +82,11 @@ for arg in "$@"; do
     servers=${m_servers[$name]:-shared}
     # Servers started elsewhere are never stopped or restarted: the binary runs on them and skips
     # those parts, saying so.
-    [ -n "$owned_servers" ] || servers=shared
+    case "$servers" in
+    own-pg) [ -n "$pg_owned" ] || servers=shared ;;
+    own-kafka) [ -n "$kafka_owned" ] || servers=shared ;;
+    own) [ -n "$pg_owned" ] && [ -n "$kafka_owned" ] || servers=shared ;;
+    esac
     case "${m_pairs[$name]:-one}" in
     one) add_run "$arg" v2 "$servers" ;;
     clients)
@@ -122,11 +126,10 @@ run_one() {
     local cmd=("$bin")
     start=$(date +%s%N)
     (
-        # A shared run may not stop or restart the servers others use.
-        if [ "$servers" = shared ]; then
-            unset TWOPC_TEST_PG_RESTART TWOPC_TEST_PG_STOP TWOPC_TEST_PG_RESUME \
-                TWOPC_TEST_KAFKA_RESTART TWOPC_TEST_KAFKA_STOP TWOPC_TEST_KAFKA_RESUME
-        fi
+        # No run may stop or restart the servers others use; a run on servers of its own gets the
+        # commands for those from its own with-services.sh.
+        unset TWOPC_TEST_PG_RESTART TWOPC_TEST_PG_STOP TWOPC_TEST_PG_RESUME \
+            TWOPC_TEST_KAFKA_RESTART TWOPC_TEST_KAFKA_STOP TWOPC_TEST_KAFKA_RESUME
         case "$pair" in
         v1*)
             export TWOPC_TEST_KAFKA_TRANSACTION_VERSION=1
@@ -143,13 +146,7 @@ run_one() {
         own-kafka) unset TWOPC_TEST_KAFKA_BOOTSTRAP ;;
         own) unset TWOPC_TEST_PG_CONNINFO TWOPC_TEST_KAFKA_BOOTSTRAP ;;
         esac
-        case "$servers" in
-        own*)
-            unset TWOPC_TEST_PG_RESTART TWOPC_TEST_PG_STOP TWOPC_TEST_PG_RESUME \
-                TWOPC_TEST_KAFKA_RESTART TWOPC_TEST_KAFKA_STOP TWOPC_TEST_KAFKA_RESUME
-            cmd=("$here/services/with-services.sh" "$bin")
-            ;;
-        esac
+        [ "$servers" = shared ] || cmd=("$here/services/with-services.sh" "$bin")
         exec timeout -k 10 "${TWOPC_TEST_TIMEOUT:-1800}" "${cmd[@]}"
     ) >"$tmp/$i.out" 2>&1 </dev/null
     rc=$?
