@@ -108,7 +108,7 @@ START_TEST(test_endpoint_serves_the_job_and_its_sinks)
     pthread_t th;
     ck_assert_int_eq(pthread_create(&th, NULL, run, &r), 0);
     tpc_job_stats_t st = {0};
-    for (int i = 0; i < 300 && st.checkpoints_completed < 3; i++) {
+    for (int i = 0; i < 3000 && st.checkpoints_completed < 3; i++) {
         usleep(10 * 1000);
         tpc_job_get_stats(job, &st);
     }
@@ -154,11 +154,18 @@ START_TEST(test_endpoint_serves_the_job_and_its_sinks)
         ck_assert_msg(tpc_test_metrics_doc_check(text, why, sizeof why), "%s", why);
     }
 
-    /* Counters only grow between scrapes. */
-    usleep(200 * 1000);
-    ck_assert_int_eq(tpc_test_http_get(port, "/metrics", text, sizeof text), 200);
-    ck_assert(sample(text, "twopc_records_out_total{vertex=\"source\",subtask=\"0\"}") > out0);
-    ck_assert(sample(text, "twopc_checkpoints_completed_total") > completed);
+    /* Counters only grow between scrapes: the next checkpoint comes within 50 ms on a quiet
+     * machine, and within 30 s on any. */
+    double later_out = out0, later_completed = completed;
+    for (int i = 0; i < 3000 && (later_out <= out0 || later_completed <= completed); i++) {
+        usleep(10 * 1000);
+        ck_assert_int_eq(tpc_test_http_get(port, "/metrics", text, sizeof text), 200);
+        later_out = sample(text, "twopc_records_out_total{vertex=\"source\",subtask=\"0\"}");
+        later_completed = sample(text, "twopc_checkpoints_completed_total");
+        ck_assert(later_out >= out0 && later_completed >= completed);
+    }
+    ck_assert_msg(later_out > out0 && later_completed > completed,
+                  "out %g -> %g, completed %g -> %g", out0, later_out, completed, later_completed);
 
     ck_assert_int_eq(tpc_test_http_get(port, "/other", text, sizeof text), 404);
     tpc_job_cancel(job);
@@ -224,7 +231,7 @@ START_TEST(test_bad_listen_values_are_refused)
     pthread_t th;
     ck_assert_int_eq(pthread_create(&th, NULL, run, &r), 0);
     int port = 0;
-    for (int i = 0; i < 200 && !(port = tpc_job_metrics_port(job)); i++)
+    for (int i = 0; i < 3000 && !(port = tpc_job_metrics_port(job)); i++)
         usleep(10 * 1000);
     ck_assert_int_gt(port, 0);
     char taken[32];
@@ -260,7 +267,7 @@ static int start_serving(tpc_job_t *job, run_t *r, pthread_t *th)
     *r = (run_t){job, NULL};
     ck_assert_int_eq(pthread_create(th, NULL, run, r), 0);
     int port = 0;
-    for (int i = 0; i < 500 && !(port = tpc_job_metrics_port(job)); i++)
+    for (int i = 0; i < 3000 && !(port = tpc_job_metrics_port(job)); i++)
         usleep(10 * 1000);
     ck_assert_int_gt(port, 0);
     return port;
@@ -289,7 +296,9 @@ START_TEST(test_health_and_readiness)
         ck_assert_int_eq(tpc_test_http_get(port, "/healthz", page, sizeof page), 200);
         ck_assert_msg(strstr(page, "ok: job \"health\""), "%s", page);
         int code = 0;
-        for (int i = 0; i < 300; i++) { /* the first checkpoint, or an attempt, comes soon */
+        /* The first checkpoint, or an attempt, comes soon: round 1 looks for 3 s, the others
+         * wait as long as a loaded machine may need. */
+        for (int i = 0; i < (round == 1 ? 300 : 3000); i++) {
             code = tpc_test_http_get(port, "/readyz", page, sizeof page);
             if (code == 200)
                 break;
@@ -348,7 +357,7 @@ START_TEST(test_failed_checkpoint_writes_are_counted)
     pthread_t th;
     int port = start_serving(job, &r, &th);
     tpc_job_stats_t st = {0};
-    for (int i = 0; i < 500 && st.checkpoints_completed == 0; i++) {
+    for (int i = 0; i < 3000 && st.checkpoints_completed == 0; i++) {
         usleep(10 * 1000);
         tpc_job_get_stats(job, &st);
     }
@@ -356,7 +365,7 @@ START_TEST(test_failed_checkpoint_writes_are_counted)
     tpc_test_rmdir(dir);
     char page[65536];
     double writes = 0;
-    for (int i = 0; i < 300 && writes < 1; i++) {
+    for (int i = 0; i < 3000 && writes < 1; i++) {
         usleep(10 * 1000);
         ck_assert_int_eq(tpc_test_http_get(port, "/metrics", page, sizeof page), 200);
         writes = sample(page, "twopc_checkpoints_failed_total{cause=\"write\"}");
@@ -366,7 +375,7 @@ START_TEST(test_failed_checkpoint_writes_are_counted)
      * job then waits 3 s to restart, not ready. */
     int code = 0;
     for (int i = 0;
-         i < 250 && (code = tpc_test_http_get(port, "/readyz", page, sizeof page)) == 200; i++)
+         i < 3000 && (code = tpc_test_http_get(port, "/readyz", page, sizeof page)) == 200; i++)
         usleep(10 * 1000);
     ck_assert_int_eq(code, 503);
     ck_assert_msg(strstr(page, "waits to restart"), "%s", page);
@@ -471,7 +480,7 @@ START_TEST(test_oldest_pending_transaction)
 #define AGE  "twopc_sink_oldest_pending_transaction_age_seconds{sink=\"rec\"}"
 #define LEFT "twopc_sink_oldest_pending_transaction_timeout_remaining_seconds{sink=\"rec\"}"
     double age = 0, left = -1;
-    for (int i = 0; i < 500 && age < 1.0; i++) {
+    for (int i = 0; i < 3000 && age < 1.0; i++) {
         usleep(10 * 1000);
         ck_assert_int_eq(tpc_test_http_get(port, "/metrics", text, sizeof text), 200);
         age = sample(text, AGE);
@@ -486,7 +495,7 @@ START_TEST(test_oldest_pending_transaction)
 
     /* Committed: the slow commit is counted above 1 s and at most 2.5 s. */
     double slow = 0;
-    for (int i = 0; i < 500 && slow < 1; i++) {
+    for (int i = 0; i < 3000 && slow < 1; i++) {
         usleep(10 * 1000);
         ck_assert_int_eq(tpc_test_http_get(port, "/metrics", text, sizeof text), 200);
         slow = sample(text, "twopc_sink_commit_seconds_bucket{sink=\"rec\",le=\"2.5\"}") -
@@ -497,7 +506,7 @@ START_TEST(test_oldest_pending_transaction)
     ck_assert(sample(text, "twopc_sink_commit_seconds_count{sink=\"rec\"}") ==
               sample(text, "twopc_sink_commit_seconds_bucket{sink=\"rec\",le=\"+Inf\"}"));
     ck_assert(sample(text, "twopc_sink_commit_seconds_max{sink=\"rec\"}") >= 1.5);
-    for (int i = 0; i < 500 && (age = sample(text, AGE)) >= 1.0; i++) {
+    for (int i = 0; i < 3000 && (age = sample(text, AGE)) >= 1.0; i++) {
         usleep(10 * 1000);
         ck_assert_int_eq(tpc_test_http_get(port, "/metrics", text, sizeof text), 200);
     }
@@ -587,7 +596,7 @@ int main(void)
 {
     Suite *s = suite_create("metrics");
     TCase *tc = tcase_create("endpoint");
-    tcase_set_timeout(tc, 30);
+    tcase_set_timeout(tc, 120);
     tcase_add_test(tc, test_endpoint_serves_the_job_and_its_sinks);
     tcase_add_test(tc, test_bad_listen_values_are_refused);
     tcase_add_test(tc, test_health_and_readiness);
