@@ -30,6 +30,10 @@ typedef struct {
     tpc_error_t *err;
 } run_t;
 
+/* A wait for something the job does soon polls every 10 ms up to WAIT_POLLS times (30 s): long
+ * enough for a loaded machine, and a passing run stops at the first success. */
+enum { WAIT_POLLS = 3000 };
+
 static void *run(void *arg)
 {
     run_t *r = arg;
@@ -108,7 +112,7 @@ START_TEST(test_endpoint_serves_the_job_and_its_sinks)
     pthread_t th;
     ck_assert_int_eq(pthread_create(&th, NULL, run, &r), 0);
     tpc_job_stats_t st = {0};
-    for (int i = 0; i < 3000 && st.checkpoints_completed < 3; i++) {
+    for (int i = 0; i < WAIT_POLLS && st.checkpoints_completed < 3; i++) {
         usleep(10 * 1000);
         tpc_job_get_stats(job, &st);
     }
@@ -157,7 +161,7 @@ START_TEST(test_endpoint_serves_the_job_and_its_sinks)
     /* Counters only grow between scrapes: the next checkpoint comes within 50 ms on a quiet
      * machine, and within 30 s on any. */
     double later_out = out0, later_completed = completed;
-    for (int i = 0; i < 3000 && (later_out <= out0 || later_completed <= completed); i++) {
+    for (int i = 0; i < WAIT_POLLS && (later_out <= out0 || later_completed <= completed); i++) {
         usleep(10 * 1000);
         ck_assert_int_eq(tpc_test_http_get(port, "/metrics", text, sizeof text), 200);
         later_out = sample(text, "twopc_records_out_total{vertex=\"source\",subtask=\"0\"}");
@@ -231,7 +235,7 @@ START_TEST(test_bad_listen_values_are_refused)
     pthread_t th;
     ck_assert_int_eq(pthread_create(&th, NULL, run, &r), 0);
     int port = 0;
-    for (int i = 0; i < 3000 && !(port = tpc_job_metrics_port(job)); i++)
+    for (int i = 0; i < WAIT_POLLS && !(port = tpc_job_metrics_port(job)); i++)
         usleep(10 * 1000);
     ck_assert_int_gt(port, 0);
     char taken[32];
@@ -267,7 +271,7 @@ static int start_serving(tpc_job_t *job, run_t *r, pthread_t *th)
     *r = (run_t){job, NULL};
     ck_assert_int_eq(pthread_create(th, NULL, run, r), 0);
     int port = 0;
-    for (int i = 0; i < 3000 && !(port = tpc_job_metrics_port(job)); i++)
+    for (int i = 0; i < WAIT_POLLS && !(port = tpc_job_metrics_port(job)); i++)
         usleep(10 * 1000);
     ck_assert_int_gt(port, 0);
     return port;
@@ -298,7 +302,7 @@ START_TEST(test_health_and_readiness)
         int code = 0;
         /* The first checkpoint, or an attempt, comes soon: round 1 looks for 3 s, the others
          * wait as long as a loaded machine may need. */
-        for (int i = 0; i < (round == 1 ? 300 : 3000); i++) {
+        for (int i = 0; i < (round == 1 ? 300 : WAIT_POLLS); i++) {
             code = tpc_test_http_get(port, "/readyz", page, sizeof page);
             if (code == 200)
                 break;
@@ -357,7 +361,7 @@ START_TEST(test_failed_checkpoint_writes_are_counted)
     pthread_t th;
     int port = start_serving(job, &r, &th);
     tpc_job_stats_t st = {0};
-    for (int i = 0; i < 3000 && st.checkpoints_completed == 0; i++) {
+    for (int i = 0; i < WAIT_POLLS && st.checkpoints_completed == 0; i++) {
         usleep(10 * 1000);
         tpc_job_get_stats(job, &st);
     }
@@ -365,7 +369,7 @@ START_TEST(test_failed_checkpoint_writes_are_counted)
     tpc_test_rmdir(dir);
     char page[65536];
     double writes = 0;
-    for (int i = 0; i < 3000 && writes < 1; i++) {
+    for (int i = 0; i < WAIT_POLLS && writes < 1; i++) {
         usleep(10 * 1000);
         ck_assert_int_eq(tpc_test_http_get(port, "/metrics", page, sizeof page), 200);
         writes = sample(page, "twopc_checkpoints_failed_total{cause=\"write\"}");
@@ -375,7 +379,8 @@ START_TEST(test_failed_checkpoint_writes_are_counted)
      * job then waits 3 s to restart, not ready. */
     int code = 0;
     for (int i = 0;
-         i < 3000 && (code = tpc_test_http_get(port, "/readyz", page, sizeof page)) == 200; i++)
+         i < WAIT_POLLS && (code = tpc_test_http_get(port, "/readyz", page, sizeof page)) == 200;
+         i++)
         usleep(10 * 1000);
     ck_assert_int_eq(code, 503);
     ck_assert_msg(strstr(page, "waits to restart"), "%s", page);
@@ -480,7 +485,7 @@ START_TEST(test_oldest_pending_transaction)
 #define AGE  "twopc_sink_oldest_pending_transaction_age_seconds{sink=\"rec\"}"
 #define LEFT "twopc_sink_oldest_pending_transaction_timeout_remaining_seconds{sink=\"rec\"}"
     double age = 0, left = -1;
-    for (int i = 0; i < 3000 && age < 1.0; i++) {
+    for (int i = 0; i < WAIT_POLLS && age < 1.0; i++) {
         usleep(10 * 1000);
         ck_assert_int_eq(tpc_test_http_get(port, "/metrics", text, sizeof text), 200);
         age = sample(text, AGE);
@@ -495,7 +500,7 @@ START_TEST(test_oldest_pending_transaction)
 
     /* Committed: the slow commit is counted above 1 s and at most 2.5 s. */
     double slow = 0;
-    for (int i = 0; i < 3000 && slow < 1; i++) {
+    for (int i = 0; i < WAIT_POLLS && slow < 1; i++) {
         usleep(10 * 1000);
         ck_assert_int_eq(tpc_test_http_get(port, "/metrics", text, sizeof text), 200);
         slow = sample(text, "twopc_sink_commit_seconds_bucket{sink=\"rec\",le=\"2.5\"}") -
@@ -506,7 +511,7 @@ START_TEST(test_oldest_pending_transaction)
     ck_assert(sample(text, "twopc_sink_commit_seconds_count{sink=\"rec\"}") ==
               sample(text, "twopc_sink_commit_seconds_bucket{sink=\"rec\",le=\"+Inf\"}"));
     ck_assert(sample(text, "twopc_sink_commit_seconds_max{sink=\"rec\"}") >= 1.5);
-    for (int i = 0; i < 3000 && (age = sample(text, AGE)) >= 1.0; i++) {
+    for (int i = 0; i < WAIT_POLLS && (age = sample(text, AGE)) >= 1.0; i++) {
         usleep(10 * 1000);
         ck_assert_int_eq(tpc_test_http_get(port, "/metrics", text, sizeof text), 200);
     }
